@@ -1,0 +1,115 @@
+//! Server configuration: one documented struct with one `Default`, validated before a port is bound.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::storage::etcd::EtcdTls;
+
+/// Everything `kgate serve` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on (HTTPS, HTTP/2 and HTTP/1.1).
+    pub listen: SocketAddr,
+    /// Where the embedded store, PKI and admin kubeconfig live.
+    pub data_dir: PathBuf,
+    /// etcd endpoints; empty means the embedded store.
+    pub etcd_servers: Vec<String>,
+    /// Key prefix of every object.
+    pub etcd_prefix: String,
+    /// TLS material for etcd.
+    pub etcd_tls: EtcdTls,
+    /// Serving certificate and key to use instead of the generated ones.
+    pub tls_cert_file: Option<PathBuf>,
+    /// See `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// How often history older than one interval is compacted (kube-apiserver: 5 minutes).
+    pub compaction_interval: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:6443".parse().expect("static address"),
+            data_dir: PathBuf::from("./kgate-data"),
+            etcd_servers: Vec::new(),
+            etcd_prefix: "/registry".into(),
+            etcd_tls: EtcdTls::default(),
+            tls_cert_file: None,
+            tls_key_file: None,
+            compaction_interval: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A configuration that cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The key prefix must be an absolute key path.
+    #[error("--etcd-prefix must start with '/' and not end with '/': {0:?}")]
+    Prefix(String),
+    /// Both or neither of the TLS files.
+    #[error("--tls-cert-file and --tls-key-file must be given together")]
+    TlsPair,
+    /// An etcd endpoint that is not a URL.
+    #[error("--etcd-servers: {0:?} is not an http(s):// URL")]
+    Endpoint(String),
+}
+
+impl Config {
+    /// Check the configuration.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.etcd_prefix.starts_with('/') || self.etcd_prefix.ends_with('/') {
+            return Err(ConfigError::Prefix(self.etcd_prefix.clone()));
+        }
+        if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
+            return Err(ConfigError::TlsPair);
+        }
+        if let Some(bad) = self
+            .etcd_servers
+            .iter()
+            .find(|e| !(e.starts_with("http://") || e.starts_with("https://")))
+        {
+            return Err(ConfigError::Endpoint(bad.clone()));
+        }
+        Ok(())
+    }
+
+    /// The URL clients use to reach this server.
+    pub fn server_url(&self) -> String {
+        let host = match self.listen.ip() {
+            ip if ip.is_unspecified() => "127.0.0.1".to_string(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        };
+        format!("https://{host}:{}", self.listen.port())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_caught() {
+        assert!(Config::default().validate().is_ok());
+        let c = Config {
+            etcd_prefix: "registry/".into(),
+            ..Default::default()
+        };
+        assert!(c.validate().is_err());
+        let c = Config {
+            etcd_servers: vec!["localhost:2379".into()],
+            ..Default::default()
+        };
+        assert!(c.validate().is_err());
+        assert_eq!(
+            Config {
+                listen: "0.0.0.0:7000".parse().unwrap(),
+                ..Default::default()
+            }
+            .server_url(),
+            "https://127.0.0.1:7000"
+        );
+    }
+}

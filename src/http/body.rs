@@ -1,0 +1,116 @@
+//! Request bodies: read with a size limit and decoded from JSON, YAML or Kubernetes protobuf.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use serde_json::Value;
+
+use crate::status::{ApiError, ApiResult};
+
+/// Largest accepted body: 3 MiB, etcd's default request limit.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Read a whole body, failing with 413 past the limit.
+pub async fn read<B>(body: B) -> ApiResult<Bytes>
+where
+    B: http_body::Body<Data = Bytes> + Send,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(ApiError::too_large(MAX_BODY))
+        }
+        Err(e) => Err(ApiError::bad_request(format!(
+            "reading the request body: {e}"
+        ))),
+    }
+}
+
+/// YAML or JSON text (JSON is a subset of YAML, but JSON is parsed as JSON for exact errors).
+pub fn parse_yaml_or_json(bytes: &[u8]) -> ApiResult<Value> {
+    let trimmed = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .map(|i| &bytes[i..])
+        .unwrap_or(&[]);
+    if trimmed.first() == Some(&b'{') {
+        return serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")));
+    }
+    let v: Value = serde_yaml_ng::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    Ok(v)
+}
+
+/// Decode an object body by its Content-Type.
+pub fn decode_object(content_type: Option<&str>, bytes: &[u8]) -> ApiResult<Value> {
+    let ct = content_type.unwrap_or("application/json");
+    let media = ct.split(';').next().unwrap_or("").trim();
+    let v = match media {
+        "application/vnd.kubernetes.protobuf" => crate::proto::decode(bytes)?,
+        "application/yaml" | "application/apply-patch+yaml" => parse_yaml_or_json(bytes)?,
+        "application/json" | "" | "*/*" => {
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                return Err(ApiError::bad_request("the request body is empty"));
+            }
+            serde_json::from_slice(bytes)
+                .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?
+        }
+        other => {
+            return Err(ApiError::unsupported_media_type(
+                other,
+                &[
+                    "application/json",
+                    "application/yaml",
+                    "application/vnd.kubernetes.protobuf",
+                ],
+            ))
+        }
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_yaml_and_garbage() {
+        assert_eq!(
+            decode_object(Some("application/json"), br#"{"a":1}"#).unwrap()["a"],
+            1
+        );
+        assert_eq!(
+            decode_object(Some("application/yaml"), b"a: 1\n").unwrap()["a"],
+            1
+        );
+        assert_eq!(
+            decode_object(Some("application/json"), b"{not json")
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            decode_object(Some("application/json"), b"[1]")
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            decode_object(Some("text/plain"), b"x").unwrap_err().code,
+            415
+        );
+        assert_eq!(
+            decode_object(Some("application/vnd.kubernetes.protobuf"), b"nope")
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
+}

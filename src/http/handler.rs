@@ -1,0 +1,718 @@
+//! The request path after TLS: cluster and request info, authentication, authorization, then the
+//! handler for discovery, OpenAPI or a resource verb. Every error becomes a Status here.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use futures::StreamExt;
+use http::{header, Method, Request, Response};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use serde_json::{json, Value};
+
+use super::body;
+use super::respond::{self, Body};
+use crate::auth::{self, Identity};
+use crate::cluster::{self, ClusterTarget, ROOT};
+use crate::discovery::{Aggregated, Discovery};
+use crate::metrics::Metrics;
+use crate::patch::PatchType;
+use crate::registry::{Ctx, DeleteOptions, ListOptions, Registry, WriteOptions};
+use crate::request::{self, Query, ResourcePath, Route};
+use crate::resources::{self, ResourceDef};
+use crate::status::{ApiError, ApiResult};
+use crate::tenancy::{self, Directory};
+
+/// The Kubernetes version kgate serves; kubectl's dispatcher picks its build from `minor`.
+pub const KUBE_MAJOR: &str = "1";
+/// See `KUBE_MAJOR`.
+pub const KUBE_MINOR: &str = "33";
+
+/// What every request handler shares.
+pub struct AppState {
+    /// Objects.
+    pub registry: Registry,
+    /// Which logical clusters exist.
+    pub directory: Directory,
+    /// Flips to true on SIGTERM/SIGINT; watches end when it does.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Request metrics.
+    pub metrics: Metrics,
+    /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
+    discovery: [OnceLock<Discovery>; 2],
+    /// OpenAPI v3 documents by (root?, gv path), with their hash.
+    openapi: DashMap<(bool, String), (Arc<Vec<u8>>, String)>,
+}
+
+/// The connection a request came on.
+#[derive(Debug, Clone, Default)]
+pub struct ConnInfo {
+    /// From a verified client certificate.
+    pub identity: Option<Identity>,
+    /// The `host:port` clients reach us at (for `serverAddressByClientCIDRs`).
+    pub server_address: String,
+}
+
+impl AppState {
+    /// New shared state.
+    pub fn new(
+        registry: Registry,
+        directory: Directory,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+        metrics: Metrics,
+    ) -> Self {
+        AppState {
+            registry,
+            directory,
+            shutdown,
+            metrics,
+            discovery: [OnceLock::new(), OnceLock::new()],
+            openapi: DashMap::new(),
+        }
+    }
+
+    fn discovery(&self, cluster: &str) -> &Discovery {
+        let root = cluster == ROOT;
+        self.discovery[usize::from(root)]
+            .get_or_init(|| Discovery::build(resources::for_cluster(cluster)))
+    }
+}
+
+/// Handle one request; never fails.
+pub async fn handle(
+    state: Arc<AppState>,
+    conn: Arc<ConnInfo>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let (resp, labels) = match route(&state, &conn, req).await {
+        Ok(r) => r,
+        Err(e) => (respond::error(&e), Labels::default()),
+    };
+    state.metrics.observe(
+        &method,
+        &labels.verb,
+        &labels.resource,
+        resp.status().as_u16(),
+        started.elapsed(),
+    );
+    tracing::debug!(%method, %path, status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request");
+    resp
+}
+
+#[derive(Default)]
+struct Labels {
+    verb: String,
+    resource: String,
+}
+
+type Routed = ApiResult<(Response<Body>, Labels)>;
+
+fn plain(r: Response<Body>) -> Routed {
+    Ok((r, Labels::default()))
+}
+
+async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -> Routed {
+    let header_cluster = req
+        .headers()
+        .get(cluster::CLUSTER_HEADER)
+        .map(|v| v.to_str().unwrap_or("\u{0}").to_string());
+    let path = req.uri().path().to_string();
+    let (target, rest) = cluster::resolve(&path, header_cluster.as_deref())?;
+    let route = request::parse_route(rest)?;
+    match &route {
+        Route::Version => return plain(respond::json(200, &version())),
+        Route::Health(which) => {
+            let ok = *which != "readyz" || state.registry.store.healthy().await;
+            return plain(if ok {
+                respond::bytes(200, "text/plain; charset=utf-8", "ok")
+            } else {
+                respond::bytes(
+                    500,
+                    "text/plain; charset=utf-8",
+                    "[-]etcd failed: store is unreachable\nreadyz check failed",
+                )
+            });
+        }
+        _ => {}
+    }
+    let who = conn.identity.clone().ok_or_else(ApiError::unauthorized)?;
+    if let ClusterTarget::Named(name) = &target {
+        if !state.directory.exists(name).await? {
+            return Err(ApiError::not_found(
+                "logicalclusters",
+                resources::TENANCY_GROUP,
+                name,
+            ));
+        }
+    }
+    // Discovery for the wildcard shows what every tenant serves.
+    let cluster_name = target.name().unwrap_or("*").to_string();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let if_none_match = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let disc = state.discovery(&cluster_name);
+    let doc = |d: &crate::discovery::Doc, ct: &str| -> Response<Body> {
+        if if_none_match.as_deref() == Some(d.etag.as_str()) {
+            let mut r = respond::bytes(304, ct, Bytes::new());
+            r.headers_mut()
+                .insert(header::ETAG, d.etag.parse().expect("hex etag"));
+            return r;
+        }
+        let mut r = respond::bytes(200, ct, d.body.as_ref().clone());
+        r.headers_mut()
+            .insert(header::ETAG, d.etag.parse().expect("hex etag"));
+        r.headers_mut()
+            .insert(header::VARY, "Accept".parse().expect("static"));
+        r
+    };
+    match route {
+        Route::Version | Route::Health(_) => unreachable!("answered above"),
+        Route::Metrics => {
+            if !who.is_master() {
+                return Err(ApiError::forbidden(format!(
+                    "forbidden: User \"{}\" cannot get path \"/metrics\"",
+                    who.user
+                )));
+            }
+            plain(respond::bytes(
+                200,
+                "text/plain; version=0.0.4",
+                state.metrics.render(),
+            ))
+        }
+        Route::Api | Route::Apis => {
+            let core = matches!(route, Route::Api);
+            if let Some(agg) = accept.as_deref().and_then(Aggregated::negotiate) {
+                let d = &disc.aggregated[&(agg.version(), core)];
+                let mut r = doc(d, &agg.content_type());
+                r.headers_mut()
+                    .insert(header::CACHE_CONTROL, "public".parse().expect("static"));
+                return plain(r);
+            }
+            if core {
+                let mut v = disc.api_versions.clone();
+                v["serverAddressByClientCIDRs"] =
+                    json!([{"clientCIDR": "0.0.0.0/0", "serverAddress": conn.server_address}]);
+                plain(respond::json(200, &v))
+            } else {
+                plain(doc(&disc.apis, "application/json"))
+            }
+        }
+        Route::ApiVersion(v) => match disc.resource_lists.get(&format!("api/{v}")) {
+            Some(d) => plain(doc(d, "application/json")),
+            None => Err(ApiError::path_not_found()),
+        },
+        Route::ApiGroup(g) => match disc.groups.get(&g) {
+            Some(d) => plain(doc(d, "application/json")),
+            None => Err(ApiError::path_not_found()),
+        },
+        Route::ApiGroupVersion(g, v) => match disc.resource_lists.get(&format!("apis/{g}/{v}")) {
+            Some(d) => plain(doc(d, "application/json")),
+            None => Err(ApiError::path_not_found()),
+        },
+        Route::OpenApiV2 => Err(ApiError::path_not_found()),
+        Route::OpenApiV3 => plain(openapi_index(
+            state,
+            &cluster_name,
+            if_none_match.as_deref(),
+        )),
+        Route::OpenApiV3Doc(gv) => {
+            let q = Query::parse(req.uri().query());
+            plain(openapi_doc(
+                state,
+                &cluster_name,
+                &gv,
+                q.get("hash"),
+                if_none_match.as_deref(),
+            )?)
+        }
+        Route::Resource(rp) => resource(state, &who, &target, rp, req).await,
+    }
+}
+
+fn version() -> Value {
+    json!({
+        "major": KUBE_MAJOR, "minor": KUBE_MINOR, "gitVersion": format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0"),
+        "gitCommit": env!("CARGO_PKG_VERSION"), "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.24", "compiler": "gc", "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH }),
+    })
+}
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> Option<(Arc<Vec<u8>>, String)> {
+    let root = cluster == ROOT;
+    if let Some(hit) = state.openapi.get(&(root, gv.to_string())) {
+        return Some(hit.clone());
+    }
+    let disc = state.discovery(cluster);
+    let ((g, v), defs) = disc.by_gv.iter().find(|((g, v), _)| gv_path(g, v) == gv)?;
+    let ops: Vec<crate::openapi::ResourceOps> = defs
+        .iter()
+        .map(|d| crate::openapi::ResourceOps {
+            plural: &d.plural,
+            kind: &d.kind,
+            namespaced: d.namespaced,
+            status: d.status,
+            scale: d.scale.is_some(),
+            verbs: d.verbs,
+        })
+        .collect();
+    let doc = crate::openapi::Builtins::get().gv_document(g, v, &ops);
+    let bytes = serde_json::to_vec(&doc).expect("JSON serialises");
+    let hash = crate::openapi::doc_hash(&bytes);
+    let entry = (Arc::new(bytes), hash);
+    state.openapi.insert((root, gv.to_string()), entry.clone());
+    Some(entry)
+}
+
+fn openapi_index(state: &AppState, cluster: &str, if_none_match: Option<&str>) -> Response<Body> {
+    let disc = state.discovery(cluster);
+    let mut paths = serde_json::Map::new();
+    for (g, v) in disc.by_gv.keys() {
+        let gv = gv_path(g, v);
+        if let Some((_, hash)) = openapi_bytes(state, cluster, &gv) {
+            paths.insert(
+                gv.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={hash}")}),
+            );
+        }
+    }
+    let body = serde_json::to_vec(&json!({"paths": paths})).expect("JSON serialises");
+    let etag = format!("\"{}\"", crate::openapi::doc_hash(&body));
+    if if_none_match == Some(etag.as_str()) {
+        return respond::bytes(304, "application/json", Bytes::new());
+    }
+    let mut r = respond::bytes(200, "application/json", body);
+    r.headers_mut()
+        .insert(header::ETAG, etag.parse().expect("hex"));
+    r
+}
+
+fn openapi_doc(
+    state: &AppState,
+    cluster: &str,
+    gv: &str,
+    hash: Option<&str>,
+    if_none_match: Option<&str>,
+) -> ApiResult<Response<Body>> {
+    let (bytes, current) =
+        openapi_bytes(state, cluster, gv).ok_or_else(ApiError::path_not_found)?;
+    let etag = format!("\"{current}\"");
+    if let Some(h) = hash {
+        if h != current {
+            let mut r = respond::bytes(301, "text/plain", Bytes::new());
+            let prefix = if cluster == ROOT {
+                String::new()
+            } else {
+                format!("/clusters/{cluster}")
+            };
+            r.headers_mut().insert(
+                header::LOCATION,
+                format!("{prefix}/openapi/v3/{gv}?hash={current}")
+                    .parse()
+                    .map_err(ApiError::internal)?,
+            );
+            return Ok(r);
+        }
+    }
+    if if_none_match == Some(etag.as_str()) {
+        return Ok(respond::bytes(304, "application/json", Bytes::new()));
+    }
+    let mut r = respond::bytes(200, "application/json", bytes.as_ref().clone());
+    let h = r.headers_mut();
+    h.insert(header::ETAG, etag.parse().map_err(ApiError::internal)?);
+    h.insert(header::VARY, "Accept".parse().expect("static"));
+    if hash.is_some() {
+        h.insert(
+            header::CACHE_CONTROL,
+            "public, immutable".parse().expect("static"),
+        );
+        let expires = (chrono::Utc::now() + chrono::Duration::days(365))
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string();
+        h.insert(
+            header::EXPIRES,
+            expires.parse().map_err(ApiError::internal)?,
+        );
+    } else {
+        h.insert(
+            header::CACHE_CONTROL,
+            "no-cache, private".parse().expect("static"),
+        );
+    }
+    Ok(r)
+}
+
+/// The Kubernetes verb of a resource request.
+fn verb_of(method: &Method, rp: &ResourcePath, watch: bool) -> ApiResult<&'static str> {
+    Ok(match (method.as_str(), rp.name.is_some()) {
+        ("GET" | "HEAD", true) if watch => "watch",
+        ("GET" | "HEAD", true) => "get",
+        ("GET" | "HEAD", false) if watch => "watch",
+        ("GET" | "HEAD", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        (m, _) => return Err(ApiError::method_not_allowed(m, &rp.resource)),
+    })
+}
+
+async fn resource(
+    state: &Arc<AppState>,
+    who: &Identity,
+    target: &ClusterTarget,
+    rp: ResourcePath,
+    req: Request<Incoming>,
+) -> Routed {
+    let cluster_for_defs = target.name().unwrap_or("*");
+    let def: Arc<ResourceDef> = resources::for_cluster(cluster_for_defs)
+        .find(|d| d.group == rp.group && d.version == rp.version && d.plural == rp.resource)
+        .cloned()
+        .ok_or_else(ApiError::path_not_found)?;
+    if rp.namespace.is_some() && !def.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    let q = Query::parse(req.uri().query());
+    let watch = rp.watch_path || q.flag("watch")?;
+    let verb = verb_of(req.method(), &rp, watch)?;
+    let labels = Labels {
+        verb: verb.to_string(),
+        resource: def.plural.clone(),
+    };
+    let attrs = auth::Attributes {
+        verb,
+        group: &def.group,
+        resource: &def.plural,
+        subresource: rp.subresource.as_deref(),
+        namespace: rp.namespace.as_deref(),
+        name: rp.name.as_deref(),
+    };
+    auth::authorize(who, &attrs).map_err(ApiError::forbidden)?;
+    let cluster = match target {
+        ClusterTarget::Wildcard => {
+            if verb != "list" && verb != "watch" {
+                return Err(ApiError::method_not_allowed(verb, &def.plural));
+            }
+            None
+        }
+        ClusterTarget::Named(n) => Some(n.clone()),
+    };
+    if !def.allows(verb) && rp.subresource.is_none() {
+        return Err(ApiError::method_not_allowed(verb, &def.plural));
+    }
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let cluster_str = cluster.clone().unwrap_or_default();
+    let ctx = Ctx {
+        cluster: &cluster_str,
+        def: &def,
+        namespace: rp.namespace.as_deref(),
+        user: who,
+        user_agent: user_agent.as_deref(),
+    };
+    let shape = respond::shape(accept.as_deref());
+    let include = respond::include_object(&q);
+    let reg = &state.registry;
+    let method = req.method().clone();
+    let body = body::read(req.into_body()).await?;
+
+    if def.is_virtual() {
+        return Ok((review(&def, who, content_type.as_deref(), &body)?, labels));
+    }
+    let name = rp.name.as_deref();
+    let sub = rp.subresource.as_deref();
+    match sub {
+        None | Some("status") | Some("scale") => {}
+        Some(_) => return Err(ApiError::path_not_found()),
+    }
+    if sub == Some("status") && !def.status || sub == Some("scale") && def.scale.is_none() {
+        return Err(ApiError::path_not_found());
+    }
+    let written = |w: crate::registry::Written| -> Response<Body> {
+        let mut r = respond::json(w.code, &w.body);
+        respond::add_warnings(&mut r, &w.warnings);
+        r
+    };
+    let resp = match (verb, name, sub) {
+        ("get", Some(n), Some("scale")) => respond::json(
+            200,
+            &crate::registry::scale_of(&def, &reg.get(&ctx, n).await?)?,
+        ),
+        ("get", Some(n), _) => {
+            let obj = reg.get(&ctx, n).await?;
+            respond::json(
+                200,
+                &respond::render_object(&def, &obj, shape, include, true),
+            )
+        }
+        ("list", None, None) => {
+            let opts = ListOptions::from_query(&q, false)?;
+            let list = reg.list(&ctx, cluster.as_deref(), &opts).await?;
+            let mut meta = json!({"resourceVersion": list.revision.to_string()});
+            if let Some(c) = list.continue_token {
+                meta["continue"] = json!(c);
+            }
+            respond::json(
+                200,
+                &respond::render_list(&def, list.items, meta, shape, include),
+            )
+        }
+        ("watch", _, None) => {
+            let mut opts = ListOptions::from_query(&q, rp.watch_path)?;
+            if let Some(n) = name {
+                // `/watch/.../<name>`: a watch of one object.
+                opts.fields = crate::selector::FieldSelector::parse(&format!("metadata.name={n}"))?;
+            }
+            let def2 = def.clone();
+            let render: crate::watch::Render = Arc::new(move |obj: &Value, first: bool| {
+                respond::render_object(&def2, obj, shape, include, first)
+            });
+            let rx = crate::watch::start(
+                reg.clone(),
+                crate::watch::WatchRequest {
+                    def: def.clone(),
+                    cluster: cluster.clone(),
+                    namespace: rp.namespace.clone(),
+                    opts,
+                    render,
+                },
+                state.shutdown.clone(),
+            )
+            .await?;
+            let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
+                .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
+            let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                "application/json".parse().expect("static"),
+            );
+            r.headers_mut().insert(
+                header::CACHE_CONTROL,
+                "no-cache, private".parse().expect("static"),
+            );
+            r
+        }
+        ("create", None, None) => {
+            let obj = body::decode_object(content_type.as_deref(), &body)?;
+            let opts = WriteOptions::from_query(&q)?;
+            let w = reg.create(&ctx, obj, &opts).await?;
+            if def.group == resources::TENANCY_GROUP && !opts.dry_run {
+                let w = after_logical_cluster_create(state, w).await?;
+                written(w)
+            } else {
+                written(w)
+            }
+        }
+        ("update", Some(n), Some("scale")) => {
+            let obj = body::decode_object(content_type.as_deref(), &body)?;
+            written(
+                reg.update_scale(&ctx, n, obj, &WriteOptions::from_query(&q)?)
+                    .await?,
+            )
+        }
+        ("update", Some(n), _) => {
+            let obj = body::decode_object(content_type.as_deref(), &body)?;
+            written(
+                reg.update(&ctx, n, obj, &WriteOptions::from_query(&q)?, sub)
+                    .await?,
+            )
+        }
+        ("patch", Some(n), _) => {
+            let ct = content_type.as_deref().unwrap_or("");
+            let pt = PatchType::from_content_type(ct).ok_or_else(|| {
+                ApiError::unsupported_media_type(
+                    ct,
+                    &[
+                        "application/json-patch+json",
+                        "application/merge-patch+json",
+                        "application/apply-patch+yaml",
+                        "application/strategic-merge-patch+json",
+                    ],
+                )
+            })?;
+            written(
+                reg.patch(&ctx, n, pt, &body, &WriteOptions::from_query(&q)?, sub)
+                    .await?,
+            )
+        }
+        ("delete", Some(n), None) => {
+            let dopts = delete_options(&body, &q)?;
+            let w = reg.delete(&ctx, n, &dopts).await?;
+            if def.group == resources::TENANCY_GROUP && !dopts.dry_run {
+                spawn_cluster_purge(state, n.to_string());
+            }
+            written(w)
+        }
+        ("deletecollection", None, None) => {
+            let dopts = delete_options(&body, &q)?;
+            let lopts = ListOptions::from_query(&q, false)?;
+            written(reg.delete_collection(&ctx, &lopts, &dopts).await?)
+        }
+        _ => return Err(ApiError::method_not_allowed(method.as_str(), &def.plural)),
+    };
+    Ok((resp, labels))
+}
+
+fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
+    let v = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        Some(
+            serde_json::from_slice::<Value>(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?,
+        )
+    };
+    DeleteOptions::parse(v.as_ref(), q)
+}
+
+/// A new LogicalCluster: bootstrap its cluster, then report it Ready.
+async fn after_logical_cluster_create(
+    state: &AppState,
+    mut w: crate::registry::Written,
+) -> ApiResult<crate::registry::Written> {
+    let name = crate::meta::meta_str(&w.body, "name")
+        .unwrap_or_default()
+        .to_string();
+    tenancy::bootstrap(&state.registry, &name).await?;
+    let def = resources::logical_cluster_def();
+    let key = crate::storage::keys::object(
+        &state.registry.prefix,
+        def.storage_group(),
+        &def.plural,
+        ROOT,
+        None,
+        &name,
+    );
+    if let Some(kv) = state.registry.store.get(&key).await? {
+        let mut obj = state.registry.decode(&def, ROOT, &kv)?;
+        obj["status"] = tenancy::ready_status();
+        if let Ok(rev) = state
+            .registry
+            .store
+            .update(&key, crate::registry::encode(&obj), kv.mod_revision)
+            .await
+        {
+            crate::registry::decorate(&mut obj, &def, ROOT, rev);
+            w.body = obj;
+        }
+    }
+    Ok(w)
+}
+
+/// Remove every key of a deleted logical cluster, in bounded batches, in the background.
+fn spawn_cluster_purge(state: &Arc<AppState>, cluster: String) {
+    let reg = state.registry.clone();
+    tokio::spawn(async move {
+        for def in resources::builtins() {
+            let prefix = reg.collection(def, Some(&cluster), None);
+            loop {
+                let page = match reg
+                    .store
+                    .range(crate::storage::RangeRequest {
+                        prefix: prefix.clone(),
+                        limit: 500,
+                        ..Default::default()
+                    })
+                    .await
+                {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::warn!(error = %e, cluster = %cluster, "purging a deleted cluster");
+                        return;
+                    }
+                };
+                for kv in &page.kvs {
+                    let _ = reg.store.delete(&kv.key, None).await;
+                }
+                if !page.more {
+                    break;
+                }
+            }
+        }
+    });
+}
+
+/// SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview: answered, never stored.
+fn review(
+    def: &ResourceDef,
+    who: &Identity,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> ApiResult<Response<Body>> {
+    let mut obj = body::decode_object(content_type, body)?;
+    obj["apiVersion"] = json!(def.api_version());
+    obj["kind"] = json!(def.kind);
+    match def.kind.as_str() {
+        "SelfSubjectAccessReview" => {
+            let spec = obj.get("spec").cloned().unwrap_or(json!({}));
+            let ra = spec.get("resourceAttributes");
+            let allowed = match ra {
+                Some(ra) => {
+                    let s = |k: &str| ra.get(k).and_then(Value::as_str).filter(|x| !x.is_empty());
+                    let attrs = auth::Attributes {
+                        verb: s("verb").unwrap_or("get"),
+                        group: s("group").unwrap_or(""),
+                        resource: s("resource").unwrap_or(""),
+                        subresource: s("subresource"),
+                        namespace: s("namespace"),
+                        name: s("name"),
+                    };
+                    auth::authorize(who, &attrs).is_ok()
+                }
+                None => who.is_master(),
+            };
+            obj["status"] = json!({"allowed": allowed});
+        }
+        "SelfSubjectRulesReview" => {
+            let (resource_rules, non_resource_rules) = if who.is_master() {
+                (
+                    json!([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]),
+                    json!([{"verbs": ["*"], "nonResourceURLs": ["*"]}]),
+                )
+            } else {
+                (json!([]), json!([]))
+            };
+            obj["status"] = json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false});
+        }
+        "SelfSubjectReview" => {
+            obj["status"] = json!({"userInfo": who.user_info()});
+        }
+        _ => return Err(ApiError::path_not_found()),
+    }
+    obj["metadata"] = json!({"creationTimestamp": null});
+    Ok(respond::json(201, &obj))
+}

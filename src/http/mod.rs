@@ -1,0 +1,5 @@
+//! The HTTP edge: TLS listener, request routing and response building.
+pub mod body;
+pub mod handler;
+pub mod respond;
+pub mod server;

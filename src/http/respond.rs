@@ -1,0 +1,198 @@
+//! Building responses: JSON bodies, Status errors, and the `as=Table` / `as=PartialObjectMetadata`
+//! transforms clients ask for in `Accept`.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use serde_json::{json, Value};
+
+use crate::resources::ResourceDef;
+use crate::status::ApiError;
+
+/// Every response body.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// A full body from bytes.
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).boxed()
+}
+
+/// A JSON response.
+pub fn json(code: u16, v: &Value) -> Response<Body> {
+    bytes(
+        code,
+        "application/json",
+        serde_json::to_vec(v).expect("JSON serialises"),
+    )
+}
+
+/// A response with raw bytes and a content type.
+pub fn bytes(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// A Status error response (the one place errors become HTTP).
+pub fn error(e: &ApiError) -> Response<Body> {
+    let mut r = json(e.code, &e.to_status());
+    if let Some(s) = e.retry_after {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
+}
+
+/// Add `Warning: 299 - "<text>"` headers.
+pub fn add_warnings(r: &mut Response<Body>, warnings: &[String]) {
+    for w in warnings {
+        let text = w.replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+}
+
+/// What representation the client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// The objects themselves.
+    Plain,
+    /// `meta.k8s.io` Table.
+    Table,
+    /// `PartialObjectMetadata(List)`.
+    Metadata,
+}
+
+/// Read the `Accept` header: the first `as=` transform we support, else plain JSON.
+pub fn shape(accept: Option<&str>) -> Shape {
+    let Some(accept) = accept else {
+        return Shape::Plain;
+    };
+    for part in accept.split(',') {
+        let params: Vec<&str> = part.split(';').map(str::trim).collect();
+        let has = |k: &str, v: &str| params.iter().any(|p| p.split_once('=') == Some((k, v)));
+        if params.first() != Some(&"application/json") {
+            continue;
+        }
+        if has("as", "Table") && has("g", "meta.k8s.io") {
+            return Shape::Table;
+        }
+        if (has("as", "PartialObjectMetadataList") || has("as", "PartialObjectMetadata"))
+            && has("g", "meta.k8s.io")
+        {
+            return Shape::Metadata;
+        }
+        if params.len() == 1 {
+            return Shape::Plain;
+        }
+    }
+    Shape::Plain
+}
+
+/// `includeObject` for Tables.
+pub fn include_object(q: &crate::request::Query) -> crate::table::IncludeObject {
+    match q.get("includeObject") {
+        Some("None") => crate::table::IncludeObject::None,
+        Some("Object") => crate::table::IncludeObject::Object,
+        _ => crate::table::IncludeObject::Metadata,
+    }
+}
+
+fn partial(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+}
+
+/// Render one object in the requested shape.
+pub fn render_object(
+    def: &ResourceDef,
+    obj: &Value,
+    shape: Shape,
+    include: crate::table::IncludeObject,
+    with_columns: bool,
+) -> Value {
+    match shape {
+        Shape::Plain => obj.clone(),
+        Shape::Metadata => partial(obj),
+        Shape::Table => {
+            let mut t = crate::table::table(
+                &def.group,
+                &def.plural,
+                std::slice::from_ref(obj),
+                json!({"resourceVersion": obj["metadata"]["resourceVersion"]}),
+                include,
+                with_columns,
+                chrono::Utc::now(),
+            );
+            if !with_columns {
+                if let Some(m) = t.as_object_mut() {
+                    m.remove("columnDefinitions");
+                }
+            }
+            t
+        }
+    }
+}
+
+/// Render a list in the requested shape.
+pub fn render_list(
+    def: &ResourceDef,
+    items: Vec<Value>,
+    list_meta: Value,
+    shape: Shape,
+    include: crate::table::IncludeObject,
+) -> Value {
+    match shape {
+        Shape::Plain => {
+            json!({"kind": def.list_kind(), "apiVersion": def.api_version(), "metadata": list_meta, "items": items})
+        }
+        Shape::Metadata => {
+            let items: Vec<Value> = items.iter().map(partial).collect();
+            json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "items": items})
+        }
+        Shape::Table => crate::table::table(
+            &def.group,
+            &def.plural,
+            &items,
+            list_meta,
+            include,
+            true,
+            chrono::Utc::now(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubectl_table_accept_is_recognised() {
+        let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(shape(Some(a)), Shape::Table);
+        assert_eq!(shape(Some("application/json")), Shape::Plain);
+        assert_eq!(
+            shape(Some(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            )),
+            Shape::Metadata
+        );
+        assert_eq!(shape(None), Shape::Plain);
+        assert_eq!(
+            shape(Some("application/vnd.kubernetes.protobuf,application/json")),
+            Shape::Plain
+        );
+    }
+
+    #[test]
+    fn errors_carry_retry_after() {
+        let r = error(&ApiError::unavailable("down"));
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+    }
+}

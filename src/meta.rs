@@ -1,0 +1,338 @@
+//! Object metadata rules shared by every resource: name and label validation, server-set fields,
+//! and small accessors over unstructured (`serde_json::Value`) objects.
+
+use rand::Rng;
+use serde_json::{Map, Value};
+
+use crate::status::{cause, Cause};
+
+/// Longest DNS-1123 label.
+const LABEL_MAX: usize = 63;
+/// Longest DNS-1123 subdomain.
+const SUBDOMAIN_MAX: usize = 253;
+
+fn is_alnum(c: u8) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// DNS-1123 label (namespaces, services, logical clusters), with kube-apiserver's message.
+pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
+    let b = s.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= LABEL_MAX
+        && is_alnum(b[0])
+        && is_alnum(b[b.len() - 1])
+        && b.iter().all(|&c| is_alnum(c) || c == b'-');
+    if ok {
+        return Ok(());
+    }
+    if b.len() > LABEL_MAX {
+        return Err(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    Err("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string())
+}
+
+/// DNS-1123 subdomain (most object names), with kube-apiserver's message.
+pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
+    if s.len() > SUBDOMAIN_MAX {
+        return Err(format!("must be no more than {SUBDOMAIN_MAX} characters"));
+    }
+    let ok = !s.is_empty()
+        && s.split('.').all(|part| {
+            let b = part.as_bytes();
+            !b.is_empty()
+                && is_alnum(b[0])
+                && is_alnum(b[b.len() - 1])
+                && b.iter().all(|&c| is_alnum(c) || c == b'-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string())
+    }
+}
+
+/// Names that path segments forbid for every resource (`path segment name may not be ...`).
+pub fn validate_path_segment(s: &str) -> Result<(), String> {
+    if s == "." || s == ".." {
+        return Err(format!("may not be '{s}'"));
+    }
+    for bad in ["/", "%"] {
+        if s.contains(bad) {
+            return Err(format!("may not contain '{bad}'"));
+        }
+    }
+    Ok(())
+}
+
+/// Which name rule a resource uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// DNS-1123 subdomain (configmaps, secrets, deployments, ...).
+    Subdomain,
+    /// DNS-1123 label (namespaces, services).
+    Label,
+    /// Any path segment (RBAC objects allow `system:foo`).
+    PathSegment,
+}
+
+impl NameRule {
+    /// Check a name against the rule.
+    pub fn check(self, name: &str) -> Result<(), String> {
+        match self {
+            NameRule::Subdomain => validate_dns1123_subdomain(name),
+            NameRule::Label => validate_dns1123_label(name),
+            NameRule::PathSegment => {
+                if name.is_empty() {
+                    Err("name is required".into())
+                } else {
+                    validate_path_segment(name)
+                }
+            }
+        }
+    }
+}
+
+fn qualified_name_ok(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= LABEL_MAX
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
+}
+
+/// A label or annotation key: `[prefix/]name` as k8s.io/apimachinery `IsQualifiedName`.
+pub fn validate_qualified_name(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            return Err("prefix part must be non-empty".into());
+        }
+        validate_dns1123_subdomain(p).map_err(|e| format!("prefix part {e}"))?;
+    }
+    if qualified_name_ok(name) {
+        Ok(())
+    } else if name.len() > LABEL_MAX {
+        Err(format!(
+            "name part must be no more than {LABEL_MAX} characters"
+        ))
+    } else {
+        Err("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".into())
+    }
+}
+
+/// A label value: empty, or a qualified name part of at most 63 characters.
+pub fn validate_label_value(v: &str) -> Result<(), String> {
+    if v.is_empty() || qualified_name_ok(v) {
+        Ok(())
+    } else if v.len() > LABEL_MAX {
+        Err(format!("must be no more than {LABEL_MAX} characters"))
+    } else {
+        Err("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".into())
+    }
+}
+
+/// Total size limit of annotations (256 KiB), as kube-apiserver.
+const ANNOTATIONS_MAX: usize = 256 * 1024;
+
+/// Validate `metadata.labels` and `metadata.annotations`, returning field causes.
+pub fn validate_labels_annotations(meta: &Map<String, Value>) -> Vec<Cause> {
+    let mut out = Vec::new();
+    match meta.get("labels") {
+        Some(Value::Object(labels)) => {
+            for (k, v) in labels {
+                if let Err(e) = validate_qualified_name(k) {
+                    out.push(cause(
+                        "FieldValueInvalid",
+                        "metadata.labels",
+                        format!("Invalid value: {k:?}: {e}"),
+                    ));
+                }
+                match v.as_str() {
+                    Some(s) => {
+                        if let Err(e) = validate_label_value(s) {
+                            out.push(cause(
+                                "FieldValueInvalid",
+                                "metadata.labels",
+                                format!("Invalid value: {s:?}: {e}"),
+                            ));
+                        }
+                    }
+                    None => out.push(cause(
+                        "FieldValueInvalid",
+                        "metadata.labels",
+                        format!("Invalid value: {v}: must be a string"),
+                    )),
+                }
+            }
+        }
+        None | Some(Value::Null) => {}
+        Some(_) => out.push(cause(
+            "FieldValueInvalid",
+            "metadata.labels",
+            "must be an object of strings",
+        )),
+    }
+    match meta.get("annotations") {
+        Some(Value::Object(ann)) => {
+            let mut total = 0;
+            for (k, v) in ann {
+                if let Err(e) = validate_qualified_name(k) {
+                    out.push(cause(
+                        "FieldValueInvalid",
+                        "metadata.annotations",
+                        format!("Invalid value: {k:?}: {e}"),
+                    ));
+                }
+                match v.as_str() {
+                    Some(s) => total += k.len() + s.len(),
+                    None => out.push(cause(
+                        "FieldValueInvalid",
+                        "metadata.annotations",
+                        format!("Invalid value: {v}: must be a string"),
+                    )),
+                }
+            }
+            if total > ANNOTATIONS_MAX {
+                out.push(cause(
+                    "FieldValueTooLong",
+                    "metadata.annotations",
+                    format!("Too long: must have at most {ANNOTATIONS_MAX} bytes"),
+                ));
+            }
+        }
+        None | Some(Value::Null) => {}
+        Some(_) => out.push(cause(
+            "FieldValueInvalid",
+            "metadata.annotations",
+            "must be an object of strings",
+        )),
+    }
+    out
+}
+
+/// The name generator alphabet of `apiserver/pkg/storage/names` (no vowels, no confusable digits).
+const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// `generateName` + 5 random characters, the base cut to 58 characters.
+pub fn generate_name(base: &str) -> String {
+    let base: String = base.chars().take(58).collect();
+    let mut rng = rand::rng();
+    let suffix: String = (0..5)
+        .map(|_| GENERATE_ALPHABET[rng.random_range(0..GENERATE_ALPHABET.len())] as char)
+        .collect();
+    format!("{base}{suffix}")
+}
+
+/// RFC 3339 timestamp with second precision, as `metav1.Time` serialises.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// `metadata` of an object, or `None` if it is missing or not an object.
+pub fn metadata(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata").and_then(Value::as_object)
+}
+
+/// Mutable `metadata`, created if missing.
+pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    let root = obj.as_object_mut().expect("objects are JSON objects");
+    let entry = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    entry.as_object_mut().expect("just made an object")
+}
+
+/// A string field of `metadata`.
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    metadata(obj)
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+}
+
+/// `metadata.labels` as a map, if present.
+pub fn labels(obj: &Value) -> Option<&Map<String, Value>> {
+    metadata(obj)
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+}
+
+/// `metadata.finalizers` as strings.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    metadata(obj)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Everything except metadata and status: a change here bumps `metadata.generation`.
+pub fn spec_equal(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("metadata");
+            m.remove("status");
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_rules() {
+        assert!(validate_dns1123_label("team-a").is_ok());
+        assert!(validate_dns1123_label("Team").is_err());
+        assert!(validate_dns1123_label(&"a".repeat(64)).is_err());
+        assert!(validate_dns1123_subdomain("a.b-c.d").is_ok());
+        assert!(validate_dns1123_subdomain("a..b").is_err());
+        assert!(validate_dns1123_subdomain("a_b").is_err());
+    }
+
+    #[test]
+    fn label_keys_and_values() {
+        assert!(validate_qualified_name("app.kubernetes.io/name").is_ok());
+        assert!(validate_qualified_name("/name").is_err());
+        assert!(validate_qualified_name("a/b/c").is_err());
+        assert!(validate_label_value("").is_ok());
+        assert!(validate_label_value("v1.2_x").is_ok());
+        assert!(validate_label_value("-x").is_err());
+        assert!(validate_label_value(&"x".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn generated_names_have_five_suffix_chars() {
+        let n = generate_name("web-");
+        assert_eq!(n.len(), 9);
+        assert!(n[4..].bytes().all(|c| GENERATE_ALPHABET.contains(&c)));
+        assert_eq!(generate_name(&"x".repeat(80)).len(), 63);
+    }
+
+    #[test]
+    fn spec_equality_ignores_metadata_and_status() {
+        let a =
+            serde_json::json!({"metadata":{"labels":{"a":"b"}},"spec":{"r":1},"status":{"x":1}});
+        let b = serde_json::json!({"metadata":{},"spec":{"r":1},"status":{"x":2}});
+        assert!(spec_equal(&a, &b));
+        let c = serde_json::json!({"spec":{"r":2}});
+        assert!(!spec_equal(&a, &c));
+    }
+}

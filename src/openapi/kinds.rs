@@ -1,0 +1,150 @@
+//! The table of built-in kinds (group/version/kind → k8s-openapi type) and kgate's own
+//! hand-written `LogicalCluster` schema.
+
+use k8s_openapi::api;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{json, Value};
+
+/// One built-in kind whose schema comes from k8s-openapi.
+pub(super) struct KindEntry {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    /// Kubernetes definition name, e.g. `io.k8s.api.core.v1.ConfigMap`.
+    pub def: String,
+    /// Whether a `<Kind>List` schema exists (create-only review kinds and Scale have none).
+    pub listable: bool,
+}
+
+macro_rules! kinds {
+    ($( $group:literal $version:literal $kind:literal $listable:literal => $ty:ty; )*) => {
+        /// Registers every built-in kind with `gen` and returns the table describing them.
+        pub(super) fn register(gen: &mut SchemaGenerator) -> Vec<KindEntry> {
+            vec![$(
+                {
+                    gen.subschema_for::<$ty>();
+                    KindEntry {
+                        group: $group,
+                        version: $version,
+                        kind: $kind,
+                        def: <$ty as JsonSchema>::schema_name().into_owned(),
+                        listable: $listable,
+                    }
+                },
+            )*]
+        }
+    };
+}
+
+kinds! {
+    "" "v1" "Namespace" true => api::core::v1::Namespace;
+    "" "v1" "ConfigMap" true => api::core::v1::ConfigMap;
+    "" "v1" "Secret" true => api::core::v1::Secret;
+    "" "v1" "ServiceAccount" true => api::core::v1::ServiceAccount;
+    "" "v1" "Service" true => api::core::v1::Service;
+    "" "v1" "Event" true => api::core::v1::Event;
+    "" "v1" "Pod" true => api::core::v1::Pod;
+    "" "v1" "PersistentVolumeClaim" true => api::core::v1::PersistentVolumeClaim;
+    "events.k8s.io" "v1" "Event" true => api::events::v1::Event;
+    "coordination.k8s.io" "v1" "Lease" true => api::coordination::v1::Lease;
+    "rbac.authorization.k8s.io" "v1" "Role" true => api::rbac::v1::Role;
+    "rbac.authorization.k8s.io" "v1" "RoleBinding" true => api::rbac::v1::RoleBinding;
+    "rbac.authorization.k8s.io" "v1" "ClusterRole" true => api::rbac::v1::ClusterRole;
+    "rbac.authorization.k8s.io" "v1" "ClusterRoleBinding" true => api::rbac::v1::ClusterRoleBinding;
+    "apiextensions.k8s.io" "v1" "CustomResourceDefinition" true =>
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    "apps" "v1" "Deployment" true => api::apps::v1::Deployment;
+    "apps" "v1" "ReplicaSet" true => api::apps::v1::ReplicaSet;
+    "apps" "v1" "StatefulSet" true => api::apps::v1::StatefulSet;
+    "apps" "v1" "DaemonSet" true => api::apps::v1::DaemonSet;
+    "batch" "v1" "Job" true => api::batch::v1::Job;
+    "batch" "v1" "CronJob" true => api::batch::v1::CronJob;
+    "networking.k8s.io" "v1" "Ingress" true => api::networking::v1::Ingress;
+    "networking.k8s.io" "v1" "NetworkPolicy" true => api::networking::v1::NetworkPolicy;
+    "autoscaling" "v2" "HorizontalPodAutoscaler" true => api::autoscaling::v2::HorizontalPodAutoscaler;
+    "autoscaling" "v1" "Scale" false => api::autoscaling::v1::Scale;
+    "policy" "v1" "PodDisruptionBudget" true => api::policy::v1::PodDisruptionBudget;
+    "authorization.k8s.io" "v1" "SelfSubjectAccessReview" false => api::authorization::v1::SelfSubjectAccessReview;
+    "authorization.k8s.io" "v1" "SelfSubjectRulesReview" false => api::authorization::v1::SelfSubjectRulesReview;
+    "authentication.k8s.io" "v1" "SelfSubjectReview" false => api::authentication::v1::SelfSubjectReview;
+    "authentication.k8s.io" "v1" "TokenRequest" false => api::authentication::v1::TokenRequest;
+    "" "v1" "Status" false => meta::Status;
+}
+
+/// Schemas every document may reference without them being kinds of their own.
+pub(super) fn register_support(gen: &mut SchemaGenerator) {
+    gen.subschema_for::<meta::DeleteOptions>();
+    gen.subschema_for::<meta::Patch>();
+    gen.subschema_for::<meta::ListMeta>();
+    gen.subschema_for::<meta::ObjectMeta>();
+}
+
+/// Group of kgate's own tenancy API.
+pub(super) const TENANCY_GROUP: &str = "tenancy.kgate.dev";
+/// Version of kgate's own tenancy API.
+pub(super) const TENANCY_VERSION: &str = "v1alpha1";
+/// Definition name of `LogicalCluster`, named the way kube-openapi names CRD kinds.
+pub(super) const LOGICAL_CLUSTER_DEF: &str = "dev.kgate.tenancy.v1alpha1.LogicalCluster";
+
+/// The hand-written OpenAPI v3 schema of `tenancy.kgate.dev/v1alpha1` `LogicalCluster`.
+pub(super) fn logical_cluster_schema() -> Value {
+    let condition = json!({
+        "description": "A condition of the logical cluster.",
+        "type": "object",
+        "required": ["type", "status"],
+        "properties": {
+            "type": {"description": "Type of the condition, e.g. Ready.", "type": "string"},
+            "status": {"description": "Status of the condition: True, False or Unknown.", "type": "string"},
+            "reason": {"description": "Machine-readable reason for the last transition.", "type": "string"},
+            "message": {"description": "Human-readable detail about the last transition.", "type": "string"},
+            "lastTransitionTime": {
+                "description": "When the condition last changed status.",
+                "type": "string",
+                "format": "date-time"
+            }
+        }
+    });
+    json!({
+        "description": "LogicalCluster is a tenant cluster served by kgate under /clusters/<name>.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {
+                "description": "APIVersion defines the versioned schema of this representation of an object.",
+                "type": "string"
+            },
+            "kind": {
+                "description": "Kind is a string value representing the REST resource this object represents.",
+                "type": "string"
+            },
+            "metadata": {
+                "description": "Standard object's metadata.",
+                "default": {},
+                "allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}]
+            },
+            "spec": {
+                "description": "Spec of the logical cluster. It currently has no required fields.",
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true
+            },
+            "status": {
+                "description": "Observed state of the logical cluster.",
+                "type": "object",
+                "properties": {
+                    "phase": {
+                        "description": "Lifecycle phase of the logical cluster.",
+                        "type": "string",
+                        "enum": ["Initializing", "Ready", "Terminating"]
+                    },
+                    "conditions": {
+                        "description": "Current conditions of the logical cluster.",
+                        "type": "array",
+                        "items": condition,
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["type"]
+                    }
+                }
+            }
+        }
+    })
+}

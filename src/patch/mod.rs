@@ -1,0 +1,183 @@
+//! PATCH semantics for unstructured objects: JSON patch (RFC 6902), JSON merge patch (RFC 7386),
+//! strategic merge patch for built-in kinds, and server-side apply with `managedFields`.
+
+use serde_json::Value;
+
+mod fieldset;
+pub mod managed;
+mod merge_keys;
+mod strategic;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_managed;
+
+/// The media types that may be used for a PATCH to a custom resource (no strategic merge patch).
+const CUSTOM_RESOURCE_PATCH_TYPES: &str =
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+
+/// The kind of patch a request body holds, chosen by its `Content-Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/strategic-merge-patch+json` (built-in kinds only).
+    StrategicMerge,
+    /// `application/apply-patch+yaml` (server-side apply; the body may be YAML or JSON).
+    Apply,
+}
+
+impl PatchType {
+    /// Maps a `Content-Type` header value to a patch type, ignoring parameters such as `charset`.
+    pub fn from_content_type(ct: &str) -> Option<PatchType> {
+        let essence = ct
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        match essence.as_str() {
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/merge-patch+json" => Some(PatchType::Merge),
+            "application/strategic-merge-patch+json" => Some(PatchType::StrategicMerge),
+            "application/apply-patch+yaml" => Some(PatchType::Apply),
+            _ => None,
+        }
+    }
+
+    /// The media type string of this patch type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Json => "application/json-patch+json",
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::StrategicMerge => "application/strategic-merge-patch+json",
+            PatchType::Apply => "application/apply-patch+yaml",
+        }
+    }
+}
+
+/// One field that a server-side apply would take from another manager.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerConflict {
+    /// The other manager's name (`managedFields[].manager`).
+    pub manager: String,
+    /// The field path as kube-apiserver prints it, e.g. `.data.x` or `.spec.containers[name="a"].image`.
+    pub field: String,
+    /// The `details.causes[].message`, e.g. `conflict with "m" using v1`.
+    pub message: String,
+}
+
+/// Why a patch could not be applied. Messages read like kube-apiserver's.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    /// The body is malformed or an operation cannot be applied (HTTP 400 or 422).
+    #[error("{0}")]
+    InvalidPatch(String),
+    /// A JSON patch `test` operation did not match (HTTP 422).
+    #[error("{0}")]
+    TestFailed(String),
+    /// Server-side apply found fields owned by other managers with other values (HTTP 409).
+    #[error("{}", conflict_message(.conflicts))]
+    Conflict {
+        /// Every conflicting field, grouped by manager, in path order.
+        conflicts: Vec<ManagerConflict>,
+    },
+    /// Strategic merge patch on a kind without Go struct tags, i.e. a custom resource (HTTP 415).
+    #[error(
+        "the body of the request was in an unknown format - accepted media types include: {CUSTOM_RESOURCE_PATCH_TYPES}"
+    )]
+    UnsupportedMediaType,
+}
+
+/// Builds the message of managedfields' `NewConflictError`.
+fn conflict_message(conflicts: &[ManagerConflict]) -> String {
+    if let [one] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: {}: {}",
+            one.message, one.field
+        );
+    }
+    // Grouped by manager, managers in sorted order, as the Go code prints them.
+    let mut managers: Vec<&str> = conflicts.iter().map(|c| c.message.as_str()).collect();
+    managers.sort_unstable();
+    managers.dedup();
+    let mut lines = Vec::new();
+    for message in managers {
+        let printed = message.strip_prefix("conflict with ").unwrap_or(message);
+        lines.push(format!("conflicts with {printed}:"));
+        lines.extend(
+            conflicts
+                .iter()
+                .filter(|c| c.message == message)
+                .map(|c| format!("- {}", c.field)),
+        );
+    }
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
+}
+
+/// Applies an RFC 6902 JSON patch (`patch` must be an array of operations).
+pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+        .map_err(|e| PatchError::InvalidPatch(format!("error decoding patch: {e}")))?;
+    let mut doc = target.clone();
+    json_patch::patch(&mut doc, &ops).map_err(|e| match e.kind {
+        json_patch::PatchErrorKind::TestFailed => {
+            PatchError::TestFailed(format!("testing value {} failed: test failed", e.path))
+        }
+        _ => PatchError::InvalidPatch(format!(
+            "the server rejected our request due to an error in our request: {e}"
+        )),
+    })?;
+    Ok(doc)
+}
+
+/// Applies an RFC 7386 JSON merge patch (`patch` must be an object).
+pub fn merge_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
+    if !patch.is_object() {
+        return Err(not_an_object(patch));
+    }
+    let mut doc = target.clone();
+    json_patch::merge(&mut doc, patch);
+    Ok(doc)
+}
+
+/// Applies a strategic merge patch, using the Go struct tags of the built-in kind.
+///
+/// `kind_key` is "group/Kind" e.g. "apps/Deployment", "/ConfigMap" for core.
+pub fn strategic_merge_patch(
+    target: &Value,
+    patch: &Value,
+    kind_key: &str,
+) -> Result<Value, PatchError> {
+    let ty = merge_keys::root_type(kind_key).ok_or(PatchError::UnsupportedMediaType)?;
+    let Value::Object(patch) = patch else {
+        return Err(not_an_object(patch));
+    };
+    let original = match target {
+        Value::Object(m) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    strategic::merge_map(original, patch.clone(), Some(ty)).map(Value::Object)
+}
+
+/// The error Go's decoder gives when a patch body is not a JSON object.
+fn not_an_object(patch: &Value) -> PatchError {
+    let found = match patch {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    PatchError::InvalidPatch(format!(
+        "json: cannot unmarshal {found} into Go value of type map[string]interface {{}}"
+    ))
+}

@@ -1,0 +1,174 @@
+//! The generic registry: every verb on every resource, over unstructured objects and one `Store`.
+//!
+//! It owns the rules kube-apiserver's generic registry applies (server-set metadata, resourceVersion
+//! preconditions, status and scale subresources, finalizers, dry run) so handlers only translate HTTP.
+
+mod options;
+mod read;
+mod write;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+pub use options::{
+    DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions,
+};
+pub use read::{check_fields, matches, ListResult};
+pub use write::scale_of;
+
+use crate::auth::Identity;
+use crate::cluster::CLUSTER_ANNOTATION;
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, ApiResult};
+use crate::storage::{keys, KeyValue, Store};
+
+/// The registry over one store.
+#[derive(Clone)]
+pub struct Registry {
+    /// The store every object lives in.
+    pub store: Arc<dyn Store>,
+    /// The key prefix (`/registry`).
+    pub prefix: String,
+}
+
+/// Who acts on what: one resource type in one cluster (and namespace).
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx<'a> {
+    /// Logical cluster.
+    pub cluster: &'a str,
+    /// Resource type.
+    pub def: &'a ResourceDef,
+    /// Namespace from the path (namespaced resources only).
+    pub namespace: Option<&'a str>,
+    /// The caller.
+    pub user: &'a Identity,
+    /// The caller's User-Agent, for the default field manager.
+    pub user_agent: Option<&'a str>,
+}
+
+/// A successful write's answer.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// HTTP code (200 or 201).
+    pub code: u16,
+    /// The object (or a Status for immediate deletes).
+    pub body: Value,
+    /// `Warning` headers to send.
+    pub warnings: Vec<String>,
+}
+
+impl Registry {
+    /// Key of one object in the context's cluster and namespace.
+    pub fn key(&self, ctx: &Ctx, name: &str) -> String {
+        let ns = if ctx.def.namespaced {
+            ctx.namespace
+        } else {
+            None
+        };
+        keys::object(
+            &self.prefix,
+            ctx.def.storage_group(),
+            &ctx.def.plural,
+            ctx.cluster,
+            ns,
+            name,
+        )
+    }
+
+    /// Prefix of a collection; `cluster = None` is every cluster.
+    pub fn collection(
+        &self,
+        def: &ResourceDef,
+        cluster: Option<&str>,
+        namespace: Option<&str>,
+    ) -> String {
+        let ns = if def.namespaced { namespace } else { None };
+        keys::collection(&self.prefix, def.storage_group(), &def.plural, cluster, ns)
+    }
+
+    /// Turn a stored value into the object clients see: resourceVersion from the store revision, the
+    /// cluster annotation from the key.
+    pub fn decode(&self, def: &ResourceDef, cluster: &str, kv: &KeyValue) -> ApiResult<Value> {
+        let mut obj: Value = serde_json::from_slice(&kv.value)
+            .map_err(|e| ApiError::internal(format!("corrupt object at {}: {e}", kv.key)))?;
+        if !obj.is_object() {
+            return Err(ApiError::internal(format!("corrupt object at {}", kv.key)));
+        }
+        decorate(&mut obj, def, cluster, kv.mod_revision);
+        Ok(obj)
+    }
+
+    /// The cluster a key under `def`'s wildcard prefix belongs to.
+    pub fn cluster_of<'k>(&self, def: &ResourceDef, key: &'k str) -> Option<&'k str> {
+        let prefix = self.collection(def, None, None);
+        keys::parse(&prefix, key, def.namespaced).map(|k| k.cluster)
+    }
+}
+
+/// Set apiVersion, kind, resourceVersion and the cluster annotation on an object read from the store.
+pub fn decorate(obj: &mut Value, def: &ResourceDef, cluster: &str, revision: i64) {
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(def.api_version()));
+        m.insert("kind".into(), Value::String(def.kind.clone()));
+    }
+    let meta = crate::meta::metadata_mut(obj);
+    meta.insert(
+        "resourceVersion".into(),
+        Value::String(revision.to_string()),
+    );
+    let ann = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !ann.is_object() {
+        *ann = Value::Object(Map::new());
+    }
+    if let Some(a) = ann.as_object_mut() {
+        a.insert(
+            CLUSTER_ANNOTATION.into(),
+            Value::String(cluster.to_string()),
+        );
+    }
+}
+
+/// The bytes to store: no resourceVersion and no cluster annotation (both are derived on read).
+pub fn encode(obj: &Value) -> Vec<u8> {
+    let mut obj = obj.clone();
+    strip_derived(&mut obj);
+    serde_json::to_vec(&obj).expect("JSON values always serialise")
+}
+
+/// Remove what `decorate` adds.
+pub fn strip_derived(obj: &mut Value) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        let empty = match meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            Some(a) => {
+                a.remove(CLUSTER_ANNOTATION);
+                a.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            meta.remove("annotations");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_cluster_annotation_is_never_stored() {
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        let mut obj = json!({"metadata":{"name":"x","annotations":{"kgate.dev/cluster":"evil"}}});
+        let stored: Value = serde_json::from_slice(&encode(&obj)).unwrap();
+        assert!(stored["metadata"].get("annotations").is_none());
+        decorate(&mut obj, &def, "team-a", 7);
+        assert_eq!(obj["metadata"]["annotations"][CLUSTER_ANNOTATION], "team-a");
+        assert_eq!(obj["metadata"]["resourceVersion"], "7");
+        assert_eq!(obj["kind"], "ConfigMap");
+    }
+}

@@ -1,0 +1,1227 @@
+//! Writes: create, update, patch, delete and deletecollection, with the metadata, precondition,
+//! subresource and finalizer rules of kube-apiserver's generic registry.
+
+use serde_json::{json, Map, Value};
+
+use super::options::{DeleteOptions, FieldValidation, ListOptions, WriteOptions};
+use super::{Ctx, Registry, Written};
+use crate::meta::{self, now_rfc3339};
+use crate::patch::{self, PatchType};
+use crate::resources::ResourceDef;
+use crate::status::{cause, success_status, ApiError, ApiResult};
+use crate::storage::{KeyValue, StoreError};
+
+/// How many times a read-modify-write retries after losing a compare-and-swap.
+const MAX_RETRIES: usize = 16;
+
+/// Field paths under `metadata` the server owns.
+const SERVER_META: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+];
+
+fn kind_key(def: &ResourceDef) -> String {
+    format!("{}/{}", def.group, def.kind)
+}
+
+/// Check `apiVersion`/`kind` of a body against the URL, filling them in when absent.
+fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
+    let Some(m) = obj.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON or YAML object",
+        ));
+    };
+    let expected = def.api_version();
+    match m.get("apiVersion") {
+        Some(Value::String(v)) if *v != expected => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({expected})"
+            )))
+        }
+        Some(Value::String(_)) | None | Some(Value::Null) => {}
+        Some(_) => return Err(ApiError::bad_request("apiVersion must be a string")),
+    }
+    match m.get("kind") {
+        Some(Value::String(k)) if *k != def.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                def.kind
+            )))
+        }
+        Some(Value::String(_)) | None | Some(Value::Null) => {}
+        Some(_) => return Err(ApiError::bad_request("kind must be a string")),
+    }
+    m.insert("apiVersion".into(), Value::String(expected));
+    m.insert("kind".into(), Value::String(def.kind.clone()));
+    match m.get("metadata") {
+        None | Some(Value::Null) => {
+            m.insert("metadata".into(), Value::Object(Map::new()));
+        }
+        Some(Value::Object(_)) => {}
+        Some(_) => return Err(ApiError::bad_request("metadata must be an object")),
+    }
+    Ok(())
+}
+
+/// Schema checks: type errors always fail; unknown fields fail, warn or vanish per `fieldValidation`.
+fn check_schema(
+    def: &ResourceDef,
+    obj: &mut Value,
+    validation: FieldValidation,
+) -> ApiResult<Vec<String>> {
+    let schemas = crate::openapi::Builtins::get();
+    if !schemas.has_kind(&def.group, &def.version, &def.kind) {
+        return Ok(Vec::new());
+    }
+    let type_errors = schemas.type_errors(&def.group, &def.version, &def.kind, obj);
+    if !type_errors.is_empty() {
+        return Err(ApiError::bad_request(type_errors.join(", ")));
+    }
+    let unknown = schemas.unknown_fields(&def.group, &def.version, &def.kind, obj);
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    match validation {
+        FieldValidation::Strict => {
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            Err(ApiError::bad_request(format!(
+                "strict decoding error: {}",
+                list.join(", ")
+            )))
+        }
+        FieldValidation::Warn => {
+            schemas.prune(&def.group, &def.version, &def.kind, obj);
+            Ok(unknown
+                .into_iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect())
+        }
+        FieldValidation::Ignore => {
+            schemas.prune(&def.group, &def.version, &def.kind, obj);
+            Ok(Vec::new())
+        }
+    }
+}
+
+fn invalid(def: &ResourceDef, name: &str, causes: Vec<crate::status::Cause>) -> ApiError {
+    ApiError::invalid(&def.kind, &def.group, name, causes)
+}
+
+/// Metadata rules shared by create and update.
+fn validate_meta(ctx: &Ctx, obj: &Value) -> ApiResult<()> {
+    let def = ctx.def;
+    let meta = meta::metadata(obj).cloned().unwrap_or_default();
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
+    let mut causes = Vec::new();
+    if let Err(e) = def.name_rule.check(name) {
+        causes.push(cause(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!("Invalid value: {name:?}: {e}"),
+        ));
+    }
+    if def.namespaced {
+        if let (Some(url_ns), Some(body_ns)) =
+            (ctx.namespace, meta.get("namespace").and_then(Value::as_str))
+        {
+            if !body_ns.is_empty() && body_ns != url_ns {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+    }
+    causes.extend(meta::validate_labels_annotations(&meta));
+    if let Some(f) = meta.get("finalizers") {
+        let ok = f.as_array().is_some_and(|a| {
+            a.iter().all(|v| {
+                v.as_str()
+                    .is_some_and(|s| meta::validate_qualified_name(s).is_ok())
+            })
+        });
+        if !ok && !f.is_null() {
+            causes.push(cause(
+                "FieldValueInvalid",
+                "metadata.finalizers",
+                "Invalid value: must be a list of qualified names",
+            ));
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(def, name, causes))
+    }
+}
+
+/// Defaults kube-apiserver applies on create for the built-ins where clients read them back.
+fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
+    let m = obj.as_object_mut().expect("checked object");
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("", "Namespace") => {
+            let spec = m.entry("spec").or_insert_with(|| json!({}));
+            if spec.get("finalizers").is_none() {
+                spec["finalizers"] = json!(["kubernetes"]);
+            }
+            m.insert("status".into(), json!({"phase": "Active"}));
+        }
+        ("", "Service") => {
+            let spec = m.entry("spec").or_insert_with(|| json!({}));
+            if spec.get("type").is_none() {
+                spec["type"] = json!("ClusterIP");
+            }
+            if spec.get("sessionAffinity").is_none() {
+                spec["sessionAffinity"] = json!("None");
+            }
+            if spec["type"] != "ExternalName" && spec.get("clusterIP").is_none() {
+                // No real network: an address from the service range that is stable for the object.
+                let ip = format!(
+                    "10.96.{}.{}",
+                    rand::random::<u8>(),
+                    rand::random::<u8>().max(1)
+                );
+                spec["clusterIP"] = json!(ip);
+                spec["clusterIPs"] = json!([ip]);
+            }
+            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+                for p in ports {
+                    if p.get("protocol").is_none() {
+                        p["protocol"] = json!("TCP");
+                    }
+                    if p.get("targetPort").is_none() {
+                        if let Some(port) = p.get("port").cloned() {
+                            p["targetPort"] = port;
+                        }
+                    }
+                }
+            }
+            m.insert("status".into(), json!({"loadBalancer": {}}));
+        }
+        ("", "Pod") => {
+            m.insert(
+                "status".into(),
+                json!({"phase": "Pending", "qosClass": "BestEffort"}),
+            );
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            let names = m
+                .get("spec")
+                .and_then(|s| s.get("names"))
+                .cloned()
+                .unwrap_or(json!({}));
+            let mut accepted = names.clone();
+            if accepted.get("listKind").is_none() {
+                if let Some(k) = names.get("kind").and_then(Value::as_str) {
+                    accepted["listKind"] = json!(format!("{k}List"));
+                }
+            }
+            if accepted.get("singular").is_none() {
+                if let Some(k) = names.get("kind").and_then(Value::as_str) {
+                    accepted["singular"] = json!(k.to_ascii_lowercase());
+                }
+            }
+            let stored: Vec<Value> = m
+                .get("spec")
+                .and_then(|s| s.get("versions"))
+                .and_then(Value::as_array)
+                .map(|vs| {
+                    vs.iter()
+                        .filter(|v| v["storage"] == true)
+                        .map(|v| v["name"].clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let now = now_rfc3339();
+            m.insert(
+                "status".into(),
+                json!({
+                    "acceptedNames": accepted,
+                    "storedVersions": stored,
+                    "conditions": [
+                        {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+                        {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now}
+                    ]
+                }),
+            );
+        }
+        _ if def.status => {
+            m.insert("status".into(), json!({}));
+        }
+        _ => {}
+    }
+    if def.scale.is_some() {
+        let spec = m.entry("spec").or_insert_with(|| json!({}));
+        if spec.get("replicas").is_none() {
+            spec["replicas"] = json!(1);
+        }
+    }
+}
+
+fn set_meta(obj: &mut Value, field: &str, v: Value) {
+    meta::metadata_mut(obj).insert(field.into(), v);
+}
+
+/// Copy the server-owned metadata of `from` onto `to`.
+fn keep_server_meta(from: &Value, to: &mut Value) {
+    let old = meta::metadata(from).cloned().unwrap_or_default();
+    let new = meta::metadata_mut(to);
+    for f in SERVER_META {
+        match old.get(*f) {
+            Some(v) => {
+                new.insert(f.to_string(), v.clone());
+            }
+            None => {
+                new.remove(*f);
+            }
+        }
+    }
+    for f in ["name", "namespace"] {
+        if let Some(v) = old.get(f) {
+            new.insert(f.into(), v.clone());
+        }
+    }
+}
+
+/// Two objects are the same write if they differ only in resourceVersion, managedFields and the
+/// cluster annotation.
+fn same_object(a: &Value, b: &Value) -> bool {
+    let norm = |v: &Value| {
+        let mut v = v.clone();
+        super::strip_derived(&mut v);
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        v
+    };
+    norm(a) == norm(b)
+}
+
+impl Registry {
+    async fn current(&self, ctx: &Ctx<'_>, name: &str) -> ApiResult<(KeyValue, Value)> {
+        let key = self.key(ctx, name);
+        match self.store.get(&key).await? {
+            Some(kv) => {
+                let obj = self.decode(ctx.def, ctx.cluster, &kv)?;
+                Ok((kv, obj))
+            }
+            None => Err(ApiError::not_found(&ctx.def.plural, &ctx.def.group, name)),
+        }
+    }
+
+    /// The namespace must exist and not be terminating before anything is created in it.
+    async fn check_namespace(&self, ctx: &Ctx<'_>) -> ApiResult<()> {
+        let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else {
+            return Ok(());
+        };
+        let ns_def =
+            crate::resources::find("", "v1", "namespaces").expect("namespaces are built in");
+        let key =
+            crate::storage::keys::object(&self.prefix, "core", "namespaces", ctx.cluster, None, ns);
+        match self.store.get(&key).await? {
+            None => Err(ApiError::not_found("namespaces", "", ns)),
+            Some(kv) => {
+                let obj = self.decode(&ns_def, ctx.cluster, &kv)?;
+                if obj["status"]["phase"] == "Terminating" {
+                    let mut e = ApiError::forbidden(format!(
+                        "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                        ctx.def.plural, "",
+                    ));
+                    e.kind = Some(ctx.def.plural.clone());
+                    return Err(e);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// POST: create an object.
+    pub async fn create(
+        &self,
+        ctx: &Ctx<'_>,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let def = ctx.def;
+        check_type(def, &mut obj)?;
+        let warnings = check_schema(def, &mut obj, opts.field_validation)?;
+        {
+            let m = meta::metadata_mut(&mut obj);
+            if m.get("resourceVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+            {
+                return Err(ApiError::bad_request(
+                    "resourceVersion should not be set on objects to be created",
+                ));
+            }
+            m.remove("resourceVersion");
+        }
+        let generate = meta::meta_str(&obj, "name")
+            .filter(|n| !n.is_empty())
+            .is_none();
+        if generate {
+            match meta::meta_str(&obj, "generateName").filter(|g| !g.is_empty()) {
+                Some(base) => {
+                    let n = meta::generate_name(base);
+                    set_meta(&mut obj, "name", json!(n));
+                }
+                None => {
+                    return Err(invalid(
+                        def,
+                        "",
+                        vec![cause(
+                            "FieldValueRequired",
+                            "metadata.name",
+                            "Required value: name or generateName is required",
+                        )],
+                    ))
+                }
+            }
+        }
+        if def.namespaced {
+            let ns = ctx.namespace.ok_or_else(|| {
+                ApiError::bad_request("a namespace is required to create this resource")
+            })?;
+            validate_meta(ctx, &obj)?;
+            set_meta(&mut obj, "namespace", json!(ns));
+        } else {
+            validate_meta(ctx, &obj)?;
+            meta::metadata_mut(&mut obj).remove("namespace");
+        }
+        self.check_namespace(ctx).await?;
+        apply_defaults(def, &mut obj);
+        {
+            let m = meta::metadata_mut(&mut obj);
+            for f in SERVER_META {
+                m.remove(*f);
+            }
+            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            if def.status
+                || def.scale.is_some()
+                || def.group == "apiextensions.k8s.io"
+                || def.kind == "Deployment"
+            {
+                m.insert("generation".into(), json!(1));
+            }
+        }
+        let manager = opts.manager(ctx.user_agent);
+        patch::managed::record_update(
+            None,
+            &mut obj,
+            &manager,
+            &def.api_version(),
+            &now_rfc3339(),
+            None,
+            &kind_key(def),
+        );
+        if opts.dry_run {
+            return Ok(Written {
+                code: 201,
+                body: obj,
+                warnings,
+            });
+        }
+        let mut attempts = 0;
+        loop {
+            let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+            let key = self.key(ctx, &name);
+            match self.store.create(&key, super::encode(&obj)).await {
+                Ok(rev) => {
+                    super::decorate(&mut obj, def, ctx.cluster, rev);
+                    self.after_create(ctx, &obj).await;
+                    return Ok(Written {
+                        code: 201,
+                        body: obj,
+                        warnings,
+                    });
+                }
+                Err(StoreError::AlreadyExists) if generate && attempts < 8 => {
+                    attempts += 1;
+                    let base = meta::meta_str(&obj, "generateName")
+                        .unwrap_or_default()
+                        .to_string();
+                    set_meta(&mut obj, "name", json!(meta::generate_name(&base)));
+                }
+                Err(StoreError::AlreadyExists) => {
+                    return Err(ApiError::already_exists(&def.plural, &def.group, &name))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Side effects kube's controllers would produce at once: a `default` ServiceAccount per namespace.
+    async fn after_create(&self, ctx: &Ctx<'_>, obj: &Value) {
+        if ctx.def.group.is_empty() && ctx.def.kind == "Namespace" {
+            let ns = meta::meta_str(obj, "name").unwrap_or_default();
+            if let Err(e) = self.ensure_default_service_account(ctx.cluster, ns).await {
+                tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "creating default service account");
+            }
+        }
+    }
+
+    /// Create the `default` ServiceAccount in a namespace if it is missing.
+    pub async fn ensure_default_service_account(&self, cluster: &str, ns: &str) -> ApiResult<()> {
+        let def = crate::resources::find("", "v1", "serviceaccounts").expect("built in");
+        let key = crate::storage::keys::object(
+            &self.prefix,
+            "core",
+            "serviceaccounts",
+            cluster,
+            Some(ns),
+            "default",
+        );
+        let obj = json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339()}
+        });
+        let _ = def;
+        match self.store.create(&key, super::encode(&obj)).await {
+            Ok(_) | Err(StoreError::AlreadyExists) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Read-modify-write with retries. `change` gets the current object and returns the desired one, or
+    /// `None` to leave it as is. A conflict caused by the caller's own precondition is returned by
+    /// `change` itself.
+    async fn guaranteed_update<F>(
+        &self,
+        ctx: &Ctx<'_>,
+        name: &str,
+        dry_run: bool,
+        mut change: F,
+    ) -> ApiResult<(Value, bool)>
+    where
+        F: FnMut(&Value) -> ApiResult<Option<Value>>,
+    {
+        for _ in 0..MAX_RETRIES {
+            let (kv, current) = self.current(ctx, name).await?;
+            let Some(mut desired) = change(&current)? else {
+                return Ok((current, false));
+            };
+            if same_object(&current, &desired) {
+                return Ok((current, false));
+            }
+            if dry_run {
+                return Ok((desired, true));
+            }
+            // Finalizers all gone from an object being deleted: the update is the delete.
+            if meta::meta_str(&desired, "deletionTimestamp").is_some()
+                && meta::finalizers(&desired).is_empty()
+            {
+                match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
+                    Ok((rev, _)) => {
+                        super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
+                        return Ok((desired, true));
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match self
+                .store
+                .update(&kv.key, super::encode(&desired), kv.mod_revision)
+                .await
+            {
+                Ok(rev) => {
+                    super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
+                    return Ok((desired, true));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::NotFound) => {
+                    return Err(ApiError::not_found(&ctx.def.plural, &ctx.def.group, name))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::conflict(
+            &ctx.def.plural,
+            &ctx.def.group,
+            name,
+            "too many concurrent updates; try again",
+        ))
+    }
+
+    /// Turn a client's desired object into the stored one, given the current object.
+    fn prepare_update(
+        &self,
+        ctx: &Ctx<'_>,
+        current: &Value,
+        mut desired: Value,
+        subresource: Option<&str>,
+        manager: &str,
+    ) -> ApiResult<Value> {
+        let def = ctx.def;
+        if subresource == Some("status") {
+            // Only status changes through /status.
+            let mut next = current.clone();
+            next["status"] = desired.get("status").cloned().unwrap_or(json!({}));
+            desired = next;
+        } else if def.status {
+            match current.get("status") {
+                Some(s) => desired["status"] = s.clone(),
+                None => {
+                    desired.as_object_mut().map(|m| m.remove("status"));
+                }
+            }
+        }
+        keep_server_meta(current, &mut desired);
+        validate_meta(ctx, &desired)?;
+        if subresource.is_none() && !meta::spec_equal(current, &desired) {
+            if let Some(g) = meta::metadata(current)
+                .and_then(|m| m.get("generation"))
+                .and_then(Value::as_i64)
+            {
+                set_meta(&mut desired, "generation", json!(g + 1));
+            }
+        }
+        if meta::meta_str(current, "deletionTimestamp").is_some() {
+            // New finalizers cannot be added to an object that is going away.
+            let old: Vec<String> = meta::finalizers(current);
+            let new = meta::finalizers(&desired);
+            if new.iter().any(|f| !old.contains(f)) {
+                return Err(invalid(
+                    def,
+                    meta::meta_str(current, "name").unwrap_or_default(),
+                    vec![cause(
+                        "FieldValueForbidden",
+                        "metadata.finalizers",
+                        "Forbidden: no new finalizers can be added if the object is being deleted",
+                    )],
+                ));
+            }
+        }
+        if !same_object(current, &desired) {
+            patch::managed::record_update(
+                Some(current),
+                &mut desired,
+                manager,
+                &def.api_version(),
+                &now_rfc3339(),
+                subresource,
+                &kind_key(def),
+            );
+        }
+        Ok(desired)
+    }
+
+    /// PUT: replace an object (or its status).
+    pub async fn update(
+        &self,
+        ctx: &Ctx<'_>,
+        name: &str,
+        mut obj: Value,
+        opts: &WriteOptions,
+        subresource: Option<&str>,
+    ) -> ApiResult<Written> {
+        let def = ctx.def;
+        check_type(def, &mut obj)?;
+        let warnings = check_schema(def, &mut obj, opts.field_validation)?;
+        match meta::meta_str(&obj, "name") {
+            Some(n) if n != name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )))
+            }
+            _ => set_meta(&mut obj, "name", json!(name)),
+        }
+        if def.namespaced {
+            validate_meta(ctx, &obj)?;
+        }
+        let wanted_rv = meta::meta_str(&obj, "resourceVersion")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let manager = opts.manager(ctx.user_agent);
+        let (body, _) = self
+            .guaranteed_update(ctx, name, opts.dry_run, |current| {
+                if let Some(rv) = &wanted_rv {
+                    if meta::meta_str(current, "resourceVersion") != Some(rv.as_str()) {
+                        return Err(ApiError::stale(&def.plural, &def.group, name));
+                    }
+                }
+                self.prepare_update(ctx, current, obj.clone(), subresource, &manager)
+                    .map(Some)
+            })
+            .await?;
+        Ok(Written {
+            code: 200,
+            body,
+            warnings,
+        })
+    }
+
+    /// PATCH: apply a patch of the given type (or server-side apply) to an object or its status.
+    pub async fn patch(
+        &self,
+        ctx: &Ctx<'_>,
+        name: &str,
+        patch_type: PatchType,
+        body: &[u8],
+        opts: &WriteOptions,
+        subresource: Option<&str>,
+    ) -> ApiResult<Written> {
+        let def = ctx.def;
+        let patch_doc: Value = match patch_type {
+            PatchType::Apply => crate::http::body::parse_yaml_or_json(body)?,
+            _ => serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+        };
+        if opts.force.is_some() && patch_type != PatchType::Apply {
+            return Err(ApiError::invalid(
+                "PatchOptions",
+                "meta.k8s.io",
+                "",
+                vec![cause(
+                    "FieldValueForbidden",
+                    "force",
+                    "Forbidden: may not be specified for non-apply patch",
+                )],
+            ));
+        }
+        if patch_type == PatchType::Apply && opts.field_manager.is_none() {
+            return Err(ApiError::invalid(
+                "PatchOptions",
+                "meta.k8s.io",
+                "",
+                vec![cause(
+                    "FieldValueRequired",
+                    "fieldManager",
+                    "Required value: is required for apply patch",
+                )],
+            ));
+        }
+        let manager = opts.manager(ctx.user_agent);
+        if patch_type == PatchType::Apply {
+            let mut applied = patch_doc.clone();
+            check_type(def, &mut applied)?;
+            if let Some(n) = meta::meta_str(&applied, "name") {
+                if n != name {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({n}) does not match the name on the URL ({name})"
+                    )));
+                }
+            }
+            let key = self.key(ctx, name);
+            if self.store.get(&key).await?.is_none() && subresource.is_none() {
+                let now = now_rfc3339();
+                let mut obj = patch::managed::apply(patch::managed::ApplyRequest {
+                    live: None,
+                    applied: &applied,
+                    manager: &manager,
+                    force: opts.force.unwrap_or(false),
+                    api_version: &def.api_version(),
+                    kind_key: &kind_key(def),
+                    now: &now,
+                    subresource: None,
+                })
+                .map_err(|e| patch_error(def, name, e))?;
+                set_meta(&mut obj, "name", json!(name));
+                // Create path: creation records its own managed fields, so keep the apply entry.
+                let managed = meta::metadata(&obj)
+                    .and_then(|m| m.get("managedFields"))
+                    .cloned();
+                let mut w = self
+                    .create(
+                        ctx,
+                        obj,
+                        &WriteOptions {
+                            field_manager: Some(manager.clone()),
+                            ..opts.clone()
+                        },
+                    )
+                    .await?;
+                if let (Some(mf), false) = (managed, opts.dry_run) {
+                    // Replace the Update entry create recorded with the Apply entry.
+                    let mut with_apply = w.body.clone();
+                    set_meta(&mut with_apply, "managedFields", mf);
+                    let kv_rev = meta::meta_str(&w.body, "resourceVersion")
+                        .and_then(|r| r.parse().ok())
+                        .unwrap_or(0);
+                    if let Ok(rev) = self
+                        .store
+                        .update(&key, super::encode(&with_apply), kv_rev)
+                        .await
+                    {
+                        super::decorate(&mut with_apply, def, ctx.cluster, rev);
+                        w.body = with_apply;
+                    }
+                }
+                return Ok(w);
+            }
+        }
+        let mut warnings = Vec::new();
+        let (body, _) = self
+            .guaranteed_update(ctx, name, opts.dry_run, |current| {
+                let base = if subresource == Some("scale") {
+                    scale_of(def, current)?
+                } else {
+                    current.clone()
+                };
+                let mut patched = match patch_type {
+                    PatchType::Json => patch::json_patch(&base, &patch_doc),
+                    PatchType::Merge => patch::merge_patch(&base, &patch_doc),
+                    PatchType::StrategicMerge => {
+                        patch::strategic_merge_patch(&base, &patch_doc, &kind_key(def))
+                    }
+                    PatchType::Apply => patch::managed::apply(patch::managed::ApplyRequest {
+                        live: Some(&base),
+                        applied: &patch_doc,
+                        manager: &manager,
+                        force: opts.force.unwrap_or(false),
+                        api_version: &def.api_version(),
+                        kind_key: &kind_key(def),
+                        now: &now_rfc3339(),
+                        subresource,
+                    }),
+                }
+                .map_err(|e| patch_error(def, name, e))?;
+                if subresource == Some("scale") {
+                    return Ok(Some(apply_scale(def, current, &patched)?));
+                }
+                if !patched.is_object() {
+                    return Err(ApiError::bad_request("the patch did not produce an object"));
+                }
+                // A resourceVersion in the patch is a precondition.
+                let rv = meta::meta_str(&patched, "resourceVersion").map(str::to_string);
+                if rv
+                    .as_deref()
+                    .is_some_and(|rv| Some(rv) != meta::meta_str(current, "resourceVersion"))
+                {
+                    return Err(ApiError::stale(&def.plural, &def.group, name));
+                }
+                check_type(def, &mut patched)?;
+                warnings = check_schema(def, &mut patched, opts.field_validation)?;
+                if meta::meta_str(&patched, "name") != Some(name) {
+                    return Err(ApiError::bad_request(
+                        "metadata.name cannot be changed by a patch",
+                    ));
+                }
+                let desired = if patch_type == PatchType::Apply {
+                    // apply() already recorded managed fields; keep server metadata and status rules.
+                    let mut d = patched;
+                    keep_server_meta(current, &mut d);
+                    if def.status && subresource.is_none() {
+                        if let Some(s) = current.get("status") {
+                            d["status"] = s.clone();
+                        }
+                    }
+                    if !meta::spec_equal(current, &d) {
+                        if let Some(g) = meta::metadata(current)
+                            .and_then(|m| m.get("generation"))
+                            .and_then(Value::as_i64)
+                        {
+                            set_meta(&mut d, "generation", json!(g + 1));
+                        }
+                    }
+                    validate_meta(ctx, &d)?;
+                    d
+                } else {
+                    self.prepare_update(ctx, current, patched, subresource, &manager)?
+                };
+                Ok(Some(desired))
+            })
+            .await?;
+        let body = if subresource == Some("scale") {
+            scale_of(def, &body)?
+        } else {
+            body
+        };
+        Ok(Written {
+            code: 200,
+            body,
+            warnings,
+        })
+    }
+
+    /// PUT on `/scale`.
+    pub async fn update_scale(
+        &self,
+        ctx: &Ctx<'_>,
+        name: &str,
+        scale: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let def = ctx.def;
+        let manager = opts.manager(ctx.user_agent);
+        let wanted_rv = meta::meta_str(&scale, "resourceVersion")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let (obj, _) = self
+            .guaranteed_update(ctx, name, opts.dry_run, |current| {
+                if let Some(rv) = &wanted_rv {
+                    if meta::meta_str(current, "resourceVersion") != Some(rv.as_str()) {
+                        return Err(ApiError::stale(&def.plural, &def.group, name));
+                    }
+                }
+                let desired = apply_scale(def, current, &scale)?;
+                self.prepare_update(ctx, current, desired, Some("scale"), &manager)
+                    .map(Some)
+            })
+            .await?;
+        Ok(Written {
+            code: 200,
+            body: scale_of(def, &obj)?,
+            warnings: vec![],
+        })
+    }
+
+    /// DELETE of one object.
+    pub async fn delete(
+        &self,
+        ctx: &Ctx<'_>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Written> {
+        let def = ctx.def;
+        for _ in 0..MAX_RETRIES {
+            let (kv, current) = self.current(ctx, name).await?;
+            let uid = meta::meta_str(&current, "uid")
+                .unwrap_or_default()
+                .to_string();
+            if let Some(want) = &opts.uid {
+                if *want != uid {
+                    return Err(ApiError::conflict(
+                        &def.plural,
+                        &def.group,
+                        name,
+                        &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+                    ));
+                }
+            }
+            if let Some(want) = &opts.resource_version {
+                let have = kv.mod_revision.to_string();
+                if *want != have {
+                    return Err(ApiError::conflict(
+                        &def.plural,
+                        &def.group,
+                        name,
+                        &format!("Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {have}"),
+                    ));
+                }
+            }
+            let is_namespace = def.group.is_empty() && def.kind == "Namespace";
+            let has_finalizers = !meta::finalizers(&current).is_empty();
+            if is_namespace || has_finalizers {
+                // Deferred delete: mark it, return the object; it goes when its finalizers are gone.
+                if meta::meta_str(&current, "deletionTimestamp").is_some() {
+                    return Ok(Written {
+                        code: 200,
+                        body: current,
+                        warnings: vec![],
+                    });
+                }
+                let mut next = current.clone();
+                set_meta(&mut next, "deletionTimestamp", json!(now_rfc3339()));
+                set_meta(&mut next, "deletionGracePeriodSeconds", json!(0));
+                if is_namespace {
+                    next["status"] = json!({"phase": "Terminating"});
+                }
+                if opts.dry_run {
+                    return Ok(Written {
+                        code: 200,
+                        body: next,
+                        warnings: vec![],
+                    });
+                }
+                match self
+                    .store
+                    .update(&kv.key, super::encode(&next), kv.mod_revision)
+                    .await
+                {
+                    Ok(rev) => {
+                        super::decorate(&mut next, def, ctx.cluster, rev);
+                        if is_namespace {
+                            self.spawn_namespace_cleanup(ctx.cluster.to_string(), name.to_string());
+                        }
+                        return Ok(Written {
+                            code: 200,
+                            body: next,
+                            warnings: vec![],
+                        });
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if opts.dry_run {
+                return Ok(Written {
+                    code: 200,
+                    body: success_status(&def.plural, &def.group, name, Some(&uid)),
+                    warnings: vec![],
+                });
+            }
+            match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
+                Ok(_) => {
+                    return Ok(Written {
+                        code: 200,
+                        body: success_status(&def.plural, &def.group, name, Some(&uid)),
+                        warnings: vec![],
+                    })
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::NotFound) => {
+                    return Err(ApiError::not_found(&def.plural, &def.group, name))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::conflict(
+            &def.plural,
+            &def.group,
+            name,
+            "too many concurrent updates; try again",
+        ))
+    }
+
+    /// DELETE on a collection: delete every matching object, return the list of what was deleted.
+    pub async fn delete_collection(
+        &self,
+        ctx: &Ctx<'_>,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Written> {
+        let def = ctx.def;
+        let mut all = list.clone();
+        all.limit = 0;
+        all.continue_token = None;
+        let found = self.list(ctx, Some(ctx.cluster), &all).await?;
+        let mut deleted = Vec::new();
+        for obj in found.items {
+            let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+            match self.delete(ctx, &name, opts).await {
+                Ok(_) => deleted.push(obj),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Written {
+            code: 200,
+            body: json!({"apiVersion": def.api_version(), "kind": def.list_kind(), "metadata": {"resourceVersion": found.revision.to_string()}, "items": deleted}),
+            warnings: vec![],
+        })
+    }
+
+    /// Empty a terminating namespace in the background, then remove it (the namespace controller's job).
+    pub fn spawn_namespace_cleanup(&self, cluster: String, namespace: String) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = this.finalize_namespace(&cluster, &namespace).await {
+                tracing::warn!(error = %e, cluster = %cluster, namespace = %namespace, "namespace cleanup failed");
+            }
+        });
+    }
+
+    /// Delete everything in a namespace, then the namespace itself.
+    pub async fn finalize_namespace(&self, cluster: &str, namespace: &str) -> ApiResult<()> {
+        for def in
+            crate::resources::for_cluster(cluster).filter(|d| d.namespaced && !d.is_virtual())
+        {
+            let prefix = self.collection(def, Some(cluster), Some(namespace));
+            loop {
+                let page = self
+                    .store
+                    .range(crate::storage::RangeRequest {
+                        prefix: prefix.clone(),
+                        limit: 500,
+                        ..Default::default()
+                    })
+                    .await?;
+                for kv in &page.kvs {
+                    match self.store.delete(&kv.key, None).await {
+                        Ok(_) | Err(StoreError::NotFound) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                if !page.more {
+                    break;
+                }
+            }
+        }
+        let key = crate::storage::keys::object(
+            &self.prefix,
+            "core",
+            "namespaces",
+            cluster,
+            None,
+            namespace,
+        );
+        match self.store.delete(&key, None).await {
+            Ok(_) | Err(StoreError::NotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn patch_error(def: &ResourceDef, name: &str, e: patch::PatchError) -> ApiError {
+    match e {
+        patch::PatchError::UnsupportedMediaType => ApiError::unsupported_media_type(
+            "application/strategic-merge-patch+json",
+            &[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ],
+        ),
+        patch::PatchError::Conflict { conflicts } => {
+            let n = conflicts.len();
+            let mut err = ApiError::conflict(&def.plural, &def.group, name, "");
+            err.message = patch::PatchError::Conflict {
+                conflicts: conflicts.clone(),
+            }
+            .to_string();
+            err.causes = conflicts
+                .into_iter()
+                .map(|c| cause("FieldManagerConflict", &c.field, c.message))
+                .collect();
+            let _ = n;
+            err
+        }
+        patch::PatchError::TestFailed(msg) => {
+            invalid(def, name, vec![cause("FieldValueInvalid", "", msg)])
+        }
+        other => ApiError::bad_request(other.to_string()),
+    }
+}
+
+/// Read a dotted path.
+fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(obj, |v, k| v.get(k))
+}
+
+/// Render a label selector object (`matchLabels`, `matchExpressions`) in its string form.
+fn selector_string(sel: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in m {
+            parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
+        }
+    }
+    if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
+        for e in exprs {
+            let key = e["key"].as_str().unwrap_or_default();
+            let vals: Vec<&str> = e["values"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            match e["operator"].as_str().unwrap_or_default() {
+                "In" => parts.push(format!("{key} in ({})", vals.join(","))),
+                "NotIn" => parts.push(format!("{key} notin ({})", vals.join(","))),
+                "Exists" => parts.push(key.to_string()),
+                "DoesNotExist" => parts.push(format!("!{key}")),
+                _ => {}
+            }
+        }
+    }
+    parts.join(",")
+}
+
+/// The `autoscaling/v1` Scale view of an object.
+pub fn scale_of(def: &ResourceDef, obj: &Value) -> ApiResult<Value> {
+    let sc = def.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
+    let m = meta::metadata(obj).cloned().unwrap_or_default();
+    let mut meta_out = Map::new();
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = m.get(f) {
+            meta_out.insert(f.into(), v.clone());
+        }
+    }
+    let spec_replicas = get_path(obj, sc.spec_replicas)
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let status_replicas = get_path(obj, sc.status_replicas)
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let mut status = json!({"replicas": status_replicas});
+    if let Some(sel) = get_path(obj, sc.selector) {
+        status["selector"] = json!(selector_string(sel));
+    }
+    Ok(
+        json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta_out, "spec": {"replicas": spec_replicas}, "status": status}),
+    )
+}
+
+/// Write a Scale's `spec.replicas` into the object.
+fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<Value> {
+    let name = meta::meta_str(current, "name").unwrap_or_default();
+    let replicas = scale.get("spec").and_then(|s| s.get("replicas"));
+    let n = match replicas {
+        None | Some(Value::Null) => 0,
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| ApiError::bad_request("spec.replicas must be an integer"))?,
+    };
+    if n < 0 {
+        return Err(ApiError::invalid(
+            "Scale",
+            "autoscaling",
+            name,
+            vec![cause(
+                "FieldValueInvalid",
+                "spec.replicas",
+                format!("Invalid value: {n}: must be greater than or equal to 0"),
+            )],
+        ));
+    }
+    let mut next = current.clone();
+    let mut target = &mut next;
+    let path: Vec<&str> = def
+        .scale
+        .as_ref()
+        .ok_or_else(ApiError::path_not_found)?
+        .spec_replicas
+        .split('.')
+        .collect();
+    for (i, k) in path.iter().enumerate() {
+        if i + 1 == path.len() {
+            target[*k] = json!(n);
+        } else {
+            if !target.get(*k).is_some_and(Value::is_object) {
+                target[*k] = json!({});
+            }
+            target = &mut target[*k];
+        }
+    }
+    Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_view_and_write_back() {
+        let def = crate::resources::find("apps", "v1", "deployments").unwrap();
+        let d = json!({"metadata":{"name":"d","namespace":"n","resourceVersion":"5"},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"x"}}},"status":{"replicas":1}});
+        let s = scale_of(&def, &d).unwrap();
+        assert_eq!(s["spec"]["replicas"], 2);
+        assert_eq!(s["status"]["selector"], "app=x");
+        let next = apply_scale(&def, &d, &json!({"spec":{"replicas":5}})).unwrap();
+        assert_eq!(next["spec"]["replicas"], 5);
+        assert!(apply_scale(&def, &d, &json!({"spec":{"replicas":-1}})).is_err());
+    }
+
+    #[test]
+    fn wrong_api_version_is_rejected_and_missing_is_filled() {
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        let mut bad = json!({"apiVersion":"apps/v1","kind":"ConfigMap"});
+        assert_eq!(check_type(&def, &mut bad).unwrap_err().code, 400);
+        let mut none = json!({"data":{}});
+        check_type(&def, &mut none).unwrap();
+        assert_eq!(none["kind"], "ConfigMap");
+    }
+}

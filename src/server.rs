@@ -1,0 +1,183 @@
+//! Start a kgate server from a `Config`: open the store, load the PKI, bootstrap root, run the
+//! background tasks (cluster directory, compaction) and serve until told to stop.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{Config, ConfigError};
+use crate::http::handler::AppState;
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+use crate::storage::{embedded::EmbeddedStore, etcd::EtcdStore, Store, StoreError};
+use crate::tenancy::{self, Directory};
+
+/// Failures before the server is up.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The store could not be opened.
+    #[error("opening the store: {0}")]
+    Store(#[from] StoreError),
+    /// The PKI could not be created or read.
+    #[error(transparent)]
+    Pki(#[from] crate::pki::PkiError),
+    /// TLS set-up.
+    #[error(transparent)]
+    Tls(#[from] crate::http::server::TlsError),
+    /// Binding the listener.
+    #[error("listening on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading a configured file.
+    #[error("{0}")]
+    Io(String),
+    /// Bootstrapping root.
+    #[error("bootstrapping root: {0}")]
+    Bootstrap(String),
+}
+
+/// A running server.
+pub struct Running {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The URL clients use.
+    pub url: String,
+    /// Send `true` to stop.
+    pub shutdown: watch::Sender<bool>,
+    /// Finishes when the server has stopped.
+    pub done: JoinHandle<()>,
+}
+
+/// Open the configured store.
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
+    if config.etcd_servers.is_empty() {
+        Ok(Arc::new(EmbeddedStore::open(
+            &config.data_dir.join("store"),
+        )?))
+    } else {
+        Ok(Arc::new(
+            EtcdStore::connect(&config.etcd_servers, &config.etcd_tls).await?,
+        ))
+    }
+}
+
+/// Bring the server up; returns once it accepts connections.
+pub async fn start(mut config: Config) -> Result<Running, StartError> {
+    config.validate()?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    config.listen = addr;
+    let url = config.server_url();
+    let pki = crate::pki::ensure(&config.data_dir, &addr.ip().to_string(), &url)?;
+    let (cert_pem, key_pem) = match (&config.tls_cert_file, &config.tls_key_file) {
+        (Some(c), Some(k)) => (
+            std::fs::read_to_string(c)
+                .map_err(|e| StartError::Io(format!("{}: {e}", c.display())))?,
+            std::fs::read_to_string(k)
+                .map_err(|e| StartError::Io(format!("{}: {e}", k.display())))?,
+        ),
+        _ => (pki.serving.cert_pem.clone(), pki.serving.key_pem.clone()),
+    };
+    let tls = crate::http::server::tls_config(&cert_pem, &key_pem, &pki.ca.cert_pem)?;
+    let store = open_store(&config).await?;
+    let registry = Registry {
+        store: store.clone(),
+        prefix: config.etcd_prefix.clone(),
+    };
+    tenancy::bootstrap(&registry, crate::cluster::ROOT)
+        .await
+        .map_err(|e| StartError::Bootstrap(e.message))?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let directory = Directory::new(registry.clone());
+    let metrics =
+        Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
+    let state = Arc::new(AppState::new(
+        registry.clone(),
+        directory.clone(),
+        shutdown_rx.clone(),
+        metrics,
+    ));
+    let background = vec![
+        tokio::spawn(directory.run()),
+        tokio::spawn(compactor(store, config.compaction_interval)),
+        tokio::spawn(resume_namespace_deletions(registry)),
+    ];
+    let server_address = addr.to_string();
+    let done = tokio::spawn(async move {
+        crate::http::server::serve(listener, tls, state, server_address, shutdown_rx).await;
+        for t in background {
+            t.abort();
+        }
+    });
+    tracing::info!(%url, data_dir = %config.data_dir.display(), store = if config.etcd_servers.is_empty() { "embedded" } else { "etcd" }, "kgate is serving");
+    Ok(Running {
+        addr,
+        url,
+        shutdown: shutdown_tx,
+        done,
+    })
+}
+
+/// Compact history older than one interval, every interval (what kube-apiserver does to etcd).
+async fn compactor(store: Arc<dyn Store>, every: std::time::Duration) {
+    let mut previous = None;
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if let Some(rev) = previous {
+            if let Err(e) = store.compact(rev).await {
+                tracing::warn!(error = %e, revision = rev, "compaction failed");
+            }
+        }
+        previous = store.revision().await.ok();
+    }
+}
+
+/// Namespaces left Terminating by a restart are emptied and removed.
+async fn resume_namespace_deletions(registry: Registry) {
+    let def = crate::resources::find("", "v1", "namespaces").expect("built in");
+    let prefix = registry.collection(&def, None, None);
+    let Ok(page) = registry
+        .store
+        .range(crate::storage::RangeRequest {
+            prefix,
+            ..Default::default()
+        })
+        .await
+    else {
+        return;
+    };
+    for kv in page.kvs {
+        let Some(cluster) = registry.cluster_of(&def, &kv.key).map(str::to_string) else {
+            continue;
+        };
+        let Ok(obj) = registry.decode(&def, &cluster, &kv) else {
+            continue;
+        };
+        if obj["metadata"].get("deletionTimestamp").is_some() {
+            let name = crate::meta::meta_str(&obj, "name")
+                .unwrap_or_default()
+                .to_string();
+            registry.spawn_namespace_cleanup(cluster, name);
+        }
+    }
+}

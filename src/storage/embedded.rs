@@ -1,0 +1,656 @@
+//! The embedded store: redb tables in `--data-dir`, one writer thread that commits batches of writes
+//! with an fsync before acknowledging any of them (group commit), and an event log for watches.
+//!
+//! Tables: `kv` (key -> revision + value), `log` (revision -> event, the retained history that watches
+//! and reads at past revisions use) and `meta` (current and compacted revisions).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{mpsc, Arc};
+
+use async_trait::async_trait;
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use tokio::sync::{oneshot, watch};
+
+use super::keys::prefix_end;
+use super::{
+    KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream,
+};
+
+const KV: TableDefinition<&str, &[u8]> = TableDefinition::new("kv");
+const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const META_REV: &str = "revision";
+const META_COMPACTED: &str = "compacted";
+
+/// Most writes committed in one transaction; bounds the latency one batch adds.
+const MAX_BATCH: usize = 512;
+/// Log entries read per watch step.
+const WATCH_READ_CHUNK: u64 = 1024;
+
+fn internal(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Internal(e.to_string())
+}
+
+enum Op {
+    Create {
+        key: String,
+        value: Vec<u8>,
+    },
+    Update {
+        key: String,
+        value: Vec<u8>,
+        expected: Revision,
+    },
+    Delete {
+        key: String,
+        expected: Option<Revision>,
+    },
+    Compact {
+        revision: Revision,
+    },
+}
+
+enum Done {
+    Written(Revision),
+    Deleted(Revision, KeyValue),
+    Compacted,
+}
+
+struct Cmd {
+    op: Op,
+    reply: oneshot::Sender<Result<Done, StoreError>>,
+}
+
+/// State shared by readers and the writer thread.
+struct Shared {
+    db: Database,
+    /// Latest committed revision. Written only by the writer thread after a commit, so a reader that
+    /// sees revision N also sees every write up to N; an atomic is enough because no other state must
+    /// change together with it.
+    revision: AtomicI64,
+    /// Highest compacted revision (history at or below it is gone).
+    compacted: AtomicI64,
+}
+
+/// The embedded, durable, in-process store.
+pub struct EmbeddedStore {
+    shared: Arc<Shared>,
+    /// Write requests to the single writer thread. `std::sync::mpsc` because the receiver is a
+    /// blocking thread; senders never block (unbounded), the thread applies back-pressure by batching.
+    writes: mpsc::Sender<Cmd>,
+    /// Wakes watchers when the revision moves.
+    revision_rx: watch::Receiver<Revision>,
+}
+
+fn encode_kv(rev: Revision, value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + value.len());
+    out.extend_from_slice(&rev.to_be_bytes());
+    out.extend_from_slice(value);
+    out
+}
+
+fn decode_kv(key: &str, raw: &[u8]) -> Result<KeyValue, StoreError> {
+    if raw.len() < 8 {
+        return Err(internal("short kv record"));
+    }
+    let mut rev = [0u8; 8];
+    rev.copy_from_slice(&raw[..8]);
+    Ok(KeyValue {
+        key: key.to_string(),
+        value: raw[8..].to_vec(),
+        mod_revision: i64::from_be_bytes(rev),
+    })
+}
+
+/// One log record: `[kind][key][prev?][value]`, lengths little-endian u32.
+fn encode_event(put: bool, key: &str, prev: Option<&KeyValue>, value: &[u8]) -> Vec<u8> {
+    let mut out =
+        Vec::with_capacity(32 + key.len() + value.len() + prev.map_or(0, |p| p.value.len()));
+    out.push(u8::from(put));
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(key.as_bytes());
+    match prev {
+        Some(p) => {
+            out.push(1);
+            out.extend_from_slice(&p.mod_revision.to_le_bytes());
+            out.extend_from_slice(&(p.value.len() as u32).to_le_bytes());
+            out.extend_from_slice(&p.value);
+        }
+        None => out.push(0),
+    }
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(value);
+    out
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StoreError> {
+        if self.buf.len() < n {
+            return Err(internal("truncated log record"));
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+    fn u32(&mut self) -> Result<usize, StoreError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], StoreError> {
+        let n = self.u32()?;
+        self.take(n)
+    }
+}
+
+fn decode_event(revision: Revision, raw: &[u8]) -> Result<WatchEvent, StoreError> {
+    let mut r = Reader { buf: raw };
+    let put = r.take(1)?[0] == 1;
+    let key = std::str::from_utf8(r.bytes()?)
+        .map_err(internal)?
+        .to_string();
+    let prev = if r.take(1)?[0] == 1 {
+        let b = r.take(8)?;
+        let rev = i64::from_le_bytes(b.try_into().map_err(internal)?);
+        Some(KeyValue {
+            key: key.clone(),
+            value: r.bytes()?.to_vec(),
+            mod_revision: rev,
+        })
+    } else {
+        None
+    };
+    let value = r.bytes()?.to_vec();
+    Ok(if put {
+        WatchEvent::Put {
+            kv: KeyValue {
+                key,
+                value,
+                mod_revision: revision,
+            },
+            prev,
+        }
+    } else {
+        WatchEvent::Delete {
+            revision,
+            prev,
+            key,
+        }
+    })
+}
+
+impl EmbeddedStore {
+    /// Open (or create) the store in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(internal)?;
+        let db = Database::create(dir.join("kgate.redb")).map_err(internal)?;
+        let (revision, compacted) = {
+            let txn = db.begin_write().map_err(internal)?;
+            let r = {
+                txn.open_table(KV).map_err(internal)?;
+                txn.open_table(LOG).map_err(internal)?;
+                let meta = txn.open_table(META).map_err(internal)?;
+                let rev = meta
+                    .get(META_REV)
+                    .map_err(internal)?
+                    .map(|v| v.value())
+                    .unwrap_or(1);
+                let compacted = meta
+                    .get(META_COMPACTED)
+                    .map_err(internal)?
+                    .map(|v| v.value())
+                    .unwrap_or(0);
+                (rev as i64, compacted as i64)
+            };
+            txn.commit().map_err(internal)?;
+            r
+        };
+        let shared = Arc::new(Shared {
+            db,
+            revision: AtomicI64::new(revision),
+            compacted: AtomicI64::new(compacted),
+        });
+        let (tx, rx) = mpsc::channel::<Cmd>();
+        let (rev_tx, revision_rx) = watch::channel(revision);
+        let writer_shared = shared.clone();
+        std::thread::Builder::new()
+            .name("kgate-store-writer".into())
+            .spawn(move || writer_loop(writer_shared, rx, rev_tx))
+            .map_err(internal)?;
+        Ok(EmbeddedStore {
+            shared,
+            writes: tx,
+            revision_rx,
+        })
+    }
+
+    async fn submit(&self, op: Op) -> Result<Done, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.writes
+            .send(Cmd { op, reply })
+            .map_err(|_| StoreError::Unavailable("store is closed".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Unavailable("store writer stopped".into()))?
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Shared) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || f(&shared))
+            .await
+            .map_err(internal)?
+    }
+}
+
+fn writer_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Cmd>, rev_tx: watch::Sender<Revision>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        let mut rev = shared.revision.load(Ordering::Acquire);
+        let result = apply_batch(&shared, &batch, &mut rev);
+        match result {
+            Ok(outcomes) => {
+                // Publish the revision before acknowledging so a client that saw its write acknowledged
+                // always reads at least that revision.
+                shared.revision.store(rev, Ordering::Release);
+                let _ = rev_tx.send(rev);
+                for (cmd, outcome) in batch.into_iter().zip(outcomes) {
+                    let _ = cmd.reply.send(outcome);
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "embedded store commit failed");
+                for cmd in batch {
+                    let _ = cmd.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+type Outcomes = Vec<Result<Done, StoreError>>;
+
+fn apply_batch(shared: &Shared, batch: &[Cmd], rev: &mut Revision) -> Result<Outcomes, StoreError> {
+    let txn = shared.db.begin_write().map_err(internal)?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    let mut compact_to = None;
+    {
+        let mut kv = txn.open_table(KV).map_err(internal)?;
+        let mut log = txn.open_table(LOG).map_err(internal)?;
+        for cmd in batch {
+            let current = |kv: &redb::Table<&str, &[u8]>,
+                           key: &str|
+             -> Result<Option<KeyValue>, StoreError> {
+                match kv.get(key).map_err(internal)? {
+                    Some(v) => Ok(Some(decode_kv(key, v.value())?)),
+                    None => Ok(None),
+                }
+            };
+            let outcome = match &cmd.op {
+                Op::Create { key, value } => match current(&kv, key)? {
+                    Some(_) => Err(StoreError::AlreadyExists),
+                    None => {
+                        *rev += 1;
+                        kv.insert(key.as_str(), encode_kv(*rev, value).as_slice())
+                            .map_err(internal)?;
+                        log.insert(*rev as u64, encode_event(true, key, None, value).as_slice())
+                            .map_err(internal)?;
+                        Ok(Done::Written(*rev))
+                    }
+                },
+                Op::Update {
+                    key,
+                    value,
+                    expected,
+                } => match current(&kv, key)? {
+                    None => Err(StoreError::NotFound),
+                    Some(cur) if cur.mod_revision != *expected => {
+                        Err(StoreError::Conflict { current: Some(cur) })
+                    }
+                    Some(cur) => {
+                        *rev += 1;
+                        kv.insert(key.as_str(), encode_kv(*rev, value).as_slice())
+                            .map_err(internal)?;
+                        log.insert(
+                            *rev as u64,
+                            encode_event(true, key, Some(&cur), value).as_slice(),
+                        )
+                        .map_err(internal)?;
+                        Ok(Done::Written(*rev))
+                    }
+                },
+                Op::Delete { key, expected } => match current(&kv, key)? {
+                    None => Err(StoreError::NotFound),
+                    Some(cur) if expected.is_some_and(|e| e != cur.mod_revision) => {
+                        Err(StoreError::Conflict { current: Some(cur) })
+                    }
+                    Some(cur) => {
+                        *rev += 1;
+                        kv.remove(key.as_str()).map_err(internal)?;
+                        log.insert(
+                            *rev as u64,
+                            encode_event(false, key, Some(&cur), &[]).as_slice(),
+                        )
+                        .map_err(internal)?;
+                        Ok(Done::Deleted(*rev, cur))
+                    }
+                },
+                Op::Compact { revision } => {
+                    let target = (*revision).min(*rev);
+                    if target > shared.compacted.load(Ordering::Acquire) {
+                        log.retain_in(..=(target as u64), |_, _| false)
+                            .map_err(internal)?;
+                        compact_to = Some(target);
+                    }
+                    Ok(Done::Compacted)
+                }
+            };
+            outcomes.push(outcome);
+        }
+        let mut meta = txn.open_table(META).map_err(internal)?;
+        meta.insert(META_REV, *rev as u64).map_err(internal)?;
+        if let Some(c) = compact_to {
+            meta.insert(META_COMPACTED, c as u64).map_err(internal)?;
+        }
+    }
+    // Default durability is Immediate: commit returns after the data is fsync'd.
+    txn.commit().map_err(internal)?;
+    if let Some(c) = compact_to {
+        shared.compacted.store(c, Ordering::Release);
+    }
+    Ok(outcomes)
+}
+
+/// Read a prefix at the latest revision, or at a past one by undoing logged changes newer than it.
+fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreError> {
+    let txn = shared.db.begin_read().map_err(internal)?;
+    // Both tables are read in this one snapshot, so the revision below matches their contents.
+    let meta = txn.open_table(META).map_err(internal)?;
+    let current = meta
+        .get(META_REV)
+        .map_err(internal)?
+        .map(|v| v.value() as i64)
+        .unwrap_or(1);
+    let compacted = meta
+        .get(META_COMPACTED)
+        .map_err(internal)?
+        .map(|v| v.value() as i64)
+        .unwrap_or(0);
+    let kv = txn.open_table(KV).map_err(internal)?;
+    let end = prefix_end(&req.prefix);
+    let end = String::from_utf8(end).map_err(internal)?;
+    let start = req.start.clone().unwrap_or_else(|| req.prefix.clone());
+    let at = req.revision.unwrap_or(current);
+    if at > current {
+        return Err(StoreError::FutureRevision {
+            requested: at,
+            current,
+        });
+    }
+    if at >= current {
+        let mut kvs = Vec::new();
+        let mut more = false;
+        for item in kv.range(start.as_str()..end.as_str()).map_err(internal)? {
+            let (k, v) = item.map_err(internal)?;
+            if req.limit > 0 && kvs.len() == req.limit {
+                more = true;
+                break;
+            }
+            kvs.push(decode_kv(k.value(), v.value())?);
+        }
+        return Ok(RangeResult {
+            kvs,
+            more,
+            revision: current,
+        });
+    }
+    if at < compacted {
+        return Err(StoreError::Compacted {
+            requested: at,
+            compacted,
+        });
+    }
+    // Past revision: current state, then undo newer changes newest first.
+    let mut state: BTreeMap<String, KeyValue> = BTreeMap::new();
+    for item in kv
+        .range(req.prefix.as_str()..end.as_str())
+        .map_err(internal)?
+    {
+        let (k, v) = item.map_err(internal)?;
+        state.insert(k.value().to_string(), decode_kv(k.value(), v.value())?);
+    }
+    let log = txn.open_table(LOG).map_err(internal)?;
+    for item in log.range((at as u64 + 1)..).map_err(internal)?.rev() {
+        let (r, raw) = item.map_err(internal)?;
+        match decode_event(r.value() as i64, raw.value())? {
+            WatchEvent::Put { kv, prev } if kv.key.starts_with(&req.prefix) => match prev {
+                Some(p) => {
+                    state.insert(p.key.clone(), p);
+                }
+                None => {
+                    state.remove(&kv.key);
+                }
+            },
+            WatchEvent::Delete {
+                prev: Some(p), key, ..
+            } if key.starts_with(&req.prefix) => {
+                state.insert(key, p);
+            }
+            _ => {}
+        }
+    }
+    let mut kvs = Vec::new();
+    let mut more = false;
+    for (_, v) in state.range(start..) {
+        if req.limit > 0 && kvs.len() == req.limit {
+            more = true;
+            break;
+        }
+        kvs.push(v.clone());
+    }
+    Ok(RangeResult {
+        kvs,
+        more,
+        revision: at,
+    })
+}
+
+/// Log events under `prefix` in `(after, upto]`.
+fn read_log(
+    shared: &Shared,
+    prefix: &str,
+    after: Revision,
+    upto: Revision,
+) -> Result<Vec<WatchEvent>, StoreError> {
+    let txn = shared.db.begin_read().map_err(internal)?;
+    let compacted = shared.compacted.load(Ordering::Acquire);
+    if after < compacted {
+        return Err(StoreError::Compacted {
+            requested: after,
+            compacted,
+        });
+    }
+    let log = txn.open_table(LOG).map_err(internal)?;
+    let mut out = Vec::new();
+    for item in log
+        .range((after as u64 + 1)..=(upto as u64))
+        .map_err(internal)?
+    {
+        let (r, raw) = item.map_err(internal)?;
+        let ev = decode_event(r.value() as i64, raw.value())?;
+        let key = match &ev {
+            WatchEvent::Put { kv, .. } => &kv.key,
+            WatchEvent::Delete { key, .. } => key,
+            WatchEvent::Progress(_) => continue,
+        };
+        if key.starts_with(prefix) {
+            out.push(ev);
+        }
+    }
+    Ok(out)
+}
+
+struct WatchState {
+    shared: Arc<Shared>,
+    prefix: String,
+    next_after: Revision,
+    buffered: VecDeque<WatchEvent>,
+    rx: watch::Receiver<Revision>,
+    failed: bool,
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let txn = s.db.begin_read().map_err(internal)?;
+            let kv = txn.open_table(KV).map_err(internal)?;
+            match kv.get(key.as_str()).map_err(internal)? {
+                Some(v) => Ok(Some(decode_kv(&key, v.value())?)),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn range(&self, req: RangeRequest) -> Result<RangeResult, StoreError> {
+        self.blocking(move |s| read_range(s, &req)).await
+    }
+
+    async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
+        match self
+            .submit(Op::Create {
+                key: key.to_string(),
+                value,
+            })
+            .await?
+        {
+            Done::Written(r) => Ok(r),
+            _ => Err(internal("unexpected writer answer")),
+        }
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        match self
+            .submit(Op::Update {
+                key: key.to_string(),
+                value,
+                expected,
+            })
+            .await?
+        {
+            Done::Written(r) => Ok(r),
+            _ => Err(internal("unexpected writer answer")),
+        }
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        expected: Option<Revision>,
+    ) -> Result<(Revision, KeyValue), StoreError> {
+        match self
+            .submit(Op::Delete {
+                key: key.to_string(),
+                expected,
+            })
+            .await?
+        {
+            Done::Deleted(r, kv) => Ok((r, kv)),
+            _ => Err(internal("unexpected writer answer")),
+        }
+    }
+
+    async fn revision(&self) -> Result<Revision, StoreError> {
+        Ok(self.shared.revision.load(Ordering::Acquire))
+    }
+
+    async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        let compacted = self.shared.compacted.load(Ordering::Acquire);
+        if after < compacted {
+            return Err(StoreError::Compacted {
+                requested: after,
+                compacted,
+            });
+        }
+        let state = WatchState {
+            shared: self.shared.clone(),
+            prefix: prefix.to_string(),
+            next_after: after,
+            buffered: VecDeque::new(),
+            rx: self.revision_rx.clone(),
+            failed: false,
+        };
+        let stream = futures::stream::unfold(state, |mut st| async move {
+            loop {
+                if st.failed {
+                    return None;
+                }
+                if let Some(ev) = st.buffered.pop_front() {
+                    return Some((Ok(ev), st));
+                }
+                let current = *st.rx.borrow_and_update();
+                if st.next_after < current {
+                    let upto = current.min(st.next_after + WATCH_READ_CHUNK as i64);
+                    let (shared, prefix, after) =
+                        (st.shared.clone(), st.prefix.clone(), st.next_after);
+                    let read = tokio::task::spawn_blocking(move || {
+                        read_log(&shared, &prefix, after, upto)
+                    })
+                    .await;
+                    match read.map_err(internal).and_then(|r| r) {
+                        Ok(events) => {
+                            st.buffered.extend(events);
+                            st.next_after = upto;
+                        }
+                        Err(e) => {
+                            st.failed = true;
+                            return Some((Err(e), st));
+                        }
+                    }
+                    continue;
+                }
+                if st.rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        });
+        Ok(Box::pin(stream))
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
+        self.submit(Op::Compact { revision }).await.map(|_| ())
+    }
+
+    async fn healthy(&self) -> bool {
+        true
+    }
+}
+
+/// Size of the retained history, for tests and metrics.
+impl EmbeddedStore {
+    /// Number of log entries retained.
+    pub fn history_len(&self) -> Result<u64, StoreError> {
+        let txn = self.shared.db.begin_read().map_err(internal)?;
+        let log = txn.open_table(LOG).map_err(internal)?;
+        log.len().map_err(internal)
+    }
+}

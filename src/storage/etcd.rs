@@ -1,0 +1,402 @@
+//! The etcd backend: the same `Store` contract over a real etcd (3.4+) through `etcd-client`.
+//!
+//! Writes are single transactions that compare the key's create or mod revision, so they are
+//! compare-and-swap exactly like the embedded store. Watches reconnect on their own after etcd restarts,
+//! resuming from the last revision they delivered.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, TlsOptions,
+    Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
+use futures::StreamExt;
+
+use super::keys::prefix_end;
+use super::{
+    KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream,
+};
+
+/// TLS material for reaching etcd.
+#[derive(Debug, Clone, Default)]
+pub struct EtcdTls {
+    /// CA bundle (PEM) that signed etcd's serving certificate.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate (PEM).
+    pub cert_file: Option<std::path::PathBuf>,
+    /// Client key (PEM).
+    pub key_file: Option<std::path::PathBuf>,
+}
+
+/// A `Store` over etcd.
+pub struct EtcdStore {
+    /// `etcd_client::Client` is a cheap handle over one multiplexed channel; each call clones it
+    /// because the client's methods take `&mut self`.
+    client: Client,
+}
+
+fn map_err(e: etcd_client::Error) -> StoreError {
+    match &e {
+        etcd_client::Error::GRpcStatus(s) => {
+            let msg = s.message();
+            if msg.contains("compacted") {
+                StoreError::Compacted {
+                    requested: 0,
+                    compacted: 0,
+                }
+            } else if msg.contains("future rev") {
+                StoreError::FutureRevision {
+                    requested: 0,
+                    current: 0,
+                }
+            } else {
+                match s.code() {
+                    tonic_code::UNAVAILABLE
+                    | tonic_code::DEADLINE_EXCEEDED
+                    | tonic_code::CANCELLED => StoreError::Unavailable(msg.to_string()),
+                    _ => StoreError::Internal(e.to_string()),
+                }
+            }
+        }
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => {
+            StoreError::Unavailable(e.to_string())
+        }
+        _ => StoreError::Internal(e.to_string()),
+    }
+}
+
+/// The gRPC codes that mean "try again later".
+mod tonic_code {
+    use tonic::Code;
+    pub const UNAVAILABLE: Code = Code::Unavailable;
+    pub const DEADLINE_EXCEEDED: Code = Code::DeadlineExceeded;
+    pub const CANCELLED: Code = Code::Cancelled;
+}
+
+fn kv_of(kv: &etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
+    Ok(KeyValue {
+        key: kv
+            .key_str()
+            .map_err(|e| StoreError::Internal(e.to_string()))?
+            .to_string(),
+        value: kv.value().to_vec(),
+        mod_revision: kv.mod_revision(),
+    })
+}
+
+impl EtcdStore {
+    /// Connect to the endpoints. Connection failures later are retried by the channel itself.
+    pub async fn connect(endpoints: &[String], tls: &EtcdTls) -> Result<Self, StoreError> {
+        let mut opts = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(Duration::from_secs(30))
+            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
+            .with_keep_alive_while_idle(true);
+        if tls.ca_file.is_some() || tls.cert_file.is_some() {
+            let mut t = TlsOptions::new();
+            if let Some(ca) = &tls.ca_file {
+                let pem = std::fs::read(ca)
+                    .map_err(|e| StoreError::Internal(format!("{}: {e}", ca.display())))?;
+                t = t.ca_certificate(etcd_client::Certificate::from_pem(pem));
+            }
+            if let (Some(c), Some(k)) = (&tls.cert_file, &tls.key_file) {
+                let cert = std::fs::read(c)
+                    .map_err(|e| StoreError::Internal(format!("{}: {e}", c.display())))?;
+                let key = std::fs::read(k)
+                    .map_err(|e| StoreError::Internal(format!("{}: {e}", k.display())))?;
+                t = t.identity(etcd_client::Identity::from_pem(cert, key));
+            }
+            opts = opts.with_tls(t);
+        }
+        let client = Client::connect(endpoints, Some(opts))
+            .await
+            .map_err(map_err)?;
+        Ok(EtcdStore { client })
+    }
+
+    fn c(&self) -> Client {
+        self.client.clone()
+    }
+}
+
+fn else_current(resp: &etcd_client::TxnResponse) -> Result<Option<KeyValue>, StoreError> {
+    for op in resp.op_responses() {
+        if let TxnOpResponse::Get(g) = op {
+            return g.kvs().first().map(kv_of).transpose();
+        }
+    }
+    Ok(None)
+}
+
+#[async_trait]
+impl Store for EtcdStore {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        let resp = self.c().get(key, None).await.map_err(map_err)?;
+        resp.kvs().first().map(kv_of).transpose()
+    }
+
+    async fn range(&self, req: RangeRequest) -> Result<RangeResult, StoreError> {
+        let start = req.start.clone().unwrap_or_else(|| req.prefix.clone());
+        let mut opts = GetOptions::new().with_range(prefix_end(&req.prefix));
+        if req.limit > 0 {
+            opts = opts.with_limit(req.limit as i64);
+        }
+        if let Some(r) = req.revision {
+            opts = opts.with_revision(r);
+        }
+        let resp = self
+            .c()
+            .get(start, Some(opts))
+            .await
+            .map_err(|e| match map_err(e) {
+                StoreError::Compacted { .. } => StoreError::Compacted {
+                    requested: req.revision.unwrap_or(0),
+                    compacted: req.revision.unwrap_or(0),
+                },
+                StoreError::FutureRevision { .. } => StoreError::FutureRevision {
+                    requested: req.revision.unwrap_or(0),
+                    current: 0,
+                },
+                other => other,
+            })?;
+        let revision = req
+            .revision
+            .unwrap_or_else(|| resp.header().map(|h| h.revision()).unwrap_or(0));
+        let kvs = resp
+            .kvs()
+            .iter()
+            .map(kv_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RangeResult {
+            kvs,
+            more: resp.more(),
+            revision,
+        })
+    }
+
+    async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, value, None)]);
+        let resp = self.c().txn(txn).await.map_err(map_err)?;
+        if !resp.succeeded() {
+            return Err(StoreError::AlreadyExists);
+        }
+        Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+            .and_then([TxnOp::put(key, value, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.c().txn(txn).await.map_err(map_err)?;
+        if !resp.succeeded() {
+            return match else_current(&resp)? {
+                None => Err(StoreError::NotFound),
+                current => Err(StoreError::Conflict { current }),
+            };
+        }
+        Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        expected: Option<Revision>,
+    ) -> Result<(Revision, KeyValue), StoreError> {
+        // Without an expected revision, still compare against the revision just read so the returned
+        // value is exactly the one deleted.
+        let mut client = self.c();
+        let expected = match expected {
+            Some(e) => e,
+            None => match self.get(key).await? {
+                Some(kv) => kv.mod_revision,
+                None => return Err(StoreError::NotFound),
+            },
+        };
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+            .and_then([TxnOp::delete(
+                key,
+                Some(DeleteOptions::new().with_prev_key()),
+            )])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = client.txn(txn).await.map_err(map_err)?;
+        if !resp.succeeded() {
+            return match else_current(&resp)? {
+                None => Err(StoreError::NotFound),
+                current => Err(StoreError::Conflict { current }),
+            };
+        }
+        let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
+        for op in resp.op_responses() {
+            if let TxnOpResponse::Delete(d) = op {
+                if let Some(prev) = d.prev_kvs().first() {
+                    return Ok((rev, kv_of(prev)?));
+                }
+            }
+        }
+        Err(StoreError::NotFound)
+    }
+
+    async fn revision(&self) -> Result<Revision, StoreError> {
+        // A linearizable read of a key that never exists: the header carries the current revision.
+        let resp = self
+            .c()
+            .get("\0kgate-revision", None)
+            .await
+            .map_err(map_err)?;
+        Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
+    }
+
+    async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        let state = EtcdWatch {
+            client: self.c(),
+            prefix: prefix.to_string(),
+            after,
+            inner: None,
+            pending: Vec::new(),
+            done: false,
+        };
+        let mut stream = Box::pin(futures::stream::unfold(state, |mut st| async move {
+            let item = st.next().await?;
+            Some((item, st))
+        }));
+        // Surface a compacted start revision right away, as the embedded store does.
+        match stream.next().await {
+            Some(Err(e)) => Err(e),
+            Some(Ok(first)) => Ok(Box::pin(
+                futures::stream::once(async move { Ok(first) }).chain(stream),
+            )),
+            None => Err(StoreError::Unavailable("watch ended".into())),
+        }
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
+        match self.c().compact(revision, None).await {
+            Ok(_) => Ok(()),
+            Err(e) => match map_err(e) {
+                StoreError::Compacted { .. } => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn healthy(&self) -> bool {
+        let mut c = self.c();
+        matches!(
+            tokio::time::timeout(Duration::from_secs(2), c.get("\0kgate-health", None)).await,
+            Ok(Ok(_))
+        )
+    }
+}
+
+struct EtcdWatch {
+    client: Client,
+    prefix: String,
+    /// Last revision delivered (or the start point).
+    after: Revision,
+    inner: Option<etcd_client::WatchStream>,
+    pending: Vec<WatchEvent>,
+    done: bool,
+}
+
+impl EtcdWatch {
+    /// The next event; reconnects transparently, fails only on compaction.
+    async fn next(&mut self) -> Option<Result<WatchEvent, StoreError>> {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if self.done {
+                return None;
+            }
+            if !self.pending.is_empty() {
+                let ev = self.pending.remove(0);
+                return Some(Ok(ev));
+            }
+            if self.inner.is_none() {
+                let opts = WatchOptions::new()
+                    .with_range(prefix_end(&self.prefix))
+                    .with_start_revision(self.after + 1)
+                    .with_prev_key()
+                    .with_progress_notify();
+                match self.client.watch(self.prefix.as_str(), Some(opts)).await {
+                    Ok(s) => {
+                        self.inner = Some(s);
+                        // Report the start as progress so callers learn the watch is established.
+                        return Some(Ok(WatchEvent::Progress(self.after)));
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, prefix = %self.prefix, "etcd watch failed; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        continue;
+                    }
+                }
+            }
+            let inner = self.inner.as_mut().expect("set above");
+            match inner.next().await {
+                Some(Ok(resp)) => {
+                    if resp.compact_revision() > 0 {
+                        self.done = true;
+                        return Some(Err(StoreError::Compacted {
+                            requested: self.after,
+                            compacted: resp.compact_revision() - 1,
+                        }));
+                    }
+                    if resp.canceled() {
+                        self.inner = None;
+                        continue;
+                    }
+                    let mut last = self.after;
+                    for ev in resp.events() {
+                        let Some(kv) = ev.kv() else { continue };
+                        let prev = match ev.prev_kv().map(kv_of).transpose() {
+                            Ok(p) => p,
+                            Err(e) => return Some(Err(e)),
+                        };
+                        let item = match ev.event_type() {
+                            EventType::Put => match kv_of(kv) {
+                                Ok(kv) => WatchEvent::Put { kv, prev },
+                                Err(e) => return Some(Err(e)),
+                            },
+                            EventType::Delete => WatchEvent::Delete {
+                                revision: kv.mod_revision(),
+                                prev,
+                                key: String::from_utf8_lossy(kv.key()).into_owned(),
+                            },
+                        };
+                        last = last.max(item.revision());
+                        self.pending.push(item);
+                    }
+                    if resp.events().is_empty() {
+                        if let Some(h) = resp.header() {
+                            // A progress notification: everything up to the header revision was sent.
+                            if h.revision() > self.after && !resp.created() {
+                                self.after = h.revision();
+                                return Some(Ok(WatchEvent::Progress(self.after)));
+                            }
+                        }
+                    }
+                    self.after = last;
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, prefix = %self.prefix, "etcd watch broke; resuming");
+                    self.inner = None;
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+                None => {
+                    self.inner = None;
+                    tokio::time::sleep(backoff).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The store behind every logical cluster: one trait with revisions, compare-and-swap, prefix ranges and
+//! watches, implemented by an embedded engine (redb) and by etcd, checked by one contract test suite.
+
+pub mod embedded;
+pub mod etcd;
+pub mod keys;
+
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use futures::Stream;
+
+/// A store revision. One sequence across every key, so it is also every object's `resourceVersion`.
+pub type Revision = i64;
+
+/// A key with its value and the revision that last wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    /// Full key (`/registry/core/configmaps/root/default/x`).
+    pub key: String,
+    /// Stored bytes (JSON of the object without resourceVersion and cluster annotation).
+    pub value: Vec<u8>,
+    /// Revision of the last write (etcd's mod revision).
+    pub mod_revision: Revision,
+}
+
+/// A change seen by a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// The key was created or updated; `prev` is its value before, if it existed.
+    Put {
+        /// The new value.
+        kv: KeyValue,
+        /// The value it replaced.
+        prev: Option<KeyValue>,
+    },
+    /// The key was deleted at `revision`; `prev` is its last value.
+    Delete {
+        /// The revision of the delete.
+        revision: Revision,
+        /// The value it had (a store that lost it reports `None`).
+        prev: Option<KeyValue>,
+        /// The key.
+        key: String,
+    },
+    /// Every change up to this revision has been delivered (a progress marker with no change).
+    Progress(Revision),
+}
+
+impl WatchEvent {
+    /// The revision this event happened at.
+    pub fn revision(&self) -> Revision {
+        match self {
+            WatchEvent::Put { kv, .. } => kv.mod_revision,
+            WatchEvent::Delete { revision, .. } => *revision,
+            WatchEvent::Progress(r) => *r,
+        }
+    }
+}
+
+/// A stream of changes under a prefix, in revision order.
+pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchEvent, StoreError>> + Send>>;
+
+/// A page of keys.
+#[derive(Debug, Clone, Default)]
+pub struct RangeResult {
+    /// Keys in order.
+    pub kvs: Vec<KeyValue>,
+    /// Whether more keys follow the last one returned.
+    pub more: bool,
+    /// The revision this page was read at.
+    pub revision: Revision,
+}
+
+/// What to read.
+#[derive(Debug, Clone, Default)]
+pub struct RangeRequest {
+    /// Every key starting with this (it ends with `/`).
+    pub prefix: String,
+    /// Start at this key (inclusive); must be under `prefix`.
+    pub start: Option<String>,
+    /// At most this many keys; 0 means all.
+    pub limit: usize,
+    /// Read at this past revision; `None` reads the latest.
+    pub revision: Option<Revision>,
+}
+
+/// Store failures. Each maps to one Kubernetes status in `status.rs`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// A create found the key already there.
+    #[error("key already exists")]
+    AlreadyExists,
+    /// The key does not exist.
+    #[error("key not found")]
+    NotFound,
+    /// A compare-and-swap lost: the key's revision is not the expected one.
+    #[error("revision conflict")]
+    Conflict {
+        /// The key's value now, if it still exists.
+        current: Option<KeyValue>,
+    },
+    /// The requested revision was compacted away.
+    #[error("required revision {requested} has been compacted (compacted to {compacted})")]
+    Compacted {
+        /// What was asked for.
+        requested: Revision,
+        /// The compaction point.
+        compacted: Revision,
+    },
+    /// The requested revision is newer than the store's.
+    #[error("revision {requested} is in the future (current {current})")]
+    FutureRevision {
+        /// What was asked for.
+        requested: Revision,
+        /// The store's revision.
+        current: Revision,
+    },
+    /// The store cannot be reached now; the request may be retried.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else (corruption, engine failure).
+    #[error("store failure: {0}")]
+    Internal(String),
+}
+
+/// The contract both backends meet (tests/storage_contract.rs runs it against each).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Read one key at the latest revision.
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError>;
+    /// Read keys under a prefix, in key order, optionally at a past revision.
+    async fn range(&self, req: RangeRequest) -> Result<RangeResult, StoreError>;
+    /// Create a key that must not exist.
+    async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError>;
+    /// Replace a key whose revision must be `expected`.
+    async fn update(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> Result<Revision, StoreError>;
+    /// Delete a key, only if its revision is `expected` when given. Returns the delete's revision and the
+    /// value deleted.
+    async fn delete(
+        &self,
+        key: &str,
+        expected: Option<Revision>,
+    ) -> Result<(Revision, KeyValue), StoreError>;
+    /// The latest revision (a consistent read: every write acknowledged before is at or below it).
+    async fn revision(&self) -> Result<Revision, StoreError>;
+    /// Changes under `prefix` after revision `after`, in order, forever (until dropped). Fails with
+    /// `Compacted` when `after` is older than the retained history.
+    async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError>;
+    /// Forget history at or before `revision`.
+    async fn compact(&self, revision: Revision) -> Result<(), StoreError>;
+    /// Whether the store answers now (readyz).
+    async fn healthy(&self) -> bool;
+}
