@@ -31,10 +31,7 @@ impl ClusterTarget {
 
 /// Split the cluster from a request path and header. Returns the target and the path that remains
 /// (always starting with `/`).
-pub fn resolve<'a>(
-    path: &'a str,
-    header: Option<&str>,
-) -> Result<(ClusterTarget, &'a str), ApiError> {
+pub fn resolve<'a>(path: &'a str, header: Option<&str>) -> Result<(ClusterTarget, &'a str), ApiError> {
     let (from_path, rest) = match path.strip_prefix("/clusters/") {
         Some(tail) => {
             let (name, rest) = match tail.find('/') {
@@ -46,6 +43,10 @@ pub fn resolve<'a>(
         None if path == "/clusters" => return Err(ApiError::path_not_found()),
         None => (None, path),
     };
+    // Clients percent-encode the segment (kubectl sends `*` as `%2A`); decode before judging it, so an
+    // encoded `/` or `..` is rejected as a name rather than changing the path.
+    let decoded = from_path.map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy().into_owned());
+    let from_path = decoded.as_deref();
     let header = header.map(str::trim).filter(|h| !h.is_empty());
     let name = match (from_path, header) {
         (Some(p), Some(h)) if p != h => {
@@ -60,9 +61,8 @@ pub fn resolve<'a>(
     if name == "*" {
         return Ok((ClusterTarget::Wildcard, rest));
     }
-    validate_name(name).map_err(|why| {
-        ApiError::bad_request(format!("invalid logical cluster name {name:?}: {why}"))
-    })?;
+    validate_name(name)
+        .map_err(|why| ApiError::bad_request(format!("invalid logical cluster name {name:?}: {why}")))?;
     Ok((ClusterTarget::Named(name.to_string()), rest))
 }
 
@@ -81,26 +81,11 @@ mod tests {
 
     #[test]
     fn path_prefix_header_and_default() {
-        assert_eq!(
-            resolve("/clusters/team-a/api/v1", None).unwrap(),
-            (named("team-a"), "/api/v1")
-        );
-        assert_eq!(
-            resolve("/api/v1", Some("team-b")).unwrap(),
-            (named("team-b"), "/api/v1")
-        );
-        assert_eq!(
-            resolve("/api/v1", None).unwrap(),
-            (named("root"), "/api/v1")
-        );
-        assert_eq!(
-            resolve("/clusters/team-a", None).unwrap(),
-            (named("team-a"), "/")
-        );
-        assert_eq!(
-            resolve("/clusters/*/api/v1/configmaps", None).unwrap().0,
-            ClusterTarget::Wildcard
-        );
+        assert_eq!(resolve("/clusters/team-a/api/v1", None).unwrap(), (named("team-a"), "/api/v1"));
+        assert_eq!(resolve("/api/v1", Some("team-b")).unwrap(), (named("team-b"), "/api/v1"));
+        assert_eq!(resolve("/api/v1", None).unwrap(), (named("root"), "/api/v1"));
+        assert_eq!(resolve("/clusters/team-a", None).unwrap(), (named("team-a"), "/"));
+        assert_eq!(resolve("/clusters/*/api/v1/configmaps", None).unwrap().0, ClusterTarget::Wildcard);
     }
 
     #[test]
@@ -112,13 +97,8 @@ mod tests {
 
     #[test]
     fn bad_names_are_400() {
-        for p in [
-            "/clusters/Team/api",
-            "/clusters/a_b/api",
-            "/clusters/-a/api",
-            "/clusters//api",
-            "/clusters/%2F/api",
-        ] {
+        for p in ["/clusters/Team/api", "/clusters/a_b/api", "/clusters/-a/api", "/clusters//api", "/clusters/%2F/api"]
+        {
             assert_eq!(resolve(p, None).unwrap_err().code, 400, "{p}");
         }
         assert_eq!(resolve("/api", Some("..")).unwrap_err().code, 400);

@@ -65,11 +65,7 @@ impl Config {
         if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
             return Err(ConfigError::TlsPair);
         }
-        if let Some(bad) = self
-            .etcd_servers
-            .iter()
-            .find(|e| !(e.starts_with("http://") || e.starts_with("https://")))
-        {
+        if let Some(bad) = self.etcd_servers.iter().find(|e| !(e.starts_with("http://") || e.starts_with("https://"))) {
             return Err(ConfigError::Endpoint(bad.clone()));
         }
         Ok(())
@@ -93,22 +89,12 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_bad_values_are_caught() {
         assert!(Config::default().validate().is_ok());
-        let c = Config {
-            etcd_prefix: "registry/".into(),
-            ..Default::default()
-        };
+        let c = Config { etcd_prefix: "registry/".into(), ..Default::default() };
         assert!(c.validate().is_err());
-        let c = Config {
-            etcd_servers: vec!["localhost:2379".into()],
-            ..Default::default()
-        };
+        let c = Config { etcd_servers: vec!["localhost:2379".into()], ..Default::default() };
         assert!(c.validate().is_err());
         assert_eq!(
-            Config {
-                listen: "0.0.0.0:7000".parse().unwrap(),
-                ..Default::default()
-            }
-            .server_url(),
+            Config { listen: "0.0.0.0:7000".parse().unwrap(), ..Default::default() }.server_url(),
             "https://127.0.0.1:7000"
         );
     }

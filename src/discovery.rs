@@ -25,10 +25,7 @@ impl Doc {
     fn new(v: &Value) -> Self {
         let body = serde_json::to_vec(v).expect("JSON serialises");
         let etag = format!("\"{}\"", hex::encode_upper(Sha512::digest(&body)));
-        Doc {
-            body: Arc::new(body),
-            etag,
-        }
+        Doc { body: Arc::new(body), etag }
     }
 }
 
@@ -52,10 +49,7 @@ impl Aggregated {
 
     /// The response Content-Type clients key on.
     pub fn content_type(self) -> String {
-        format!(
-            "application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryList",
-            self.version()
-        )
+        format!("application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryList", self.version())
     }
 
     /// The first aggregated form listed in an Accept header.
@@ -194,42 +188,30 @@ impl Discovery {
             if !group_order.contains(&d.group) {
                 group_order.push(d.group.clone());
             }
-            by_gv
-                .entry((d.group.clone(), d.version.clone()))
-                .or_default()
-                .push(d.clone());
+            by_gv.entry((d.group.clone(), d.version.clone())).or_default().push(d.clone());
         }
         let versions_of = |g: &str| -> Vec<String> {
-            let mut vs: Vec<String> = by_gv
-                .keys()
-                .filter(|(gg, _)| gg == g)
-                .map(|(_, v)| v.clone())
-                .collect();
+            let mut vs: Vec<String> = by_gv.keys().filter(|(gg, _)| gg == g).map(|(_, v)| v.clone()).collect();
             vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
             vs
         };
         let mut resource_lists = BTreeMap::new();
         for ((g, v), defs) in &by_gv {
-            let gv = if g.is_empty() {
-                v.clone()
-            } else {
-                format!("{g}/{v}")
-            };
-            let path = if g.is_empty() {
-                format!("api/{v}")
-            } else {
-                format!("apis/{g}/{v}")
-            };
+            let gv = if g.is_empty() { v.clone() } else { format!("{g}/{v}") };
+            let path = if g.is_empty() { format!("api/{v}") } else { format!("apis/{g}/{v}") };
             let resources: Vec<Value> = defs.iter().flat_map(|d| resource_entry(d)).collect();
-            resource_lists.insert(path, Doc::new(&json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})));
+            resource_lists.insert(
+                path,
+                Doc::new(
+                    &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+                ),
+            );
         }
         let mut groups = BTreeMap::new();
         let mut group_list = Vec::new();
         for g in group_order.iter().filter(|g| !g.is_empty()) {
-            let vs: Vec<Value> = versions_of(g)
-                .iter()
-                .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
-                .collect();
+            let vs: Vec<Value> =
+                versions_of(g).iter().map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v})).collect();
             let group = json!({"name": g, "versions": vs, "preferredVersion": vs[0]});
             let mut doc = group.clone();
             doc["kind"] = json!("APIGroup");
@@ -237,8 +219,7 @@ impl Discovery {
             groups.insert(g.clone(), Doc::new(&doc));
             group_list.push(group);
         }
-        let apis =
-            Doc::new(&json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": group_list}));
+        let apis = Doc::new(&json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": group_list}));
         let mut aggregated = BTreeMap::new();
         for agg in [Aggregated::V2, Aggregated::V2Beta1] {
             for core in [true, false] {
@@ -249,7 +230,8 @@ impl Discovery {
                         let versions: Vec<Value> = versions_of(g)
                             .iter()
                             .map(|v| {
-                                let rs: Vec<Value> = by_gv[&(g.clone(), v.clone())].iter().map(|d| aggregated_resource(d)).collect();
+                                let rs: Vec<Value> =
+                                    by_gv[&(g.clone(), v.clone())].iter().map(|d| aggregated_resource(d)).collect();
                                 json!({"version": v, "resources": rs, "freshness": "Current"})
                             })
                             .collect();
@@ -281,9 +263,7 @@ mod tests {
         assert_eq!(Aggregated::negotiate(accept), Some(Aggregated::V2));
         assert_eq!(Aggregated::negotiate("application/json"), None);
         assert_eq!(
-            Aggregated::negotiate(
-                "application/json;as=APIGroupDiscoveryList;v=v2beta1;g=apidiscovery.k8s.io"
-            ),
+            Aggregated::negotiate("application/json;as=APIGroupDiscoveryList;v=v2beta1;g=apidiscovery.k8s.io"),
             Some(Aggregated::V2Beta1)
         );
     }
@@ -301,19 +281,11 @@ mod tests {
         assert!(d.groups.contains_key("apps"));
         assert!(!d.groups.contains_key(crate::resources::TENANCY_GROUP));
         let apps: Value = serde_json::from_slice(&d.resource_lists["apis/apps/v1"].body).unwrap();
-        let names: Vec<&str> = apps["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["name"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> =
+            apps["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
         assert!(names.contains(&"deployments/scale"));
         let agg: Value = serde_json::from_slice(&d.aggregated[&("v2", false)].body).unwrap();
-        assert!(agg["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|g| !g["versions"].as_array().unwrap().is_empty()));
+        assert!(agg["items"].as_array().unwrap().iter().all(|g| !g["versions"].as_array().unwrap().is_empty()));
         let root = Discovery::build(crate::resources::for_cluster("root"));
         assert_ne!(root.apis.etag, d.apis.etag);
     }

@@ -5,11 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "kgate",
-    version,
-    about = "Serve the Kubernetes API for many logical clusters"
-)]
+#[command(name = "kgate", version, about = "Serve the Kubernetes API for many logical clusters")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -54,9 +50,7 @@ struct ServeArgs {
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

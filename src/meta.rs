@@ -40,10 +40,7 @@ pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
     let ok = !s.is_empty()
         && s.split('.').all(|part| {
             let b = part.as_bytes();
-            !b.is_empty()
-                && is_alnum(b[0])
-                && is_alnum(b[b.len() - 1])
-                && b.iter().all(|&c| is_alnum(c) || c == b'-')
+            !b.is_empty() && is_alnum(b[0]) && is_alnum(b[b.len() - 1]) && b.iter().all(|&c| is_alnum(c) || c == b'-')
         });
     if ok {
         Ok(())
@@ -99,8 +96,7 @@ fn qualified_name_ok(name: &str) -> bool {
         && b.len() <= LABEL_MAX
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
+        && b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
 }
 
 /// A label or annotation key: `[prefix/]name` as k8s.io/apimachinery `IsQualifiedName`.
@@ -118,9 +114,7 @@ pub fn validate_qualified_name(key: &str) -> Result<(), String> {
     if qualified_name_ok(name) {
         Ok(())
     } else if name.len() > LABEL_MAX {
-        Err(format!(
-            "name part must be no more than {LABEL_MAX} characters"
-        ))
+        Err(format!("name part must be no more than {LABEL_MAX} characters"))
     } else {
         Err("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".into())
     }
@@ -147,11 +141,7 @@ pub fn validate_labels_annotations(meta: &Map<String, Value>) -> Vec<Cause> {
         Some(Value::Object(labels)) => {
             for (k, v) in labels {
                 if let Err(e) = validate_qualified_name(k) {
-                    out.push(cause(
-                        "FieldValueInvalid",
-                        "metadata.labels",
-                        format!("Invalid value: {k:?}: {e}"),
-                    ));
+                    out.push(cause("FieldValueInvalid", "metadata.labels", format!("Invalid value: {k:?}: {e}")));
                 }
                 match v.as_str() {
                     Some(s) => {
@@ -172,22 +162,14 @@ pub fn validate_labels_annotations(meta: &Map<String, Value>) -> Vec<Cause> {
             }
         }
         None | Some(Value::Null) => {}
-        Some(_) => out.push(cause(
-            "FieldValueInvalid",
-            "metadata.labels",
-            "must be an object of strings",
-        )),
+        Some(_) => out.push(cause("FieldValueInvalid", "metadata.labels", "must be an object of strings")),
     }
     match meta.get("annotations") {
         Some(Value::Object(ann)) => {
             let mut total = 0;
             for (k, v) in ann {
                 if let Err(e) = validate_qualified_name(k) {
-                    out.push(cause(
-                        "FieldValueInvalid",
-                        "metadata.annotations",
-                        format!("Invalid value: {k:?}: {e}"),
-                    ));
+                    out.push(cause("FieldValueInvalid", "metadata.annotations", format!("Invalid value: {k:?}: {e}")));
                 }
                 match v.as_str() {
                     Some(s) => total += k.len() + s.len(),
@@ -207,11 +189,7 @@ pub fn validate_labels_annotations(meta: &Map<String, Value>) -> Vec<Cause> {
             }
         }
         None | Some(Value::Null) => {}
-        Some(_) => out.push(cause(
-            "FieldValueInvalid",
-            "metadata.annotations",
-            "must be an object of strings",
-        )),
+        Some(_) => out.push(cause("FieldValueInvalid", "metadata.annotations", "must be an object of strings")),
     }
     out
 }
@@ -223,9 +201,8 @@ const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 pub fn generate_name(base: &str) -> String {
     let base: String = base.chars().take(58).collect();
     let mut rng = rand::rng();
-    let suffix: String = (0..5)
-        .map(|_| GENERATE_ALPHABET[rng.random_range(0..GENERATE_ALPHABET.len())] as char)
-        .collect();
+    let suffix: String =
+        (0..5).map(|_| GENERATE_ALPHABET[rng.random_range(0..GENERATE_ALPHABET.len())] as char).collect();
     format!("{base}{suffix}")
 }
 
@@ -242,9 +219,7 @@ pub fn metadata(obj: &Value) -> Option<&Map<String, Value>> {
 /// Mutable `metadata`, created if missing.
 pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
     let root = obj.as_object_mut().expect("objects are JSON objects");
-    let entry = root
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let entry = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
     if !entry.is_object() {
         *entry = Value::Object(Map::new());
     }
@@ -253,16 +228,12 @@ pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
 
 /// A string field of `metadata`.
 pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
-    metadata(obj)
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
+    metadata(obj).and_then(|m| m.get(field)).and_then(Value::as_str)
 }
 
 /// `metadata.labels` as a map, if present.
 pub fn labels(obj: &Value) -> Option<&Map<String, Value>> {
-    metadata(obj)
-        .and_then(|m| m.get("labels"))
-        .and_then(Value::as_object)
+    metadata(obj).and_then(|m| m.get("labels")).and_then(Value::as_object)
 }
 
 /// `metadata.finalizers` as strings.
@@ -270,11 +241,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
     metadata(obj)
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
         .unwrap_or_default()
 }
 
@@ -328,8 +295,7 @@ mod tests {
 
     #[test]
     fn spec_equality_ignores_metadata_and_status() {
-        let a =
-            serde_json::json!({"metadata":{"labels":{"a":"b"}},"spec":{"r":1},"status":{"x":1}});
+        let a = serde_json::json!({"metadata":{"labels":{"a":"b"}},"spec":{"r":1},"status":{"x":1}});
         let b = serde_json::json!({"metadata":{},"spec":{"r":1},"status":{"x":2}});
         assert!(spec_equal(&a, &b));
         let c = serde_json::json!({"spec":{"r":2}});

@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use http::Method;
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
-};
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
 
 /// The metrics kgate exports; the registry is passed in, never global.
 #[derive(Clone)]
@@ -31,42 +29,21 @@ impl Metrics {
                 "apiserver_request_duration_seconds",
                 "Response latency distribution in seconds by verb and resource.",
             )
-            .buckets(vec![
-                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
-            ]),
+            .buckets(vec![0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0]),
             &["verb", "resource"],
         )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(latency.clone()))?;
-        Ok(Metrics {
-            registry,
-            requests,
-            latency,
-        })
+        Ok(Metrics { registry, requests, latency })
     }
 
     /// Record one request. Resource and verb come from a fixed set (the served types), so label
     /// cardinality is bounded.
-    pub fn observe(
-        &self,
-        method: &Method,
-        verb: &str,
-        resource: &str,
-        code: u16,
-        elapsed: Duration,
-    ) {
-        let verb = if verb.is_empty() {
-            method.as_str()
-        } else {
-            verb
-        };
-        self.requests
-            .with_label_values(&[verb, resource, &code.to_string()])
-            .inc();
+    pub fn observe(&self, method: &Method, verb: &str, resource: &str, code: u16, elapsed: Duration) {
+        let verb = if verb.is_empty() { method.as_str() } else { verb };
+        self.requests.with_label_values(&[verb, resource, &code.to_string()]).inc();
         if verb != "watch" {
-            self.latency
-                .with_label_values(&[verb, resource])
-                .observe(elapsed.as_secs_f64());
+            self.latency.with_label_values(&[verb, resource]).observe(elapsed.as_secs_f64());
         }
     }
 

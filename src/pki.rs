@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
 };
 use serde_json::json;
 
@@ -52,18 +52,12 @@ fn read(path: &Path) -> Result<Option<String>, PkiError> {
     match std::fs::read_to_string(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(PkiError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
+        Err(source) => Err(PkiError::Io { path: path.to_path_buf(), source }),
     }
 }
 
 fn write(path: &Path, contents: &str, secret: bool) -> Result<(), PkiError> {
-    let io = |source| PkiError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| PkiError::Io { path: path.to_path_buf(), source };
     std::fs::write(path, contents).map_err(io)?;
     if secret {
         use std::os::unix::fs::PermissionsExt;
@@ -93,17 +87,10 @@ fn new_ca() -> Result<CertPair, PkiError> {
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, "kgate-ca");
     params.distinguished_name = dn;
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     params.not_after = rcgen::date_time_ymd(2036, 1, 1);
     let cert = params.self_signed(&key)?;
-    Ok(CertPair {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    })
+    Ok(CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
 }
 
 /// Sign a certificate with the CA.
@@ -113,10 +100,7 @@ fn sign(ca: &CertPair, mut params: CertificateParams) -> Result<CertPair, PkiErr
     let key = KeyPair::generate()?;
     params.not_after = rcgen::date_time_ymd(2035, 1, 1);
     let cert = params.signed_by(&key, &issuer)?;
-    Ok(CertPair {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    })
+    Ok(CertPair { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
 }
 
 /// A client certificate: CN is the user name, each O a group (how kube-apiserver reads them).
@@ -139,20 +123,13 @@ fn serving_cert(ca: &CertPair, hosts: &[String]) -> Result<CertPair, PkiError> {
     dn.push(DnType::CommonName, "kgate");
     params.distinguished_name = dn;
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     sign(ca, params)
 }
 
 /// The host names and addresses the serving certificate covers.
 pub fn serving_hosts(listen_host: &str) -> Vec<String> {
-    let mut hosts = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-    ];
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
     let h = listen_host.trim_start_matches('[').trim_end_matches(']');
     if !h.is_empty() && h != "0.0.0.0" && h != "::" && !hosts.iter().any(|x| x == h) {
         hosts.push(h.to_string());
@@ -163,10 +140,7 @@ pub fn serving_hosts(listen_host: &str) -> Vec<String> {
 /// Load the PKI from `dir`, creating what is missing; also writes `admin.kubeconfig` on first start.
 /// `server_url` is what the admin kubeconfig points at.
 pub fn ensure(dir: &Path, listen_host: &str, server_url: &str) -> Result<Pki, PkiError> {
-    std::fs::create_dir_all(dir).map_err(|source| PkiError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    std::fs::create_dir_all(dir).map_err(|source| PkiError::Io { path: dir.to_path_buf(), source })?;
     let ca = match load_pair(dir, "ca")? {
         Some(ca) => ca,
         None => {
@@ -186,13 +160,7 @@ pub fn ensure(dir: &Path, listen_host: &str, server_url: &str) -> Result<Pki, Pk
     let kubeconfig_path = dir.join("admin.kubeconfig");
     if read(&kubeconfig_path)?.is_none() {
         let admin = client_cert(&ca, "kgate-admin", &["system:masters"])?;
-        let yaml = kubeconfig(
-            server_url,
-            "root",
-            &ca.cert_pem,
-            &Credentials::Cert(admin),
-            None,
-        )?;
+        let yaml = kubeconfig(server_url, "root", &ca.cert_pem, &Credentials::Cert(admin), None)?;
         write(&kubeconfig_path, &yaml, true)?;
     }
     Ok(Pki { ca, serving })
@@ -245,13 +213,7 @@ mod tests {
     fn first_start_writes_everything_and_second_start_reuses_it() {
         let dir = tempfile::tempdir().unwrap();
         let a = ensure(dir.path(), "127.0.0.1", "https://127.0.0.1:6443").unwrap();
-        for f in [
-            "ca.crt",
-            "ca.key",
-            "serving.crt",
-            "serving.key",
-            "admin.kubeconfig",
-        ] {
+        for f in ["ca.crt", "ca.key", "serving.crt", "serving.key", "admin.kubeconfig"] {
             assert!(dir.path().join(f).exists(), "{f}");
         }
         let b = ensure(dir.path(), "127.0.0.1", "https://127.0.0.1:6443").unwrap();

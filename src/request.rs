@@ -70,10 +70,7 @@ fn decode_segment(s: &str) -> Result<String, ApiError> {
 pub fn parse_route(path: &str) -> Result<Route, ApiError> {
     // Empty segments (`//`, trailing `/`) are ignored, as clients join base paths loosely.
     let raw: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let parts = raw
-        .iter()
-        .map(|s| decode_segment(s))
-        .collect::<Result<Vec<String>, _>>()?;
+    let parts = raw.iter().map(|s| decode_segment(s)).collect::<Result<Vec<String>, _>>()?;
     let p: Vec<&str> = parts.iter().map(String::as_str).collect();
     let route = match p.as_slice() {
         ["version"] => Route::Version,
@@ -97,20 +94,13 @@ pub fn parse_route(path: &str) -> Result<Route, ApiError> {
 }
 
 fn resource_path(group: &str, version: &str, rest: &[&str]) -> Result<ResourcePath, ApiError> {
-    let mut r = ResourcePath {
-        group: group.into(),
-        version: version.into(),
-        ..Default::default()
-    };
+    let mut r = ResourcePath { group: group.into(), version: version.into(), ..Default::default() };
     let mut parts = rest;
     if parts.first() == Some(&"watch") {
         r.watch_path = true;
         parts = &parts[1..];
     }
-    if parts.first() == Some(&"namespaces")
-        && parts.len() > 2
-        && !NAMESPACE_SUBRESOURCES.contains(&parts[2])
-    {
+    if parts.first() == Some(&"namespaces") && parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2]) {
         r.namespace = Some(parts[1].to_string());
         parts = &parts[2..];
     }
@@ -163,9 +153,7 @@ impl Query {
         match self.get(k) {
             None | Some("") | Some("false") | Some("0") => Ok(false),
             Some("true") | Some("1") => Ok(true),
-            Some(v) => Err(ApiError::bad_request(format!(
-                "invalid value for {k}: {v:?}"
-            ))),
+            Some(v) => Err(ApiError::bad_request(format!("invalid value for {k}: {v:?}"))),
         }
     }
 
@@ -173,9 +161,10 @@ impl Query {
     pub fn int(&self, k: &str) -> Result<Option<i64>, ApiError> {
         match self.non_empty(k) {
             None => Ok(None),
-            Some(v) => v.parse::<i64>().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("invalid value for {k}: {v:?}: must be an integer"))
-            }),
+            Some(v) => v
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| ApiError::bad_request(format!("invalid value for {k}: {v:?}: must be an integer"))),
         }
     }
 
@@ -200,28 +189,15 @@ mod tests {
     fn namespaced_and_cluster_paths() {
         let r = res("/api/v1/namespaces/default/configmaps/x");
         assert_eq!(
-            (
-                r.namespace.as_deref(),
-                r.resource.as_str(),
-                r.name.as_deref()
-            ),
+            (r.namespace.as_deref(), r.resource.as_str(), r.name.as_deref()),
             (Some("default"), "configmaps", Some("x"))
         );
         let r = res("/apis/apps/v1/namespaces/a/deployments/d/scale");
-        assert_eq!(
-            (r.group.as_str(), r.subresource.as_deref()),
-            ("apps", Some("scale"))
-        );
+        assert_eq!((r.group.as_str(), r.subresource.as_deref()), ("apps", Some("scale")));
         let r = res("/api/v1/namespaces/foo");
-        assert_eq!(
-            (r.resource.as_str(), r.name.as_deref(), r.namespace),
-            ("namespaces", Some("foo"), None)
-        );
+        assert_eq!((r.resource.as_str(), r.name.as_deref(), r.namespace), ("namespaces", Some("foo"), None));
         let r = res("/api/v1/namespaces/foo/status");
-        assert_eq!(
-            (r.name.as_deref(), r.subresource.as_deref()),
-            (Some("foo"), Some("status"))
-        );
+        assert_eq!((r.name.as_deref(), r.subresource.as_deref()), (Some("foo"), Some("status")));
         let r = res("/api/v1/configmaps");
         assert_eq!((r.resource.as_str(), r.namespace), ("configmaps", None));
         let r = res("/api/v1/watch/namespaces/d/configmaps");
@@ -232,31 +208,15 @@ mod tests {
     #[test]
     fn discovery_and_openapi() {
         assert_eq!(parse_route("/api").unwrap(), Route::Api);
-        assert_eq!(
-            parse_route("/apis/apps/v1/").unwrap(),
-            Route::ApiGroupVersion("apps".into(), "v1".into())
-        );
-        assert_eq!(
-            parse_route("/openapi/v3/apis/apps/v1").unwrap(),
-            Route::OpenApiV3Doc("apis/apps/v1".into())
-        );
+        assert_eq!(parse_route("/apis/apps/v1/").unwrap(), Route::ApiGroupVersion("apps".into(), "v1".into()));
+        assert_eq!(parse_route("/openapi/v3/apis/apps/v1").unwrap(), Route::OpenApiV3Doc("apis/apps/v1".into()));
         assert_eq!(parse_route("//version").unwrap(), Route::Version);
     }
 
     #[test]
     fn odd_paths_are_rejected() {
-        assert_eq!(
-            parse_route("/api/v1/namespaces/..%2Fx/configmaps")
-                .unwrap_err()
-                .code,
-            400
-        );
-        assert_eq!(
-            parse_route("/api/v1/namespaces/%2e%2e/configmaps")
-                .unwrap_err()
-                .code,
-            400
-        );
+        assert_eq!(parse_route("/api/v1/namespaces/..%2Fx/configmaps").unwrap_err().code, 400);
+        assert_eq!(parse_route("/api/v1/namespaces/%2e%2e/configmaps").unwrap_err().code, 400);
         assert_eq!(parse_route("/nope").unwrap_err().code, 404);
         assert_eq!(parse_route("/api/v1/a/b/c/d/e").unwrap_err().code, 404);
     }

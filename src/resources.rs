@@ -6,16 +6,7 @@ use std::sync::{Arc, OnceLock};
 use crate::meta::NameRule;
 
 /// Every verb of a normal read-write resource, as discovery lists them.
-pub const ALL_VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
+pub const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 /// Review-style resources accept only `create`.
 pub const CREATE_ONLY: &[&str] = &["create"];
 
@@ -132,30 +123,16 @@ const fn rw(
     }
 }
 
-const DEFAULT_SCALE: ScaleDef = ScaleDef {
-    spec_replicas: "spec.replicas",
-    status_replicas: "status.replicas",
-    selector: "spec.selector",
-};
+const DEFAULT_SCALE: ScaleDef =
+    ScaleDef { spec_replicas: "spec.replicas", status_replicas: "status.replicas", selector: "spec.selector" };
 
 fn builtin_specs() -> Vec<Spec> {
     use NameRule::*;
     let mut v = vec![
-        Spec {
-            short: &["ns"],
-            status: true,
-            name_rule: Label,
-            ..rw("", "v1", "Namespace", "namespaces", false)
-        },
-        Spec {
-            short: &["cm"],
-            ..rw("", "v1", "ConfigMap", "configmaps", true)
-        },
+        Spec { short: &["ns"], status: true, name_rule: Label, ..rw("", "v1", "Namespace", "namespaces", false) },
+        Spec { short: &["cm"], ..rw("", "v1", "ConfigMap", "configmaps", true) },
         rw("", "v1", "Secret", "secrets", true),
-        Spec {
-            short: &["sa"],
-            ..rw("", "v1", "ServiceAccount", "serviceaccounts", true)
-        },
+        Spec { short: &["sa"], ..rw("", "v1", "ServiceAccount", "serviceaccounts", true) },
         Spec {
             short: &["svc"],
             all: true,
@@ -163,76 +140,22 @@ fn builtin_specs() -> Vec<Spec> {
             name_rule: Label,
             ..rw("", "v1", "Service", "services", true)
         },
-        Spec {
-            short: &["ev"],
-            ..rw("", "v1", "Event", "events", true)
-        },
-        Spec {
-            short: &["po"],
-            all: true,
-            status: true,
-            ..rw("", "v1", "Pod", "pods", true)
-        },
-        Spec {
-            short: &["pvc"],
-            status: true,
-            ..rw(
-                "",
-                "v1",
-                "PersistentVolumeClaim",
-                "persistentvolumeclaims",
-                true,
-            )
-        },
-        Spec {
-            short: &["ev"],
-            ..rw("events.k8s.io", "v1", "Event", "events", true)
-        },
+        Spec { short: &["ev"], ..rw("", "v1", "Event", "events", true) },
+        Spec { short: &["po"], all: true, status: true, ..rw("", "v1", "Pod", "pods", true) },
+        Spec { short: &["pvc"], status: true, ..rw("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true) },
+        Spec { short: &["ev"], ..rw("events.k8s.io", "v1", "Event", "events", true) },
         rw("coordination.k8s.io", "v1", "Lease", "leases", true),
+        Spec { name_rule: PathSegment, ..rw("rbac.authorization.k8s.io", "v1", "Role", "roles", true) },
+        Spec { name_rule: PathSegment, ..rw("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true) },
+        Spec { name_rule: PathSegment, ..rw("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false) },
         Spec {
             name_rule: PathSegment,
-            ..rw("rbac.authorization.k8s.io", "v1", "Role", "roles", true)
-        },
-        Spec {
-            name_rule: PathSegment,
-            ..rw(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "RoleBinding",
-                "rolebindings",
-                true,
-            )
-        },
-        Spec {
-            name_rule: PathSegment,
-            ..rw(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "ClusterRole",
-                "clusterroles",
-                false,
-            )
-        },
-        Spec {
-            name_rule: PathSegment,
-            ..rw(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "ClusterRoleBinding",
-                "clusterrolebindings",
-                false,
-            )
+            ..rw("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false)
         },
         Spec {
             short: &["crd", "crds"],
             status: true,
-            ..rw(
-                "apiextensions.k8s.io",
-                "v1",
-                "CustomResourceDefinition",
-                "customresourcedefinitions",
-                false,
-            )
+            ..rw("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false)
         },
         Spec {
             short: &["deploy"],
@@ -255,83 +178,29 @@ fn builtin_specs() -> Vec<Spec> {
             scale: true,
             ..rw("apps", "v1", "StatefulSet", "statefulsets", true)
         },
-        Spec {
-            short: &["ds"],
-            all: true,
-            status: true,
-            ..rw("apps", "v1", "DaemonSet", "daemonsets", true)
-        },
-        Spec {
-            all: true,
-            status: true,
-            ..rw("batch", "v1", "Job", "jobs", true)
-        },
-        Spec {
-            short: &["cj"],
-            all: true,
-            status: true,
-            ..rw("batch", "v1", "CronJob", "cronjobs", true)
-        },
-        Spec {
-            short: &["ing"],
-            status: true,
-            ..rw("networking.k8s.io", "v1", "Ingress", "ingresses", true)
-        },
-        Spec {
-            short: &["netpol"],
-            ..rw(
-                "networking.k8s.io",
-                "v1",
-                "NetworkPolicy",
-                "networkpolicies",
-                true,
-            )
-        },
+        Spec { short: &["ds"], all: true, status: true, ..rw("apps", "v1", "DaemonSet", "daemonsets", true) },
+        Spec { all: true, status: true, ..rw("batch", "v1", "Job", "jobs", true) },
+        Spec { short: &["cj"], all: true, status: true, ..rw("batch", "v1", "CronJob", "cronjobs", true) },
+        Spec { short: &["ing"], status: true, ..rw("networking.k8s.io", "v1", "Ingress", "ingresses", true) },
+        Spec { short: &["netpol"], ..rw("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true) },
         Spec {
             short: &["hpa"],
             all: true,
             status: true,
-            ..rw(
-                "autoscaling",
-                "v2",
-                "HorizontalPodAutoscaler",
-                "horizontalpodautoscalers",
-                true,
-            )
+            ..rw("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true)
         },
         Spec {
             short: &["pdb"],
             status: true,
-            ..rw(
-                "policy",
-                "v1",
-                "PodDisruptionBudget",
-                "poddisruptionbudgets",
-                true,
-            )
+            ..rw("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true)
         },
     ];
     for (group, kind, plural) in [
-        (
-            "authorization.k8s.io",
-            "SelfSubjectAccessReview",
-            "selfsubjectaccessreviews",
-        ),
-        (
-            "authorization.k8s.io",
-            "SelfSubjectRulesReview",
-            "selfsubjectrulesreviews",
-        ),
-        (
-            "authentication.k8s.io",
-            "SelfSubjectReview",
-            "selfsubjectreviews",
-        ),
+        ("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews"),
+        ("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews"),
+        ("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews"),
     ] {
-        v.push(Spec {
-            verbs: CREATE_ONLY,
-            ..rw(group, "v1", kind, plural, false)
-        });
+        v.push(Spec { verbs: CREATE_ONLY, ..rw(group, "v1", kind, plural, false) });
     }
     v
 }
@@ -348,11 +217,7 @@ fn build(spec: Spec, root_only: bool) -> ResourceDef {
         categories: if spec.all { vec!["all".into()] } else { vec![] },
         verbs: spec.verbs,
         status: spec.status,
-        scale: if spec.scale {
-            Some(DEFAULT_SCALE)
-        } else {
-            None
-        },
+        scale: if spec.scale { Some(DEFAULT_SCALE) } else { None },
         name_rule: spec.name_rule,
         root_only,
     }
@@ -365,21 +230,12 @@ pub const TENANCY_GROUP: &str = "tenancy.kgate.dev";
 pub fn builtins() -> &'static [Arc<ResourceDef>] {
     static ALL: OnceLock<Vec<Arc<ResourceDef>>> = OnceLock::new();
     ALL.get_or_init(|| {
-        let mut defs: Vec<Arc<ResourceDef>> = builtin_specs()
-            .into_iter()
-            .map(|s| Arc::new(build(s, false)))
-            .collect();
+        let mut defs: Vec<Arc<ResourceDef>> = builtin_specs().into_iter().map(|s| Arc::new(build(s, false))).collect();
         defs.push(Arc::new(build(
             Spec {
                 status: true,
                 name_rule: NameRule::Label,
-                ..rw(
-                    TENANCY_GROUP,
-                    "v1alpha1",
-                    "LogicalCluster",
-                    "logicalclusters",
-                    false,
-                )
+                ..rw(TENANCY_GROUP, "v1alpha1", "LogicalCluster", "logicalclusters", false)
             },
             true,
         )));
@@ -389,27 +245,17 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
 
 /// The built-in LogicalCluster definition.
 pub fn logical_cluster_def() -> Arc<ResourceDef> {
-    builtins()
-        .iter()
-        .find(|d| d.group == TENANCY_GROUP)
-        .cloned()
-        .expect("tenancy type is built in")
+    builtins().iter().find(|d| d.group == TENANCY_GROUP).cloned().expect("tenancy type is built in")
 }
 
 /// Look a built-in up by group, version and plural.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
-    builtins()
-        .iter()
-        .find(|d| d.group == group && d.version == version && d.plural == plural)
-        .cloned()
+    builtins().iter().find(|d| d.group == group && d.version == version && d.plural == plural).cloned()
 }
 
 /// Look a built-in up by group and kind, any version.
 pub fn find_kind(group: &str, kind: &str) -> Option<Arc<ResourceDef>> {
-    builtins()
-        .iter()
-        .find(|d| d.group == group && d.kind == kind)
-        .cloned()
+    builtins().iter().find(|d| d.group == group && d.kind == kind).cloned()
 }
 
 /// The resources one cluster serves: root also serves the tenancy types.
@@ -426,21 +272,11 @@ mod tests {
     fn table_is_consistent() {
         let mut seen = std::collections::HashSet::new();
         for d in builtins() {
-            assert!(
-                seen.insert((d.group.clone(), d.version.clone(), d.plural.clone())),
-                "duplicate {}",
-                d.plural
-            );
+            assert!(seen.insert((d.group.clone(), d.version.clone(), d.plural.clone())), "duplicate {}", d.plural);
             assert!(d.plural.ends_with('s'), "{}", d.plural);
         }
-        assert_eq!(
-            find("apps", "v1", "deployments").unwrap().scale,
-            Some(DEFAULT_SCALE)
-        );
-        assert_eq!(
-            find("", "v1", "configmaps").unwrap().storage_group(),
-            "core"
-        );
+        assert_eq!(find("apps", "v1", "deployments").unwrap().scale, Some(DEFAULT_SCALE));
+        assert_eq!(find("", "v1", "configmaps").unwrap().storage_group(), "core");
         assert!(find("", "v1", "nope").is_none());
     }
 

@@ -293,17 +293,9 @@ impl Parser {
         }
         let after = self.peek_value();
         if negated || matches!(after, Tok::End | Tok::Comma) {
-            let op = if negated {
-                LabelOp::DoesNotExist
-            } else {
-                LabelOp::Exists
-            };
+            let op = if negated { LabelOp::DoesNotExist } else { LabelOp::Exists };
             // `!k=v` falls through to the caller, which reports the stray operator.
-            return Ok(Requirement {
-                key,
-                op,
-                values: Vec::new(),
-            });
+            return Ok(Requirement { key, op, values: Vec::new() });
         }
         let op_tok = self.next_raw();
         let (op, set) = match op_tok {
@@ -314,17 +306,10 @@ impl Parser {
             Tok::Greater => (LabelOp::GreaterThan, false),
             Tok::Less => (LabelOp::LessThan, false),
             other => {
-                return Err(format!(
-                    "found '{}', expected: in, notin, =, ==, !=, gt, lt",
-                    other.literal()
-                ));
+                return Err(format!("found '{}', expected: in, notin, =, ==, !=, gt, lt", other.literal()));
             }
         };
-        let mut values = if set {
-            self.values()?
-        } else {
-            self.exact_value()?
-        };
+        let mut values = if set { self.values()? } else { self.exact_value()? };
         values.sort();
         values.dedup();
         let mut errs = Vec::new();
@@ -340,10 +325,7 @@ impl Parser {
         }
         for (i, v) in values.iter().enumerate() {
             if let Some(e) = validate_value(v) {
-                errs.push(format!(
-                    "values[{i}][{key}]: Invalid value: {}: {e}",
-                    go_quote(v)
-                ));
+                errs.push(format!("values[{i}][{key}]: Invalid value: {}: {e}", go_quote(v)));
             }
         }
         match errs.len() {
@@ -374,10 +356,7 @@ impl Parser {
                 self.next_value();
                 Ok(vec![String::new()])
             }
-            other => Err(format!(
-                "found '{}', expected: ',', ')' or identifier",
-                other.literal()
-            )),
+            other => Err(format!("found '{}', expected: ',', ')' or identifier", other.literal())),
         }
     }
 
@@ -393,10 +372,7 @@ impl Parser {
                         Tok::Comma => continue,
                         Tok::ClosePar => return Ok(s),
                         other => {
-                            return Err(format!(
-                                "found '{}', expected: ',' or ')'",
-                                other.literal()
-                            ));
+                            return Err(format!("found '{}', expected: ',' or ')'", other.literal()));
                         }
                     }
                 }
@@ -416,10 +392,7 @@ impl Parser {
                     }
                 }
                 other => {
-                    return Err(format!(
-                        "found '{}', expected: ',', or identifier",
-                        other.literal()
-                    ));
+                    return Err(format!("found '{}', expected: ',', or identifier", other.literal()));
                 }
             }
         }
@@ -459,9 +432,9 @@ fn go_quote(s: &str) -> String {
 }
 
 const QNAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const QNAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_FMT: &str =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const QNAME_MSG: &str =
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
@@ -491,8 +464,7 @@ fn is_qualified_name_part(s: &str) -> bool {
     !b.is_empty()
         && is_alnum(b[0])
         && is_alnum(b[b.len() - 1])
-        && b.iter()
-            .all(|&c| is_alnum(c) || c == b'-' || c == b'_' || c == b'.')
+        && b.iter().all(|&c| is_alnum(c) || c == b'-' || c == b'_' || c == b'.')
 }
 
 fn is_dns1123_subdomain(s: &str) -> bool {
@@ -520,11 +492,7 @@ pub fn validate_key(key: &str) -> Option<String> {
                 if !is_dns1123_subdomain(prefix) {
                     errs.push(format!(
                         "prefix part {}",
-                        regex_error(
-                            DNS1123_SUBDOMAIN_MSG,
-                            DNS1123_SUBDOMAIN_FMT,
-                            &["example.com"]
-                        )
+                        regex_error(DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, &["example.com"])
                     ));
                 }
             }
@@ -543,10 +511,7 @@ pub fn validate_key(key: &str) -> Option<String> {
         errs.push("name part must be no more than 63 characters".into());
     }
     if !is_qualified_name_part(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(QNAME_MSG, QNAME_FMT, &["MyName", "my.name", "123-abc"])
-        ));
+        errs.push(format!("name part {}", regex_error(QNAME_MSG, QNAME_FMT, &["MyName", "my.name", "123-abc"])));
     }
     (!errs.is_empty()).then(|| errs.join("; "))
 }
@@ -558,11 +523,7 @@ pub fn validate_value(v: &str) -> Option<String> {
         errs.push("must be no more than 63 characters".to_string());
     }
     if !v.is_empty() && !is_qualified_name_part(v) {
-        errs.push(regex_error(
-            LABEL_VALUE_MSG,
-            LABEL_VALUE_FMT,
-            &["MyValue", "my_value", "12345"],
-        ));
+        errs.push(regex_error(LABEL_VALUE_MSG, LABEL_VALUE_FMT, &["MyValue", "my_value", "12345"]));
     }
     (!errs.is_empty()).then(|| errs.join("; "))
 }
@@ -570,10 +531,7 @@ pub fn validate_value(v: &str) -> Option<String> {
 impl LabelSelector {
     /// Parses `?labelSelector=` text; the empty string selects everything.
     pub fn parse(s: &str) -> Result<Self, SelectorError> {
-        let mut p = Parser {
-            toks: lex(s),
-            pos: 0,
-        };
+        let mut p = Parser { toks: lex(s), pos: 0 };
         let mut requirements = p.parse()?;
         // Stable sort by key, as apimachinery does for a deterministic String().
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
@@ -692,16 +650,9 @@ impl FieldSelector {
                 continue;
             }
             let Some((field, op, raw)) = split_term(part) else {
-                return Err(SelectorError::FieldTerm {
-                    selector: s.to_string(),
-                    term: part.to_string(),
-                });
+                return Err(SelectorError::FieldTerm { selector: s.to_string(), term: part.to_string() });
             };
-            terms.push(FieldTerm {
-                field: field.to_string(),
-                op,
-                value: unescape_value(raw)?,
-            });
+            terms.push(FieldTerm { field: field.to_string(), op, value: unescape_value(raw)? });
         }
         Ok(FieldSelector { terms })
     }
@@ -730,10 +681,7 @@ impl FieldSelector {
 
     /// The value pinned by a `field=value` / `field==value` term, if any.
     pub fn exact(&self, field: &str) -> Option<&str> {
-        self.terms
-            .iter()
-            .find(|t| t.op == FieldOp::Equals && t.field == field)
-            .map(|t| t.value.as_str())
+        self.terms.iter().find(|t| t.op == FieldOp::Equals && t.field == field).map(|t| t.value.as_str())
     }
 }
 
@@ -759,17 +707,11 @@ pub fn supported_field(group: &str, plural: &str, field: &str) -> bool {
 }
 
 /// Per-type extra fields: the JSON path to read, and a default the API server would have filled in.
-fn resource_field(
-    group: &str,
-    plural: &str,
-    field: &str,
-) -> Option<(&'static [&'static str], Option<&'static str>)> {
+fn resource_field(group: &str, plural: &str, field: &str) -> Option<(&'static [&'static str], Option<&'static str>)> {
     let spec: (&'static [&'static str], Option<&'static str>) = match (group, plural, field) {
         ("", "pods", "spec.nodeName") => (&["spec", "nodeName"], None),
         ("", "pods", "spec.restartPolicy") => (&["spec", "restartPolicy"], Some("Always")),
-        ("", "pods", "spec.schedulerName") => {
-            (&["spec", "schedulerName"], Some("default-scheduler"))
-        }
+        ("", "pods", "spec.schedulerName") => (&["spec", "schedulerName"], Some("default-scheduler")),
         ("", "pods", "spec.serviceAccountName") => (&["spec", "serviceAccountName"], None),
         ("", "pods", "spec.hostNetwork") => (&["spec", "hostNetwork"], Some("false")),
         ("", "pods", "status.phase") => (&["status", "phase"], Some("Pending")),
@@ -838,12 +780,7 @@ pub fn field_value(group: &str, plural: &str, obj: &Value, field: &str) -> Optio
                 .unwrap_or_default(),
         );
     }
-    Some(
-        path_str(obj, p)
-            .filter(|s| !s.is_empty())
-            .or_else(|| default.map(str::to_string))
-            .unwrap_or_default(),
-    )
+    Some(path_str(obj, p).filter(|s| !s.is_empty()).or_else(|| default.map(str::to_string)).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -856,15 +793,11 @@ mod tests {
     }
 
     fn m(sel: &str, l: Value) -> bool {
-        LabelSelector::parse(sel)
-            .expect("parses")
-            .matches(Some(&labels(l)))
+        LabelSelector::parse(sel).expect("parses").matches(Some(&labels(l)))
     }
 
     fn err(sel: &str) -> String {
-        LabelSelector::parse(sel)
-            .expect_err("must fail")
-            .to_string()
+        LabelSelector::parse(sel).expect_err("must fail").to_string()
     }
 
     #[test]
@@ -940,10 +873,7 @@ mod tests {
 
     #[test]
     fn whitespace_and_and() {
-        assert!(m(
-            "  app = web ,  tier in ( a , b ) , !gone ",
-            json!({"app": "web", "tier": "b"})
-        ));
+        assert!(m("  app = web ,  tier in ( a , b ) , !gone ", json!({"app": "web", "tier": "b"})));
         assert!(!m("app=web,tier=db", json!({"app": "web", "tier": "b"})));
         let s = LabelSelector::parse("z=1,a=2").unwrap();
         assert_eq!(s.requirements[0].key, "a");
@@ -951,10 +881,7 @@ mod tests {
 
     #[test]
     fn prefixed_keys() {
-        assert!(m(
-            "app.kubernetes.io/name=web",
-            json!({"app.kubernetes.io/name": "web"})
-        ));
+        assert!(m("app.kubernetes.io/name=web", json!({"app.kubernetes.io/name": "web"})));
         let long_name = "a".repeat(63);
         assert!(LabelSelector::parse(&format!("x.io/{long_name}")).is_ok());
     }
@@ -968,46 +895,16 @@ mod tests {
     fn syntax_errors() {
         assert_eq!(err("a=b c"), "found 'c', expected: ',' or 'end of string'");
         assert_eq!(err("a,"), "found '', expected: identifier after ','");
-        assert_eq!(
-            err(",a"),
-            "found ',', expected: !, identifier, or 'end of string'"
-        );
-        assert_eq!(
-            err("=a"),
-            "found '=', expected: !, identifier, or 'end of string'"
-        );
-        assert_eq!(
-            err("a b"),
-            "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"
-        );
-        assert_eq!(
-            err("!=a"),
-            "found '!=', expected: !, identifier, or 'end of string'"
-        );
-        assert_eq!(
-            err("!,a"),
-            "unable to parse requirement: found ',', expected: identifier"
-        );
-        assert_eq!(
-            err("a in x"),
-            "unable to parse requirement: found 'x' expected: '('"
-        );
-        assert_eq!(
-            err("a in (x"),
-            "unable to parse requirement: found '', expected: ',' or ')'"
-        );
-        assert_eq!(
-            err("a in (="),
-            "unable to parse requirement: found '=', expected: ',', ')' or identifier"
-        );
-        assert_eq!(
-            err("a in (x,="),
-            "unable to parse requirement: found '=', expected: ',', or identifier"
-        );
-        assert_eq!(
-            err("a=(x)"),
-            "unable to parse requirement: found '(', expected: identifier"
-        );
+        assert_eq!(err(",a"), "found ',', expected: !, identifier, or 'end of string'");
+        assert_eq!(err("=a"), "found '=', expected: !, identifier, or 'end of string'");
+        assert_eq!(err("a b"), "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt");
+        assert_eq!(err("!=a"), "found '!=', expected: !, identifier, or 'end of string'");
+        assert_eq!(err("!,a"), "unable to parse requirement: found ',', expected: identifier");
+        assert_eq!(err("a in x"), "unable to parse requirement: found 'x' expected: '('");
+        assert_eq!(err("a in (x"), "unable to parse requirement: found '', expected: ',' or ')'");
+        assert_eq!(err("a in (="), "unable to parse requirement: found '=', expected: ',', ')' or identifier");
+        assert_eq!(err("a in (x,="), "unable to parse requirement: found '=', expected: ',', or identifier");
+        assert_eq!(err("a=(x)"), "unable to parse requirement: found '(', expected: identifier");
         assert_eq!(err("!a=b"), "found '=', expected: ',' or 'end of string'");
     }
 
@@ -1054,8 +951,7 @@ mod tests {
                 "unable to parse requirement: values[0][a]: Invalid value: \"{long}\": must be no more than 63 characters"
             )
         );
-        assert!(err("a in (ok,-bad)")
-            .starts_with("unable to parse requirement: values[0][a]: Invalid value: \"-bad\""));
+        assert!(err("a in (ok,-bad)").starts_with("unable to parse requirement: values[0][a]: Invalid value: \"-bad\""));
         assert!(err("a in (-x,-y)").starts_with("unable to parse requirement: [values[0][a]"));
         assert!(LabelSelector::parse("a=My_Value-1.2").is_ok());
     }
@@ -1120,9 +1016,7 @@ mod tests {
         let s = FieldSelector::parse("a = b").unwrap();
         assert_eq!(s.fields(), vec!["a "]);
         assert_eq!(
-            FieldSelector::parse("metadata.name")
-                .unwrap_err()
-                .to_string(),
+            FieldSelector::parse("metadata.name").unwrap_err().to_string(),
             "invalid selector: 'metadata.name'; can't understand 'metadata.name'"
         );
         assert_eq!(
@@ -1134,36 +1028,17 @@ mod tests {
     #[test]
     fn field_values_generic_and_typed() {
         let cm = json!({"metadata": {"name": "c1", "namespace": "ns"}});
-        assert_eq!(
-            field_value("", "configmaps", &cm, "metadata.name").as_deref(),
-            Some("c1")
-        );
-        assert_eq!(
-            field_value("", "configmaps", &cm, "metadata.namespace").as_deref(),
-            Some("ns")
-        );
+        assert_eq!(field_value("", "configmaps", &cm, "metadata.name").as_deref(), Some("c1"));
+        assert_eq!(field_value("", "configmaps", &cm, "metadata.namespace").as_deref(), Some("ns"));
         assert_eq!(field_value("", "configmaps", &cm, "data.x"), None);
         assert!(!supported_field("", "configmaps", "type"));
         assert!(supported_field("", "configmaps", "metadata.name"));
-        assert!(supported_field(
-            "example.com",
-            "widgets",
-            "metadata.namespace"
-        ));
+        assert!(supported_field("example.com", "widgets", "metadata.namespace"));
 
         let sec = json!({"metadata": {"name": "s"}, "type": "kubernetes.io/tls"});
-        assert_eq!(
-            field_value("", "secrets", &sec, "type").as_deref(),
-            Some("kubernetes.io/tls")
-        );
-        assert_eq!(
-            field_value("", "secrets", &json!({}), "type").as_deref(),
-            Some("Opaque")
-        );
-        assert_eq!(
-            field_value("", "secrets", &json!({}), "metadata.namespace").as_deref(),
-            Some("")
-        );
+        assert_eq!(field_value("", "secrets", &sec, "type").as_deref(), Some("kubernetes.io/tls"));
+        assert_eq!(field_value("", "secrets", &json!({}), "type").as_deref(), Some("Opaque"));
+        assert_eq!(field_value("", "secrets", &json!({}), "metadata.namespace").as_deref(), Some(""));
 
         let ev = json!({"involvedObject": {"kind": "ConfigMap", "name": "cm1", "namespace": "default", "uid": "u1"},
                          "source": {"component": "kubelet"}, "type": "Normal", "reason": "Created",
@@ -1184,14 +1059,8 @@ mod tests {
         }
         assert!(!supported_field("", "events", "message"));
         let ev2 = json!({"regarding": {"kind": "Pod"}, "reportingController": "x"});
-        assert_eq!(
-            field_value("events.k8s.io", "events", &ev2, "regarding.kind").as_deref(),
-            Some("Pod")
-        );
-        assert_eq!(
-            field_value("events.k8s.io", "events", &ev2, "reportingController").as_deref(),
-            Some("x")
-        );
+        assert_eq!(field_value("events.k8s.io", "events", &ev2, "regarding.kind").as_deref(), Some("Pod"));
+        assert_eq!(field_value("events.k8s.io", "events", &ev2, "reportingController").as_deref(), Some("x"));
     }
 
     #[test]
@@ -1202,36 +1071,18 @@ mod tests {
         assert_eq!(f("spec.nodeName").as_deref(), Some("n1"));
         assert_eq!(f("spec.hostNetwork").as_deref(), Some("true"));
         assert_eq!(f("spec.restartPolicy").as_deref(), Some("Always"));
-        assert_eq!(
-            f("spec.schedulerName").as_deref(),
-            Some("default-scheduler")
-        );
+        assert_eq!(f("spec.schedulerName").as_deref(), Some("default-scheduler"));
         assert_eq!(f("spec.serviceAccountName").as_deref(), Some("sa"));
         assert_eq!(f("status.phase").as_deref(), Some("Pending"));
         assert_eq!(f("status.podIP").as_deref(), Some("10.0.0.1"));
         assert_eq!(f("status.nominatedNodeName").as_deref(), Some(""));
+        assert_eq!(field_value("", "pods", &json!({}), "spec.hostNetwork").as_deref(), Some("false"));
+        assert_eq!(field_value("", "namespaces", &json!({}), "status.phase").as_deref(), Some("Active"));
         assert_eq!(
-            field_value("", "pods", &json!({}), "spec.hostNetwork").as_deref(),
-            Some("false")
-        );
-        assert_eq!(
-            field_value("", "namespaces", &json!({}), "status.phase").as_deref(),
-            Some("Active")
-        );
-        assert_eq!(
-            field_value(
-                "batch",
-                "jobs",
-                &json!({"status": {"succeeded": 2}}),
-                "status.successful"
-            )
-            .as_deref(),
+            field_value("batch", "jobs", &json!({"status": {"succeeded": 2}}), "status.successful").as_deref(),
             Some("2")
         );
-        assert_eq!(
-            field_value("apps", "replicasets", &json!({}), "status.replicas").as_deref(),
-            Some("0")
-        );
+        assert_eq!(field_value("apps", "replicasets", &json!({}), "status.replicas").as_deref(), Some("0"));
         assert!(!supported_field("apps", "deployments", "status.replicas"));
 
         // end to end: selector + lookup

@@ -62,60 +62,36 @@ pub struct Running {
 /// Open the configured store.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
     if config.etcd_servers.is_empty() {
-        Ok(Arc::new(EmbeddedStore::open(
-            &config.data_dir.join("store"),
-        )?))
+        Ok(Arc::new(EmbeddedStore::open(&config.data_dir.join("store"))?))
     } else {
-        Ok(Arc::new(
-            EtcdStore::connect(&config.etcd_servers, &config.etcd_tls).await?,
-        ))
+        Ok(Arc::new(EtcdStore::connect(&config.etcd_servers, &config.etcd_tls).await?))
     }
 }
 
 /// Bring the server up; returns once it accepts connections.
 pub async fn start(mut config: Config) -> Result<Running, StartError> {
     config.validate()?;
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: config.listen,
-        source,
-    })?;
+    let listener =
+        TcpListener::bind(config.listen).await.map_err(|source| StartError::Bind { addr: config.listen, source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen, source })?;
     config.listen = addr;
     let url = config.server_url();
     let pki = crate::pki::ensure(&config.data_dir, &addr.ip().to_string(), &url)?;
     let (cert_pem, key_pem) = match (&config.tls_cert_file, &config.tls_key_file) {
         (Some(c), Some(k)) => (
-            std::fs::read_to_string(c)
-                .map_err(|e| StartError::Io(format!("{}: {e}", c.display())))?,
-            std::fs::read_to_string(k)
-                .map_err(|e| StartError::Io(format!("{}: {e}", k.display())))?,
+            std::fs::read_to_string(c).map_err(|e| StartError::Io(format!("{}: {e}", c.display())))?,
+            std::fs::read_to_string(k).map_err(|e| StartError::Io(format!("{}: {e}", k.display())))?,
         ),
         _ => (pki.serving.cert_pem.clone(), pki.serving.key_pem.clone()),
     };
     let tls = crate::http::server::tls_config(&cert_pem, &key_pem, &pki.ca.cert_pem)?;
     let store = open_store(&config).await?;
-    let registry = Registry {
-        store: store.clone(),
-        prefix: config.etcd_prefix.clone(),
-    };
-    tenancy::bootstrap(&registry, crate::cluster::ROOT)
-        .await
-        .map_err(|e| StartError::Bootstrap(e.message))?;
+    let registry = Registry { store: store.clone(), prefix: config.etcd_prefix.clone() };
+    tenancy::bootstrap(&registry, crate::cluster::ROOT).await.map_err(|e| StartError::Bootstrap(e.message))?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let directory = Directory::new(registry.clone());
-    let metrics =
-        Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
-    let state = Arc::new(AppState::new(
-        registry.clone(),
-        directory.clone(),
-        shutdown_rx.clone(),
-        metrics,
-    ));
+    let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
+    let state = Arc::new(AppState::new(registry.clone(), directory.clone(), shutdown_rx.clone(), metrics));
     let background = vec![
         tokio::spawn(directory.run()),
         tokio::spawn(compactor(store, config.compaction_interval)),
@@ -129,12 +105,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         }
     });
     tracing::info!(%url, data_dir = %config.data_dir.display(), store = if config.etcd_servers.is_empty() { "embedded" } else { "etcd" }, "kgate is serving");
-    Ok(Running {
-        addr,
-        url,
-        shutdown: shutdown_tx,
-        done,
-    })
+    Ok(Running { addr, url, shutdown: shutdown_tx, done })
 }
 
 /// Compact history older than one interval, every interval (what kube-apiserver does to etcd).
@@ -156,14 +127,7 @@ async fn compactor(store: Arc<dyn Store>, every: std::time::Duration) {
 async fn resume_namespace_deletions(registry: Registry) {
     let def = crate::resources::find("", "v1", "namespaces").expect("built in");
     let prefix = registry.collection(&def, None, None);
-    let Ok(page) = registry
-        .store
-        .range(crate::storage::RangeRequest {
-            prefix,
-            ..Default::default()
-        })
-        .await
-    else {
+    let Ok(page) = registry.store.range(crate::storage::RangeRequest { prefix, ..Default::default() }).await else {
         return;
     };
     for kv in page.kvs {
@@ -174,9 +138,7 @@ async fn resume_namespace_deletions(registry: Registry) {
             continue;
         };
         if obj["metadata"].get("deletionTimestamp").is_some() {
-            let name = crate::meta::meta_str(&obj, "name")
-                .unwrap_or_default()
-                .to_string();
+            let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
             registry.spawn_namespace_cleanup(cluster, name);
         }
     }

@@ -94,31 +94,19 @@ impl ApiError {
 
     /// 404 NotFound for a named object.
     pub fn not_found(resource: &str, group: &str, name: &str) -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", qualified(resource, group)),
-        )
-        .with_details(resource, group, name)
+        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(resource, group)))
+            .with_details(resource, group, name)
     }
 
     /// 404 for a path that names nothing we serve.
     pub fn path_not_found() -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        )
+        Self::new(404, "NotFound", "the server could not find the requested resource")
     }
 
     /// 409 AlreadyExists.
     pub fn already_exists(resource: &str, group: &str, name: &str) -> Self {
-        Self::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", qualified(resource, group)),
-        )
-        .with_details(resource, group, name)
+        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(resource, group)))
+            .with_details(resource, group, name)
     }
 
     /// 409 Conflict: `Operation cannot be fulfilled on <res> "<name>": <why>`.
@@ -126,10 +114,7 @@ impl ApiError {
         Self::new(
             409,
             "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": {why}",
-                qualified(resource, group)
-            ),
+            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", qualified(resource, group)),
         )
         .with_details(resource, group, name)
     }
@@ -148,36 +133,18 @@ impl ApiError {
     pub fn invalid(kind: &str, group: &str, name: &str, causes: Vec<Cause>) -> Self {
         let joined = causes
             .iter()
-            .map(|c| {
-                if c.field.is_empty() {
-                    c.message.clone()
-                } else {
-                    format!("{}: {}", c.field, c.message)
-                }
-            })
+            .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
             .collect::<Vec<_>>();
-        let body = if joined.len() == 1 {
-            joined[0].clone()
-        } else {
-            format!("[{}]", joined.join(", "))
-        };
-        let mut e = Self::new(
-            422,
-            "Invalid",
-            format!("{} \"{name}\" is invalid: {body}", qualified(kind, group)),
-        )
-        .with_details(kind, group, name);
+        let body = if joined.len() == 1 { joined[0].clone() } else { format!("[{}]", joined.join(", ")) };
+        let mut e = Self::new(422, "Invalid", format!("{} \"{name}\" is invalid: {body}", qualified(kind, group)))
+            .with_details(kind, group, name);
         e.causes = causes;
         e
     }
 
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(action: &str, resource: &str) -> Self {
-        Self::new(
-            405,
-            "MethodNotAllowed",
-            format!("{action} is not supported on resources of kind \"{resource}\""),
-        )
+        Self::new(405, "MethodNotAllowed", format!("{action} is not supported on resources of kind \"{resource}\""))
     }
 
     /// 415 UnsupportedMediaType listing the accepted patch types.
@@ -200,21 +167,13 @@ impl ApiError {
 
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
-        Self::new(
-            413,
-            "RequestEntityTooLarge",
-            format!("Request entity too large: limit is {limit}"),
-        )
+        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
     }
 
     /// 500 InternalError. The cause goes to the log, never to the client.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");
-        Self::new(
-            500,
-            "InternalError",
-            "Internal error occurred: internal error",
-        )
+        Self::new(500, "InternalError", "Internal error occurred: internal error")
     }
 
     /// 503 ServiceUnavailable (store unreachable), with a retry hint that client-go honours.
@@ -278,11 +237,7 @@ impl ApiError {
 
 /// A field-level cause for `ApiError::invalid`.
 pub fn cause(reason: &str, field: &str, message: impl Into<String>) -> Cause {
-    Cause {
-        reason: reason.to_string(),
-        message: message.into(),
-        field: field.to_string(),
-    }
+    Cause { reason: reason.to_string(), message: message.into(), field: field.to_string() }
 }
 
 /// A success Status, as returned by deletes.
@@ -300,25 +255,13 @@ pub fn success_status(resource: &str, group: &str, name: &str, uid: Option<&str>
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Compacted {
-                requested,
-                compacted,
-            } => ApiError::expired(format!(
-                "too old resource version: {requested} ({})",
-                compacted + 1
-            )),
-            StoreError::Unavailable(msg) => {
-                ApiError::unavailable(format!("storage is unavailable: {msg}"))
+            StoreError::Compacted { requested, compacted } => {
+                ApiError::expired(format!("too old resource version: {requested} ({})", compacted + 1))
             }
+            StoreError::Unavailable(msg) => ApiError::unavailable(format!("storage is unavailable: {msg}")),
             StoreError::FutureRevision { requested, current } => {
-                let mut e = ApiError::timeout(format!(
-                    "Too large resource version: {requested}, current: {current}"
-                ));
-                e.causes = vec![cause(
-                    "ResourceVersionTooLarge",
-                    "",
-                    "Too large resource version",
-                )];
+                let mut e = ApiError::timeout(format!("Too large resource version: {requested}, current: {current}"));
+                e.causes = vec![cause("ResourceVersionTooLarge", "", "Too large resource version")];
                 e.retry_after = Some(1);
                 e
             }

@@ -629,10 +629,7 @@ fn i(v: &Value, path: &[&str]) -> i64 {
 }
 
 fn arr<'a>(v: &'a Value, path: &[&str]) -> &'a [Value] {
-    get(v, path)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
+    get(v, path).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
 }
 
 fn obj_len(v: &Value, path: &[&str]) -> usize {
@@ -640,9 +637,7 @@ fn obj_len(v: &Value, path: &[&str]) -> usize {
 }
 
 fn parse_time(t: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(t)
-        .ok()
-        .map(|d| d.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(t).ok().map(|d| d.with_timezone(&Utc))
 }
 
 fn time_at(v: &Value, path: &[&str]) -> Option<DateTime<Utc>> {
@@ -670,10 +665,7 @@ fn format_labels(m: Option<&Value>) -> String {
     let Some(m) = m.and_then(Value::as_object) else {
         return "<none>".into();
     };
-    let mut pairs: Vec<String> = m
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
+    let mut pairs: Vec<String> = m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect();
     pairs.sort();
     if pairs.is_empty() {
         "<none>".into()
@@ -696,10 +688,7 @@ fn format_label_selector(sel: Option<&Value>) -> String {
     }
     for e in arr(sel, &["matchExpressions"]) {
         let key = s(e, &["key"]).to_string();
-        let mut vals: Vec<&str> = arr(e, &["values"])
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
+        let mut vals: Vec<&str> = arr(e, &["values"]).iter().filter_map(Value::as_str).collect();
         vals.sort_unstable();
         vals.dedup();
         let text = match s(e, &["operator"]) {
@@ -753,9 +742,7 @@ fn int_or_string(v: Option<&Value>) -> Option<String> {
 }
 
 fn has_condition(obj: &Value, ty: &str) -> bool {
-    arr(obj, &["status", "conditions"])
-        .iter()
-        .any(|c| s(c, &["type"]) == ty && s(c, &["status"]) == "True")
+    arr(obj, &["status", "conditions"]).iter().any(|c| s(c, &["type"]) == ty && s(c, &["status"]) == "True")
 }
 
 // ---- per-type cells -----------------------------------------------------------------------
@@ -763,15 +750,9 @@ fn has_condition(obj: &Value, ty: &str) -> bool {
 fn pod_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let spec_containers = arr(obj, &["spec", "containers"]);
     let spec_inits = arr(obj, &["spec", "initContainers"]);
-    let is_sidecar = |name: &str| {
-        spec_inits
-            .iter()
-            .any(|c| s(c, &["name"]) == name && s(c, &["restartPolicy"]) == "Always")
-    };
-    let sidecars = spec_inits
-        .iter()
-        .filter(|c| s(c, &["restartPolicy"]) == "Always")
-        .count();
+    let is_sidecar =
+        |name: &str| spec_inits.iter().any(|c| s(c, &["name"]) == name && s(c, &["restartPolicy"]) == "Always");
+    let sidecars = spec_inits.iter().filter(|c| s(c, &["restartPolicy"]) == "Always").count();
     let total = spec_containers.len() + sidecars;
     let mut ready = 0usize;
     let mut restarts = 0i64;
@@ -862,11 +843,7 @@ fn pod_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
             }
         }
         if reason == "Completed" && has_running {
-            reason = if has_condition(obj, "Ready") {
-                "Running".into()
-            } else {
-                "NotReady".into()
-            };
+            reason = if has_condition(obj, "Ready") { "Running".into() } else { "NotReady".into() };
         }
     }
 
@@ -891,19 +868,13 @@ fn pod_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     };
     let mut ip = s(obj, &["status", "podIP"]);
     if ip.is_empty() {
-        ip = obj
-            .pointer("/status/podIPs/0/ip")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        ip = obj.pointer("/status/podIPs/0/ip").and_then(Value::as_str).unwrap_or("");
     }
     let gates = arr(obj, &["spec", "readinessGates"]);
     let gates_text = if gates.is_empty() {
         "<none>".to_string()
     } else {
-        let ok = gates
-            .iter()
-            .filter(|g| has_condition(obj, s(g, &["conditionType"])))
-            .count();
+        let ok = gates.iter().filter(|g| has_condition(obj, s(g, &["conditionType"]))).count();
         format!("{ok}/{}", gates.len())
     };
     vec![
@@ -930,10 +901,7 @@ fn service_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
         .or_else(|| get(obj, &["spec", "clusterIP"]).and_then(Value::as_str))
         .filter(|v| !v.is_empty())
         .unwrap_or("<none>");
-    let external_ips: Vec<&str> = arr(obj, &["spec", "externalIPs"])
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let external_ips: Vec<&str> = arr(obj, &["spec", "externalIPs"]).iter().filter_map(Value::as_str).collect();
     let external = match ty {
         "ClusterIP" | "NodePort" => {
             if external_ips.is_empty() {
@@ -969,11 +937,7 @@ fn service_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
             }
         })
         .collect();
-    let ports = if ports.is_empty() {
-        "<none>".to_string()
-    } else {
-        ports.join(",")
-    };
+    let ports = if ports.is_empty() { "<none>".to_string() } else { ports.join(",") };
     vec![
         name(obj),
         json!(ty),
@@ -1019,11 +983,7 @@ fn event_cells(obj: &Value, now: DateTime<Utc>, v1: bool) -> Vec<Value> {
     }
     let kind = s(obj, &[involved, "kind"]).to_lowercase();
     let iname = s(obj, &[involved, "name"]);
-    let target = if iname.is_empty() {
-        kind
-    } else {
-        format!("{kind}/{iname}")
-    };
+    let target = if iname.is_empty() { kind } else { format!("{kind}/{iname}") };
     let first_non_empty = |a: &str, b: &str| {
         if a.is_empty() {
             b.to_string()
@@ -1033,11 +993,7 @@ fn event_cells(obj: &Value, now: DateTime<Utc>, v1: bool) -> Vec<Value> {
     };
     let component = first_non_empty(s(obj, &[source_f, "component"]), s(obj, &[ctrl_f]));
     let instance = first_non_empty(s(obj, &[source_f, "host"]), s(obj, &[inst_f]));
-    let source = if instance.is_empty() {
-        component
-    } else {
-        format!("{component}, {instance}")
-    };
+    let source = if instance.is_empty() { component } else { format!("{component}, {instance}") };
     vec![
         json!(since(last, now)),
         json!(s(obj, &["type"])),
@@ -1053,21 +1009,13 @@ fn event_cells(obj: &Value, now: DateTime<Utc>, v1: bool) -> Vec<Value> {
 }
 
 fn access_modes(obj: &Value) -> String {
-    let modes: Vec<&str> = arr(obj, &["status", "accessModes"])
+    let modes: Vec<&str> = arr(obj, &["status", "accessModes"]).iter().filter_map(Value::as_str).collect();
+    [("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"), ("ReadWriteOncePod", "RWOP")]
         .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    [
-        ("ReadWriteOnce", "RWO"),
-        ("ReadOnlyMany", "ROX"),
-        ("ReadWriteMany", "RWX"),
-        ("ReadWriteOncePod", "RWOP"),
-    ]
-    .iter()
-    .filter(|(long, _)| modes.contains(long))
-    .map(|(_, short)| *short)
-    .collect::<Vec<_>>()
-    .join(",")
+        .filter(|(long, _)| modes.contains(long))
+        .map(|(_, short)| *short)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn pvc_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
@@ -1092,14 +1040,7 @@ fn pvc_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     };
     let mut class = s(obj, &["spec", "storageClassName"]);
     if class.is_empty() {
-        class = s(
-            obj,
-            &[
-                "metadata",
-                "annotations",
-                "volume.beta.kubernetes.io/storage-class",
-            ],
-        );
+        class = s(obj, &["metadata", "annotations", "volume.beta.kubernetes.io/storage-class"]);
     }
     let vac = match s(obj, &["spec", "volumeAttributesClassName"]) {
         "" => "<unset>",
@@ -1124,9 +1065,7 @@ fn pvc_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
 
 /// spec.replicas with the API default of 1.
 fn replicas(obj: &Value) -> i64 {
-    get(obj, &["spec", "replicas"])
-        .and_then(Value::as_i64)
-        .unwrap_or(1)
+    get(obj, &["spec", "replicas"]).and_then(Value::as_i64).unwrap_or(1)
 }
 
 fn job_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
@@ -1203,9 +1142,7 @@ fn cronjob_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
         age(obj, now),
         json!(c),
         json!(im),
-        json!(format_label_selector(
-            job_spec.and_then(|j| j.get("selector"))
-        )),
+        json!(format_label_selector(job_spec.and_then(|j| j.get("selector")))),
     ]
 }
 
@@ -1234,11 +1171,7 @@ fn ingress_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     } else {
         hosts.join(",")
     };
-    let ports = if arr(obj, &["spec", "tls"]).is_empty() {
-        "80"
-    } else {
-        "80, 443"
-    };
+    let ports = if arr(obj, &["spec", "tls"]).is_empty() { "80" } else { "80, 443" };
     vec![
         name(obj),
         json!(class),
@@ -1261,11 +1194,7 @@ fn hpa_metrics(obj: &Value) -> String {
         let st = statuses.get(idx);
         let text = match s(m, &["type"]) {
             "Resource" | "ContainerResource" => {
-                let key = if s(m, &["type"]) == "Resource" {
-                    "resource"
-                } else {
-                    "containerResource"
-                };
+                let key = if s(m, &["type"]) == "Resource" { "resource" } else { "containerResource" };
                 let rname = s(m, &[key, "name"]);
                 let target = get(m, &[key, "target"]);
                 if let Some(avg) = target.and_then(|t| t.get("averageValue")) {
@@ -1313,11 +1242,7 @@ fn hpa_metrics(obj: &Value) -> String {
 }
 
 fn binding_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let role = format!(
-        "{}/{}",
-        s(obj, &["roleRef", "kind"]),
-        s(obj, &["roleRef", "name"])
-    );
+    let role = format!("{}/{}", s(obj, &["roleRef", "kind"]), s(obj, &["roleRef", "name"]));
     let (mut users, mut groups, mut sas) = (Vec::new(), Vec::new(), Vec::new());
     for sub in arr(obj, &["subjects"]) {
         let n = s(sub, &["name"]);
@@ -1356,27 +1281,17 @@ fn cells(group: &str, plural: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Valu
     };
     match kind_of(group, plural) {
         // The API server sets phase Active on create; print that for stored objects lacking status.
-        Kind::Namespace => vec![
-            name(obj),
-            json!(or(s(obj, &["status", "phase"]), "Active")),
-            age(obj, now),
-        ],
-        Kind::ConfigMap => vec![
-            name(obj),
-            json!(obj_len(obj, &["data"]) + obj_len(obj, &["binaryData"])),
-            age(obj, now),
-        ],
+        Kind::Namespace => vec![name(obj), json!(or(s(obj, &["status", "phase"]), "Active")), age(obj, now)],
+        Kind::ConfigMap => {
+            vec![name(obj), json!(obj_len(obj, &["data"]) + obj_len(obj, &["binaryData"])), age(obj, now)]
+        }
         Kind::Secret => vec![
             name(obj),
             json!(or(s(obj, &["type"]), "Opaque")),
             json!(obj_len(obj, &["data"]) + obj_len(obj, &["stringData"])),
             age(obj, now),
         ],
-        Kind::ServiceAccount => vec![
-            name(obj),
-            json!(arr(obj, &["secrets"]).len()),
-            age(obj, now),
-        ],
+        Kind::ServiceAccount => vec![name(obj), json!(arr(obj, &["secrets"]).len()), age(obj, now)],
         Kind::Service => service_cells(obj, now),
         Kind::Event => event_cells(obj, now, false),
         Kind::EventV1 => event_cells(obj, now, true),
@@ -1386,11 +1301,7 @@ fn cells(group: &str, plural: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Valu
             let (c, im) = containers_images(get(obj, &["spec", "template", "spec"]));
             vec![
                 name(obj),
-                json!(format!(
-                    "{}/{}",
-                    i(obj, &["status", "readyReplicas"]),
-                    replicas(obj)
-                )),
+                json!(format!("{}/{}", i(obj, &["status", "readyReplicas"]), replicas(obj))),
                 json!(i(obj, &["status", "updatedReplicas"])),
                 json!(i(obj, &["status", "availableReplicas"])),
                 age(obj, now),
@@ -1416,11 +1327,7 @@ fn cells(group: &str, plural: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Valu
             let (c, im) = containers_images(get(obj, &["spec", "template", "spec"]));
             vec![
                 name(obj),
-                json!(format!(
-                    "{}/{}",
-                    i(obj, &["status", "readyReplicas"]),
-                    replicas(obj)
-                )),
+                json!(format!("{}/{}", i(obj, &["status", "readyReplicas"]), replicas(obj))),
                 age(obj, now),
                 json!(c),
                 json!(im),
@@ -1435,10 +1342,7 @@ fn cells(group: &str, plural: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Valu
                 json!(i(obj, &["status", "numberReady"])),
                 json!(i(obj, &["status", "updatedNumberScheduled"])),
                 json!(i(obj, &["status", "numberAvailable"])),
-                json!(format_labels(get(
-                    obj,
-                    &["spec", "template", "spec", "nodeSelector"]
-                ))),
+                json!(format_labels(get(obj, &["spec", "template", "spec", "nodeSelector"]))),
                 age(obj, now),
                 json!(c),
                 json!(im),
@@ -1450,9 +1354,7 @@ fn cells(group: &str, plural: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Valu
         Kind::Ingress => ingress_cells(obj, now),
         Kind::NetworkPolicy => vec![
             name(obj),
-            json!(format_label_selector(Some(
-                get(obj, &["spec", "podSelector"]).unwrap_or(&json!({}))
-            ))),
+            json!(format_label_selector(Some(get(obj, &["spec", "podSelector"]).unwrap_or(&json!({}))))),
             age(obj, now),
         ],
         Kind::Hpa => vec![
@@ -1477,11 +1379,7 @@ fn cells(group: &str, plural: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Valu
             json!(i(obj, &["status", "disruptionsAllowed"])),
             age(obj, now),
         ],
-        Kind::Lease => vec![
-            name(obj),
-            json!(s(obj, &["spec", "holderIdentity"])),
-            age(obj, now),
-        ],
+        Kind::Lease => vec![name(obj), json!(s(obj, &["spec", "holderIdentity"])), age(obj, now)],
         Kind::Role | Kind::Crd => vec![name(obj), created_at(obj)],
         Kind::RoleBinding | Kind::ClusterRoleBinding => binding_cells(obj, now),
         Kind::LogicalCluster => vec![
@@ -1518,13 +1416,7 @@ fn make_row(cells: Vec<Value>, obj: &Value, include: IncludeObject) -> Value {
 }
 
 /// One row for an object: `{"cells":[...], "object": PartialObjectMetadata | full object | absent}`.
-pub fn row(
-    group: &str,
-    plural: &str,
-    obj: &Value,
-    include: IncludeObject,
-    now: DateTime<Utc>,
-) -> Value {
+pub fn row(group: &str, plural: &str, obj: &Value, include: IncludeObject, now: DateTime<Utc>) -> Value {
     make_row(cells(group, plural, obj, now), obj, include)
 }
 
@@ -1538,12 +1430,7 @@ fn table_meta(list_meta: Value) -> Value {
                 Value::String(s) => !s.is_empty(),
                 _ => true,
             };
-            if keep
-                && matches!(
-                    k.as_str(),
-                    "resourceVersion" | "continue" | "remainingItemCount" | "selfLink"
-                )
-            {
+            if keep && matches!(k.as_str(), "resourceVersion" | "continue" | "remainingItemCount" | "selfLink") {
                 out.insert(k, v);
             }
         }
@@ -1573,15 +1460,8 @@ pub fn table(
     with_columns: bool,
     now: DateTime<Utc>,
 ) -> Value {
-    let columns = if with_columns {
-        column_definitions(group, plural)
-    } else {
-        Vec::new()
-    };
-    let rows = objs
-        .iter()
-        .map(|o| row(group, plural, o, include, now))
-        .collect();
+    let columns = if with_columns { column_definitions(group, plural) } else { Vec::new() };
+    let rows = objs.iter().map(|o| row(group, plural, o, include, now)).collect();
     wrap_table(columns, rows, list_meta)
 }
 
@@ -1603,11 +1483,7 @@ pub fn human_duration(d: chrono::Duration) -> String {
     let minutes = secs / 60;
     if minutes < 10 {
         let s = secs % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
+        return if s == 0 { format!("{minutes}m") } else { format!("{minutes}m{s}s") };
     }
     if minutes < 60 * 3 {
         return format!("{minutes}m");
@@ -1615,33 +1491,21 @@ pub fn human_duration(d: chrono::Duration) -> String {
     let hours = secs / 3600;
     if hours < 8 {
         let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
+        return if m == 0 { format!("{hours}h") } else { format!("{hours}h{m}m") };
     }
     if hours < 48 {
         return format!("{hours}h");
     }
     if hours < 24 * 8 {
         let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
+        return if h == 0 { format!("{}d", hours / 24) } else { format!("{}d{h}h", hours / 24) };
     }
     if hours < 24 * 365 * 2 {
         return format!("{}d", hours / 24);
     }
     if hours < 24 * 365 * 8 {
         let dy = (hours / 24) % 365;
-        return if dy == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{dy}d", hours / 24 / 365)
-        };
+        return if dy == 0 { format!("{}y", hours / 24 / 365) } else { format!("{}y{dy}d", hours / 24 / 365) };
     }
     format!("{}y", hours / 24 / 365)
 }
@@ -1659,10 +1523,7 @@ enum Step {
 /// optionally wrapped in `{}`.
 fn parse_path(p: &str) -> Option<Vec<Step>> {
     let p = p.trim();
-    let p = p
-        .strip_prefix('{')
-        .and_then(|x| x.strip_suffix('}'))
-        .unwrap_or(p);
+    let p = p.strip_prefix('{').and_then(|x| x.strip_suffix('}')).unwrap_or(p);
     let mut steps = Vec::new();
     let b = p.as_bytes();
     let mut i = 0;
@@ -1766,10 +1627,9 @@ pub fn custom_columns(cols: &[Value]) -> Vec<Value> {
 fn typed_cell(ty: &str, v: &Value, now: DateTime<Utc>) -> Value {
     match (ty, v) {
         (_, Value::Null) => Value::Null,
-        ("integer", Value::Number(n)) => n
-            .as_i64()
-            .or_else(|| n.as_f64().map(|f| f as i64))
-            .map_or(Value::Null, |x| json!(x)),
+        ("integer", Value::Number(n)) => {
+            n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)).map_or(Value::Null, |x| json!(x))
+        }
         ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, |x| json!(x)),
         ("boolean", Value::Bool(b)) => json!(b),
         ("date", Value::String(t)) => match parse_time(t) {
@@ -1786,16 +1646,10 @@ fn typed_cell(ty: &str, v: &Value, now: DateTime<Utc>) -> Value {
 /// One row for a custom resource: Name, then one cell per additional printer column
 /// (`null` when the path finds nothing). Only the first match of a `[*]` path is used,
 /// as kube-apiserver does.
-pub fn custom_row(
-    cols: &[Value],
-    obj: &Value,
-    include: IncludeObject,
-    now: DateTime<Utc>,
-) -> Value {
+pub fn custom_row(cols: &[Value], obj: &Value, include: IncludeObject, now: DateTime<Utc>) -> Value {
     let default_cols;
     let cols = if cols.is_empty() {
-        default_cols =
-            [json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})];
+        default_cols = [json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})];
         &default_cols[..]
     } else {
         cols
@@ -1803,9 +1657,7 @@ pub fn custom_row(
     let mut cells = vec![name(obj)];
     for c in cols {
         let ty = s(c, &["type"]);
-        let found = parse_path(s(c, &["jsonPath"]))
-            .map(|steps| eval_path(obj, &steps))
-            .unwrap_or_default();
+        let found = parse_path(s(c, &["jsonPath"])).map(|steps| eval_path(obj, &steps)).unwrap_or_default();
         cells.push(match found.first() {
             Some(v) => typed_cell(ty, v, now),
             None => Value::Null,
@@ -1823,15 +1675,8 @@ pub fn custom_table(
     with_columns: bool,
     now: DateTime<Utc>,
 ) -> Value {
-    let columns = if with_columns {
-        custom_columns(cols)
-    } else {
-        Vec::new()
-    };
-    let rows = objs
-        .iter()
-        .map(|o| custom_row(cols, o, include, now))
-        .collect();
+    let columns = if with_columns { custom_columns(cols) } else { Vec::new() };
+    let rows = objs.iter().map(|o| custom_row(cols, o, include, now)).collect();
     wrap_table(columns, rows, list_meta)
 }
 
@@ -1849,10 +1694,7 @@ mod tests {
     }
 
     fn col_names(group: &str, plural: &str) -> Vec<String> {
-        column_definitions(group, plural)
-            .iter()
-            .map(|c| c["name"].as_str().unwrap().to_string())
-            .collect()
+        column_definitions(group, plural).iter().map(|c| c["name"].as_str().unwrap().to_string()).collect()
     }
 
     fn cells_of(group: &str, plural: &str, obj: Value) -> Vec<Value> {
@@ -1913,11 +1755,7 @@ mod tests {
         assert_eq!(c, vec![json!("c"), json!(3), json!("5m")]);
 
         assert_eq!(col_names("", "secrets"), ["Name", "Type", "Data", "Age"]);
-        let c = cells_of(
-            "",
-            "secrets",
-            json!({"metadata": meta("s"), "data": {"x": "eA=="}}),
-        );
+        let c = cells_of("", "secrets", json!({"metadata": meta("s"), "data": {"x": "eA=="}}));
         assert_eq!(c, vec![json!("s"), json!("Opaque"), json!(1), json!("5m")]);
 
         assert_eq!(col_names("", "serviceaccounts"), ["Name", "Secrets", "Age"]);
@@ -1939,25 +1777,14 @@ mod tests {
         let svc = column_definitions("", "services");
         assert_eq!(svc.last().unwrap()["priority"], 1);
         assert_eq!(col_names("example.com", "widgets"), ["Name", "Age"]);
-        assert_eq!(
-            column_definitions("example.com", "widgets")[1]["type"],
-            "date"
-        );
+        assert_eq!(column_definitions("example.com", "widgets")[1]["type"], "date");
     }
 
     #[test]
     fn service_cells_variants() {
         assert_eq!(
             col_names("", "services"),
-            [
-                "Name",
-                "Type",
-                "Cluster-IP",
-                "External-IP",
-                "Port(s)",
-                "Age",
-                "Selector"
-            ]
+            ["Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age", "Selector"]
         );
         let c = cells_of(
             "",
@@ -1999,17 +1826,7 @@ mod tests {
     fn pod_without_status_is_pending() {
         assert_eq!(
             col_names("", "pods"),
-            [
-                "Name",
-                "Ready",
-                "Status",
-                "Restarts",
-                "Age",
-                "IP",
-                "Node",
-                "Nominated Node",
-                "Readiness Gates"
-            ]
+            ["Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node", "Readiness Gates"]
         );
         let c = cells_of(
             "",
@@ -2065,16 +1882,7 @@ mod tests {
     fn workloads_without_status() {
         assert_eq!(
             col_names("apps", "deployments"),
-            [
-                "Name",
-                "Ready",
-                "Up-to-date",
-                "Available",
-                "Age",
-                "Containers",
-                "Images",
-                "Selector"
-            ]
+            ["Name", "Ready", "Up-to-date", "Available", "Age", "Containers", "Images", "Selector"]
         );
         let tmpl = json!({"spec": {"containers": [{"name": "web", "image": "nginx:1"}, {"name": "side", "image": "busybox"}]}});
         let d = json!({"metadata": meta("d"), "spec": {"replicas": 3, "template": tmpl,
@@ -2093,24 +1901,12 @@ mod tests {
                 json!("app=web,tier in (a,b)")
             ]
         );
-        let rs = cells_of(
-            "apps",
-            "replicasets",
-            json!({"metadata": meta("r"), "spec": {"template": tmpl}}),
-        );
+        let rs = cells_of("apps", "replicasets", json!({"metadata": meta("r"), "spec": {"template": tmpl}}));
         assert_eq!(&rs[1..4], &[json!(1), json!(0), json!(0)]);
-        let sts = cells_of(
-            "apps",
-            "statefulsets",
-            json!({"metadata": meta("s"), "spec": {"replicas": 2}}),
-        );
+        let sts = cells_of("apps", "statefulsets", json!({"metadata": meta("s"), "spec": {"replicas": 2}}));
         assert_eq!(sts[1], json!("0/2"));
         assert_eq!(col_names("apps", "daemonsets").len(), 11);
-        let ds = cells_of(
-            "apps",
-            "daemonsets",
-            json!({"metadata": meta("ds"), "spec": {"template": tmpl}}),
-        );
+        let ds = cells_of("apps", "daemonsets", json!({"metadata": meta("ds"), "spec": {"template": tmpl}}));
         assert_eq!(ds[6], json!("<none>"));
         assert_eq!(ds[10], json!("<none>"));
     }
@@ -2119,16 +1915,7 @@ mod tests {
     fn jobs_and_cronjobs() {
         assert_eq!(
             col_names("batch", "jobs"),
-            [
-                "Name",
-                "Status",
-                "Completions",
-                "Duration",
-                "Age",
-                "Containers",
-                "Images",
-                "Selector"
-            ]
+            ["Name", "Status", "Completions", "Duration", "Age", "Containers", "Images", "Selector"]
         );
         let j = cells_of("batch", "jobs", json!({"metadata": meta("j"), "spec": {}}));
         assert_eq!(&j[1..4], &[json!("Running"), json!("0/1"), json!("")]);
@@ -2140,11 +1927,7 @@ mod tests {
                               "conditions": [{"type": "Complete", "status": "True"}]}}),
         );
         assert_eq!(&j[1..4], &[json!("Complete"), json!("3/3"), json!("42s")]);
-        let j = cells_of(
-            "batch",
-            "jobs",
-            json!({"metadata": meta("j"), "spec": {"parallelism": 4}}),
-        );
+        let j = cells_of("batch", "jobs", json!({"metadata": meta("j"), "spec": {"parallelism": 4}}));
         assert_eq!(j[2], json!("0/1 of 4"));
 
         assert_eq!(
@@ -2239,11 +2022,7 @@ mod tests {
                 json!("5m")
             ]
         );
-        let c = cells_of(
-            "networking.k8s.io",
-            "ingresses",
-            json!({"metadata": meta("i2"), "spec": {}}),
-        );
+        let c = cells_of("networking.k8s.io", "ingresses", json!({"metadata": meta("i2"), "spec": {}}));
         assert_eq!(c[2], json!("*"));
         assert_eq!(c[4], json!("80"));
 
@@ -2279,10 +2058,7 @@ mod tests {
             json!({"metadata": meta("pvc"), "spec": {"volumeName": "pv1"},
                    "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany", "ReadWriteOnce"]}}),
         );
-        assert_eq!(
-            &bound[1..5],
-            &[json!("Bound"), json!("pv1"), json!("1Gi"), json!("RWO,RWX")]
-        );
+        assert_eq!(&bound[1..5], &[json!("Bound"), json!("pv1"), json!("1Gi"), json!("RWO,RWX")]);
     }
 
     #[test]
@@ -2319,25 +2095,15 @@ mod tests {
             json!({"metadata": meta("pdb"), "spec": {"minAvailable": "50%"}}),
         );
         assert_eq!(&c[1..4], &[json!("50%"), json!("N/A"), json!(0)]);
-        let c = cells_of(
-            "coordination.k8s.io",
-            "leases",
-            json!({"metadata": meta("l"), "spec": {"holderIdentity": "me"}}),
-        );
+        let c =
+            cells_of("coordination.k8s.io", "leases", json!({"metadata": meta("l"), "spec": {"holderIdentity": "me"}}));
         assert_eq!(c, vec![json!("l"), json!("me"), json!("5m")]);
     }
 
     #[test]
     fn rbac_crd_logicalcluster() {
-        assert_eq!(
-            col_names("rbac.authorization.k8s.io", "roles"),
-            ["Name", "Created At"]
-        );
-        let c = cells_of(
-            "rbac.authorization.k8s.io",
-            "clusterroles",
-            json!({"metadata": meta("admin")}),
-        );
+        assert_eq!(col_names("rbac.authorization.k8s.io", "roles"), ["Name", "Created At"]);
+        let c = cells_of("rbac.authorization.k8s.io", "clusterroles", json!({"metadata": meta("admin")}));
         assert_eq!(c, vec![json!("admin"), json!("2025-01-10T11:55:00Z")]);
         let c = cells_of(
             "rbac.authorization.k8s.io",
@@ -2348,27 +2114,11 @@ mod tests {
         );
         assert_eq!(
             c,
-            vec![
-                json!("rb"),
-                json!("ClusterRole/view"),
-                json!("5m"),
-                json!("u1, u2"),
-                json!("g"),
-                json!("ns/sa")
-            ]
+            vec![json!("rb"), json!("ClusterRole/view"), json!("5m"), json!("u1, u2"), json!("g"), json!("ns/sa")]
         );
-        assert_eq!(
-            col_names("rbac.authorization.k8s.io", "clusterrolebindings").len(),
-            6
-        );
-        assert_eq!(
-            col_names("apiextensions.k8s.io", "customresourcedefinitions"),
-            ["Name", "Created At"]
-        );
-        assert_eq!(
-            col_names("tenancy.kgate.dev", "logicalclusters"),
-            ["Name", "Phase", "Age"]
-        );
+        assert_eq!(col_names("rbac.authorization.k8s.io", "clusterrolebindings").len(), 6);
+        assert_eq!(col_names("apiextensions.k8s.io", "customresourcedefinitions"), ["Name", "Created At"]);
+        assert_eq!(col_names("tenancy.kgate.dev", "logicalclusters"), ["Name", "Phase", "Age"]);
         let c = cells_of(
             "tenancy.kgate.dev",
             "logicalclusters",
@@ -2379,10 +2129,7 @@ mod tests {
 
     #[test]
     fn table_shape_and_include_object() {
-        let objs = vec![
-            json!({"metadata": meta("a"), "data": {}}),
-            json!({"metadata": meta("b")}),
-        ];
+        let objs = vec![json!({"metadata": meta("a"), "data": {}}), json!({"metadata": meta("b")})];
         let t = table(
             "",
             "configmaps",
@@ -2403,35 +2150,16 @@ mod tests {
         assert_eq!(o["metadata"]["name"], "a");
         assert!(o.get("data").is_none());
 
-        let t = table(
-            "",
-            "configmaps",
-            &objs,
-            json!({}),
-            IncludeObject::Object,
-            false,
-            now(),
-        );
+        let t = table("", "configmaps", &objs, json!({}), IncludeObject::Object, false, now());
         assert_eq!(t["columnDefinitions"], json!([]));
         assert_eq!(t["rows"][0]["object"]["data"], json!({}));
-        let t = table(
-            "",
-            "configmaps",
-            &[],
-            json!(null),
-            IncludeObject::None,
-            true,
-            now(),
-        );
+        let t = table("", "configmaps", &[], json!(null), IncludeObject::None, true, now());
         assert_eq!(t["rows"], json!([]));
         assert_eq!(t["metadata"], json!({}));
 
         assert_eq!(IncludeObject::from_query(None), IncludeObject::Metadata);
         assert_eq!(IncludeObject::from_query(Some("None")), IncludeObject::None);
-        assert_eq!(
-            IncludeObject::from_query(Some("Object")),
-            IncludeObject::Object
-        );
+        assert_eq!(IncludeObject::from_query(Some("Object")), IncludeObject::Object);
     }
 
     #[test]
@@ -2463,22 +2191,7 @@ mod tests {
             "spec": {"replicas": 3, "hosts": [{"name": "h1"}, {"name": "h2"}]},
             "status": {"ready": true, "score": 1.5, "started": "2025-01-10T10:00:00Z"}});
         let r = custom_row(&cols, &obj, IncludeObject::Metadata, now());
-        assert_eq!(
-            r["cells"],
-            json!([
-                "w",
-                3,
-                "h1",
-                "h2",
-                true,
-                1.5,
-                "120m",
-                null,
-                "web",
-                "{\"name\":\"h1\"}",
-                null
-            ])
-        );
+        assert_eq!(r["cells"], json!(["w", 3, "h1", "h2", true, 1.5, "120m", null, "web", "{\"name\":\"h1\"}", null]));
         assert_eq!(r["object"]["kind"], "PartialObjectMetadata");
 
         let defs = custom_columns(&[]);
@@ -2490,14 +2203,7 @@ mod tests {
         let r = custom_row(&[], &aged, IncludeObject::None, now());
         assert_eq!(r["cells"], json!(["w", "5m"]));
 
-        let t = custom_table(
-            &cols,
-            &[obj],
-            json!({"resourceVersion": "5"}),
-            IncludeObject::None,
-            true,
-            now(),
-        );
+        let t = custom_table(&cols, &[obj], json!({"resourceVersion": "5"}), IncludeObject::None, true, now());
         assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 11);
         assert_eq!(t["rows"][0]["cells"][1], json!(3));
     }
@@ -2506,20 +2212,13 @@ mod tests {
     fn json_path_subset() {
         assert_eq!(
             parse_path("{.a.b[2]}"),
-            Some(vec![
-                Step::Field("a".into()),
-                Step::Field("b".into()),
-                Step::Index(2)
-            ])
+            Some(vec![Step::Field("a".into()), Step::Field("b".into()), Step::Index(2)])
         );
         assert_eq!(parse_path(".a[x]"), None);
         assert_eq!(parse_path(".a[0"), None);
         let v = json!({"a": {"b": [1, 2, 3]}});
         assert_eq!(eval_path(&v, &parse_path(".a.b[*]").unwrap()).len(), 3);
         assert!(eval_path(&v, &parse_path(".a.c").unwrap()).is_empty());
-        assert_eq!(
-            eval_path(&v, &parse_path("a.b[1]").unwrap()),
-            vec![&json!(2)]
-        );
+        assert_eq!(eval_path(&v, &parse_path("a.b[1]").unwrap()), vec![&json!(2)]);
     }
 }

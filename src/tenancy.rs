@@ -31,22 +31,11 @@ pub struct Directory {
 impl Directory {
     /// A directory over the registry's store; call `run` to keep it current.
     pub fn new(registry: Registry) -> Self {
-        Directory {
-            known: Arc::new(DashSet::new()),
-            registry,
-            def: resources::logical_cluster_def(),
-        }
+        Directory { known: Arc::new(DashSet::new()), registry, def: resources::logical_cluster_def() }
     }
 
     fn key(&self, name: &str) -> String {
-        keys::object(
-            &self.registry.prefix,
-            self.def.storage_group(),
-            &self.def.plural,
-            ROOT,
-            None,
-            name,
-        )
+        keys::object(&self.registry.prefix, self.def.storage_group(), &self.def.plural, ROOT, None, name)
     }
 
     /// Whether a logical cluster exists and is not being deleted. A miss is checked against the store, so
@@ -83,14 +72,8 @@ impl Directory {
         let prefix = self.registry.collection(&self.def, Some(ROOT), None);
         loop {
             let res = async {
-                let page = self
-                    .registry
-                    .store
-                    .range(RangeRequest {
-                        prefix: prefix.clone(),
-                        ..Default::default()
-                    })
-                    .await?;
+                let page =
+                    self.registry.store.range(RangeRequest { prefix: prefix.clone(), ..Default::default() }).await?;
                 self.known.clear();
                 for kv in &page.kvs {
                     self.observe(&kv.key, Some(&kv.value));
@@ -139,11 +122,7 @@ pub async fn bootstrap(registry: &Registry, cluster: &str) -> ApiResult<()> {
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"}
         });
-        match registry
-            .store
-            .create(&key, crate::registry::encode(&obj))
-            .await
-        {
+        match registry.store.create(&key, crate::registry::encode(&obj)).await {
             Ok(_) | Err(StoreError::AlreadyExists) => {}
             Err(e) => return Err(e.into()),
         }

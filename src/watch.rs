@@ -39,8 +39,7 @@ pub struct WatchRequest {
 }
 
 fn line(kind: &str, object: Value) -> Bytes {
-    let mut s =
-        serde_json::to_vec(&json!({"type": kind, "object": object})).expect("JSON serialises");
+    let mut s = serde_json::to_vec(&json!({"type": kind, "object": object})).expect("JSON serialises");
     s.push(b'\n');
     Bytes::from(s)
 }
@@ -72,10 +71,7 @@ pub async fn start(
         None => rv.is_none() || rv == Some("0"),
     };
     let (tx, rx) = mpsc::channel::<Bytes>(WATCHER_BUFFER);
-    let user = crate::auth::Identity {
-        user: String::new(),
-        groups: vec![],
-    };
+    let user = crate::auth::Identity { user: String::new(), groups: vec![] };
     let ctx = crate::registry::Ctx {
         cluster: req.cluster.as_deref().unwrap_or(""),
         def: &def,
@@ -98,24 +94,18 @@ pub async fn start(
         list.revision
     } else {
         match rv {
-            Some(r) if r != "0" => r
-                .parse::<Revision>()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {r}")))?,
+            Some(r) if r != "0" => {
+                r.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {r}")))?
+            }
             _ => registry.store.revision().await?,
         }
     };
     let prefix = registry.collection(&def, req.cluster.as_deref(), req.namespace.as_deref());
     let stream = match registry.store.watch(&prefix, start_rev).await {
         Ok(s) => Some(s),
-        Err(StoreError::Compacted {
-            requested,
-            compacted,
-        }) => {
+        Err(StoreError::Compacted { requested, compacted }) => {
             // As kube-apiserver: a 200 stream with one ERROR event, so every client relists.
-            let e = ApiError::expired(format!(
-                "too old resource version: {requested} ({})",
-                compacted + 1
-            ));
+            let e = ApiError::expired(format!("too old resource version: {requested} ({})", compacted + 1));
             let _ = tx.send(error_line(&e)).await;
             None
         }
@@ -148,18 +138,13 @@ pub async fn start(
         }
         let mut last_rev = start_rev;
         if send_initial_end {
-            if tx
-                .send(line("BOOKMARK", bookmark(&def, last_rev, true)))
-                .await
-                .is_err()
-            {
+            if tx.send(line("BOOKMARK", bookmark(&def, last_rev, true))).await.is_err() {
                 return;
             }
         }
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
-        let mut ticker =
-            tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY);
         loop {
             let ev = tokio::select! {
                 _ = &mut deadline => {
@@ -235,11 +220,7 @@ fn translate(
                 (false, false) => None,
             })
         }
-        WatchEvent::Delete {
-            revision,
-            prev,
-            key,
-        } => {
+        WatchEvent::Delete { revision, prev, key } => {
             let Some(c) = cluster_for(&key) else {
                 return Ok(None);
             };
@@ -248,8 +229,7 @@ fn translate(
             if !passes(&last) {
                 return Ok(None);
             }
-            crate::meta::metadata_mut(&mut last)
-                .insert("resourceVersion".into(), json!(revision.to_string()));
+            crate::meta::metadata_mut(&mut last).insert("resourceVersion".into(), json!(revision.to_string()));
             Ok(Some(("DELETED", last)))
         }
     }

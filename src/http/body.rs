@@ -17,31 +17,19 @@ where
 {
     match Limited::new(body, MAX_BODY).collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(ApiError::too_large(MAX_BODY))
-        }
-        Err(e) => Err(ApiError::bad_request(format!(
-            "reading the request body: {e}"
-        ))),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::too_large(MAX_BODY)),
+        Err(e) => Err(ApiError::bad_request(format!("reading the request body: {e}"))),
     }
 }
 
 /// YAML or JSON text (JSON is a subset of YAML, but JSON is parsed as JSON for exact errors).
 pub fn parse_yaml_or_json(bytes: &[u8]) -> ApiResult<Value> {
-    let trimmed = bytes
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .map(|i| &bytes[i..])
-        .unwrap_or(&[]);
+    let trimmed = bytes.iter().position(|b| !b.is_ascii_whitespace()).map(|i| &bytes[i..]).unwrap_or(&[]);
     if trimmed.first() == Some(&b'{') {
-        return serde_json::from_slice(bytes)
-            .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")));
+        return serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")));
     }
-    let v: Value = serde_yaml_ng::from_slice(bytes)
-        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let v: Value =
+        serde_yaml_ng::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     Ok(v)
 }
 
@@ -56,17 +44,12 @@ pub fn decode_object(content_type: Option<&str>, bytes: &[u8]) -> ApiResult<Valu
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 return Err(ApiError::bad_request("the request body is empty"));
             }
-            serde_json::from_slice(bytes)
-                .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?
+            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?
         }
         other => {
             return Err(ApiError::unsupported_media_type(
                 other,
-                &[
-                    "application/json",
-                    "application/yaml",
-                    "application/vnd.kubernetes.protobuf",
-                ],
+                &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"],
             ))
         }
     };
@@ -82,35 +65,11 @@ mod tests {
 
     #[test]
     fn json_yaml_and_garbage() {
-        assert_eq!(
-            decode_object(Some("application/json"), br#"{"a":1}"#).unwrap()["a"],
-            1
-        );
-        assert_eq!(
-            decode_object(Some("application/yaml"), b"a: 1\n").unwrap()["a"],
-            1
-        );
-        assert_eq!(
-            decode_object(Some("application/json"), b"{not json")
-                .unwrap_err()
-                .code,
-            400
-        );
-        assert_eq!(
-            decode_object(Some("application/json"), b"[1]")
-                .unwrap_err()
-                .code,
-            400
-        );
-        assert_eq!(
-            decode_object(Some("text/plain"), b"x").unwrap_err().code,
-            415
-        );
-        assert_eq!(
-            decode_object(Some("application/vnd.kubernetes.protobuf"), b"nope")
-                .unwrap_err()
-                .code,
-            400
-        );
+        assert_eq!(decode_object(Some("application/json"), br#"{"a":1}"#).unwrap()["a"], 1);
+        assert_eq!(decode_object(Some("application/yaml"), b"a: 1\n").unwrap()["a"], 1);
+        assert_eq!(decode_object(Some("application/json"), b"{not json").unwrap_err().code, 400);
+        assert_eq!(decode_object(Some("application/json"), b"[1]").unwrap_err().code, 400);
+        assert_eq!(decode_object(Some("text/plain"), b"x").unwrap_err().code, 415);
+        assert_eq!(decode_object(Some("application/vnd.kubernetes.protobuf"), b"nope").unwrap_err().code, 400);
     }
 }

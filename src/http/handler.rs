@@ -75,17 +75,12 @@ impl AppState {
 
     fn discovery(&self, cluster: &str) -> &Discovery {
         let root = cluster == ROOT;
-        self.discovery[usize::from(root)]
-            .get_or_init(|| Discovery::build(resources::for_cluster(cluster)))
+        self.discovery[usize::from(root)].get_or_init(|| Discovery::build(resources::for_cluster(cluster)))
     }
 }
 
 /// Handle one request; never fails.
-pub async fn handle(
-    state: Arc<AppState>,
-    conn: Arc<ConnInfo>,
-    req: Request<Incoming>,
-) -> Response<Body> {
+pub async fn handle(state: Arc<AppState>, conn: Arc<ConnInfo>, req: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -93,13 +88,7 @@ pub async fn handle(
         Ok(r) => r,
         Err(e) => (respond::error(&e), Labels::default()),
     };
-    state.metrics.observe(
-        &method,
-        &labels.verb,
-        &labels.resource,
-        resp.status().as_u16(),
-        started.elapsed(),
-    );
+    state.metrics.observe(&method, &labels.verb, &labels.resource, resp.status().as_u16(), started.elapsed());
     tracing::debug!(%method, %path, status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request");
     resp
 }
@@ -117,10 +106,7 @@ fn plain(r: Response<Body>) -> Routed {
 }
 
 async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -> Routed {
-    let header_cluster = req
-        .headers()
-        .get(cluster::CLUSTER_HEADER)
-        .map(|v| v.to_str().unwrap_or("\u{0}").to_string());
+    let header_cluster = req.headers().get(cluster::CLUSTER_HEADER).map(|v| v.to_str().unwrap_or("\u{0}").to_string());
     let path = req.uri().path().to_string();
     let (target, rest) = cluster::resolve(&path, header_cluster.as_deref())?;
     let route = request::parse_route(rest)?;
@@ -143,38 +129,23 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
     let who = conn.identity.clone().ok_or_else(ApiError::unauthorized)?;
     if let ClusterTarget::Named(name) = &target {
         if !state.directory.exists(name).await? {
-            return Err(ApiError::not_found(
-                "logicalclusters",
-                resources::TENANCY_GROUP,
-                name,
-            ));
+            return Err(ApiError::not_found("logicalclusters", resources::TENANCY_GROUP, name));
         }
     }
     // Discovery for the wildcard shows what every tenant serves.
     let cluster_name = target.name().unwrap_or("*").to_string();
-    let accept = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let if_none_match = req
-        .headers()
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let if_none_match = req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_string);
     let disc = state.discovery(&cluster_name);
     let doc = |d: &crate::discovery::Doc, ct: &str| -> Response<Body> {
         if if_none_match.as_deref() == Some(d.etag.as_str()) {
             let mut r = respond::bytes(304, ct, Bytes::new());
-            r.headers_mut()
-                .insert(header::ETAG, d.etag.parse().expect("hex etag"));
+            r.headers_mut().insert(header::ETAG, d.etag.parse().expect("hex etag"));
             return r;
         }
         let mut r = respond::bytes(200, ct, d.body.as_ref().clone());
-        r.headers_mut()
-            .insert(header::ETAG, d.etag.parse().expect("hex etag"));
-        r.headers_mut()
-            .insert(header::VARY, "Accept".parse().expect("static"));
+        r.headers_mut().insert(header::ETAG, d.etag.parse().expect("hex etag"));
+        r.headers_mut().insert(header::VARY, "Accept".parse().expect("static"));
         r
     };
     match route {
@@ -186,19 +157,14 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
                     who.user
                 )));
             }
-            plain(respond::bytes(
-                200,
-                "text/plain; version=0.0.4",
-                state.metrics.render(),
-            ))
+            plain(respond::bytes(200, "text/plain; version=0.0.4", state.metrics.render()))
         }
         Route::Api | Route::Apis => {
             let core = matches!(route, Route::Api);
             if let Some(agg) = accept.as_deref().and_then(Aggregated::negotiate) {
                 let d = &disc.aggregated[&(agg.version(), core)];
                 let mut r = doc(d, &agg.content_type());
-                r.headers_mut()
-                    .insert(header::CACHE_CONTROL, "public".parse().expect("static"));
+                r.headers_mut().insert(header::CACHE_CONTROL, "public".parse().expect("static"));
                 return plain(r);
             }
             if core {
@@ -223,20 +189,10 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
             None => Err(ApiError::path_not_found()),
         },
         Route::OpenApiV2 => Err(ApiError::path_not_found()),
-        Route::OpenApiV3 => plain(openapi_index(
-            state,
-            &cluster_name,
-            if_none_match.as_deref(),
-        )),
+        Route::OpenApiV3 => plain(openapi_index(state, &cluster_name, if_none_match.as_deref())),
         Route::OpenApiV3Doc(gv) => {
             let q = Query::parse(req.uri().query());
-            plain(openapi_doc(
-                state,
-                &cluster_name,
-                &gv,
-                q.get("hash"),
-                if_none_match.as_deref(),
-            )?)
+            plain(openapi_doc(state, &cluster_name, &gv, q.get("hash"), if_none_match.as_deref())?)
         }
         Route::Resource(rp) => resource(state, &who, &target, rp, req).await,
     }
@@ -290,10 +246,7 @@ fn openapi_index(state: &AppState, cluster: &str, if_none_match: Option<&str>) -
     for (g, v) in disc.by_gv.keys() {
         let gv = gv_path(g, v);
         if let Some((_, hash)) = openapi_bytes(state, cluster, &gv) {
-            paths.insert(
-                gv.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={hash}")}),
-            );
+            paths.insert(gv.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={hash}")}));
         }
     }
     let body = serde_json::to_vec(&json!({"paths": paths})).expect("JSON serialises");
@@ -302,8 +255,7 @@ fn openapi_index(state: &AppState, cluster: &str, if_none_match: Option<&str>) -
         return respond::bytes(304, "application/json", Bytes::new());
     }
     let mut r = respond::bytes(200, "application/json", body);
-    r.headers_mut()
-        .insert(header::ETAG, etag.parse().expect("hex"));
+    r.headers_mut().insert(header::ETAG, etag.parse().expect("hex"));
     r
 }
 
@@ -314,22 +266,15 @@ fn openapi_doc(
     hash: Option<&str>,
     if_none_match: Option<&str>,
 ) -> ApiResult<Response<Body>> {
-    let (bytes, current) =
-        openapi_bytes(state, cluster, gv).ok_or_else(ApiError::path_not_found)?;
+    let (bytes, current) = openapi_bytes(state, cluster, gv).ok_or_else(ApiError::path_not_found)?;
     let etag = format!("\"{current}\"");
     if let Some(h) = hash {
         if h != current {
             let mut r = respond::bytes(301, "text/plain", Bytes::new());
-            let prefix = if cluster == ROOT {
-                String::new()
-            } else {
-                format!("/clusters/{cluster}")
-            };
+            let prefix = if cluster == ROOT { String::new() } else { format!("/clusters/{cluster}") };
             r.headers_mut().insert(
                 header::LOCATION,
-                format!("{prefix}/openapi/v3/{gv}?hash={current}")
-                    .parse()
-                    .map_err(ApiError::internal)?,
+                format!("{prefix}/openapi/v3/{gv}?hash={current}").parse().map_err(ApiError::internal)?,
             );
             return Ok(r);
         }
@@ -342,22 +287,12 @@ fn openapi_doc(
     h.insert(header::ETAG, etag.parse().map_err(ApiError::internal)?);
     h.insert(header::VARY, "Accept".parse().expect("static"));
     if hash.is_some() {
-        h.insert(
-            header::CACHE_CONTROL,
-            "public, immutable".parse().expect("static"),
-        );
-        let expires = (chrono::Utc::now() + chrono::Duration::days(365))
-            .format("%a, %d %b %Y %H:%M:%S GMT")
-            .to_string();
-        h.insert(
-            header::EXPIRES,
-            expires.parse().map_err(ApiError::internal)?,
-        );
+        h.insert(header::CACHE_CONTROL, "public, immutable".parse().expect("static"));
+        let expires =
+            (chrono::Utc::now() + chrono::Duration::days(365)).format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+        h.insert(header::EXPIRES, expires.parse().map_err(ApiError::internal)?);
     } else {
-        h.insert(
-            header::CACHE_CONTROL,
-            "no-cache, private".parse().expect("static"),
-        );
+        h.insert(header::CACHE_CONTROL, "no-cache, private".parse().expect("static"));
     }
     Ok(r)
 }
@@ -396,10 +331,7 @@ async fn resource(
     let q = Query::parse(req.uri().query());
     let watch = rp.watch_path || q.flag("watch")?;
     let verb = verb_of(req.method(), &rp, watch)?;
-    let labels = Labels {
-        verb: verb.to_string(),
-        resource: def.plural.clone(),
-    };
+    let labels = Labels { verb: verb.to_string(), resource: def.plural.clone() };
     let attrs = auth::Attributes {
         verb,
         group: &def.group,
@@ -421,21 +353,9 @@ async fn resource(
     if !def.allows(verb) && rp.subresource.is_none() {
         return Err(ApiError::method_not_allowed(verb, &def.plural));
     }
-    let user_agent = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let accept = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
     let cluster_str = cluster.clone().unwrap_or_default();
     let ctx = Ctx {
         cluster: &cluster_str,
@@ -468,16 +388,12 @@ async fn resource(
         r
     };
     let resp = match (verb, name, sub) {
-        ("get", Some(n), Some("scale")) => respond::json(
-            200,
-            &crate::registry::scale_of(&def, &reg.get(&ctx, n).await?)?,
-        ),
+        ("get", Some(n), Some("scale")) => {
+            respond::json(200, &crate::registry::scale_of(&def, &reg.get(&ctx, n).await?)?)
+        }
         ("get", Some(n), _) => {
             let obj = reg.get(&ctx, n).await?;
-            respond::json(
-                200,
-                &respond::render_object(&def, &obj, shape, include, true),
-            )
+            respond::json(200, &respond::render_object(&def, &obj, shape, include, true))
         }
         ("list", None, None) => {
             let opts = ListOptions::from_query(&q, false)?;
@@ -486,10 +402,7 @@ async fn resource(
             if let Some(c) = list.continue_token {
                 meta["continue"] = json!(c);
             }
-            respond::json(
-                200,
-                &respond::render_list(&def, list.items, meta, shape, include),
-            )
+            respond::json(200, &respond::render_list(&def, list.items, meta, shape, include))
         }
         ("watch", _, None) => {
             let mut opts = ListOptions::from_query(&q, rp.watch_path)?;
@@ -498,9 +411,8 @@ async fn resource(
                 opts.fields = crate::selector::FieldSelector::parse(&format!("metadata.name={n}"))?;
             }
             let def2 = def.clone();
-            let render: crate::watch::Render = Arc::new(move |obj: &Value, first: bool| {
-                respond::render_object(&def2, obj, shape, include, first)
-            });
+            let render: crate::watch::Render =
+                Arc::new(move |obj: &Value, first: bool| respond::render_object(&def2, obj, shape, include, first));
             let rx = crate::watch::start(
                 reg.clone(),
                 crate::watch::WatchRequest {
@@ -516,14 +428,8 @@ async fn resource(
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
                 .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
             let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                "application/json".parse().expect("static"),
-            );
-            r.headers_mut().insert(
-                header::CACHE_CONTROL,
-                "no-cache, private".parse().expect("static"),
-            );
+            r.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().expect("static"));
+            r.headers_mut().insert(header::CACHE_CONTROL, "no-cache, private".parse().expect("static"));
             r
         }
         ("create", None, None) => {
@@ -539,17 +445,11 @@ async fn resource(
         }
         ("update", Some(n), Some("scale")) => {
             let obj = body::decode_object(content_type.as_deref(), &body)?;
-            written(
-                reg.update_scale(&ctx, n, obj, &WriteOptions::from_query(&q)?)
-                    .await?,
-            )
+            written(reg.update_scale(&ctx, n, obj, &WriteOptions::from_query(&q)?).await?)
         }
         ("update", Some(n), _) => {
             let obj = body::decode_object(content_type.as_deref(), &body)?;
-            written(
-                reg.update(&ctx, n, obj, &WriteOptions::from_query(&q)?, sub)
-                    .await?,
-            )
+            written(reg.update(&ctx, n, obj, &WriteOptions::from_query(&q)?, sub).await?)
         }
         ("patch", Some(n), _) => {
             let ct = content_type.as_deref().unwrap_or("");
@@ -564,10 +464,7 @@ async fn resource(
                     ],
                 )
             })?;
-            written(
-                reg.patch(&ctx, n, pt, &body, &WriteOptions::from_query(&q)?, sub)
-                    .await?,
-            )
+            written(reg.patch(&ctx, n, pt, &body, &WriteOptions::from_query(&q)?, sub).await?)
         }
         ("delete", Some(n), None) => {
             let dopts = delete_options(&body, &q)?;
@@ -604,28 +501,14 @@ async fn after_logical_cluster_create(
     state: &AppState,
     mut w: crate::registry::Written,
 ) -> ApiResult<crate::registry::Written> {
-    let name = crate::meta::meta_str(&w.body, "name")
-        .unwrap_or_default()
-        .to_string();
+    let name = crate::meta::meta_str(&w.body, "name").unwrap_or_default().to_string();
     tenancy::bootstrap(&state.registry, &name).await?;
     let def = resources::logical_cluster_def();
-    let key = crate::storage::keys::object(
-        &state.registry.prefix,
-        def.storage_group(),
-        &def.plural,
-        ROOT,
-        None,
-        &name,
-    );
+    let key = crate::storage::keys::object(&state.registry.prefix, def.storage_group(), &def.plural, ROOT, None, &name);
     if let Some(kv) = state.registry.store.get(&key).await? {
         let mut obj = state.registry.decode(&def, ROOT, &kv)?;
         obj["status"] = tenancy::ready_status();
-        if let Ok(rev) = state
-            .registry
-            .store
-            .update(&key, crate::registry::encode(&obj), kv.mod_revision)
-            .await
-        {
+        if let Ok(rev) = state.registry.store.update(&key, crate::registry::encode(&obj), kv.mod_revision).await {
             crate::registry::decorate(&mut obj, &def, ROOT, rev);
             w.body = obj;
         }
@@ -642,11 +525,7 @@ fn spawn_cluster_purge(state: &Arc<AppState>, cluster: String) {
             loop {
                 let page = match reg
                     .store
-                    .range(crate::storage::RangeRequest {
-                        prefix: prefix.clone(),
-                        limit: 500,
-                        ..Default::default()
-                    })
+                    .range(crate::storage::RangeRequest { prefix: prefix.clone(), limit: 500, ..Default::default() })
                     .await
                 {
                     Ok(p) => p,
@@ -667,12 +546,7 @@ fn spawn_cluster_purge(state: &Arc<AppState>, cluster: String) {
 }
 
 /// SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview: answered, never stored.
-fn review(
-    def: &ResourceDef,
-    who: &Identity,
-    content_type: Option<&str>,
-    body: &[u8],
-) -> ApiResult<Response<Body>> {
+fn review(def: &ResourceDef, who: &Identity, content_type: Option<&str>, body: &[u8]) -> ApiResult<Response<Body>> {
     let mut obj = body::decode_object(content_type, body)?;
     obj["apiVersion"] = json!(def.api_version());
     obj["kind"] = json!(def.kind);
@@ -706,7 +580,8 @@ fn review(
             } else {
                 (json!([]), json!([]))
             };
-            obj["status"] = json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false});
+            obj["status"] =
+                json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false});
         }
         "SelfSubjectReview" => {
             obj["status"] = json!({"userInfo": who.user_info()});

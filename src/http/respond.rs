@@ -21,11 +21,7 @@ pub fn full(b: impl Into<Bytes>) -> Body {
 
 /// A JSON response.
 pub fn json(code: u16, v: &Value) -> Response<Body> {
-    bytes(
-        code,
-        "application/json",
-        serde_json::to_vec(v).expect("JSON serialises"),
-    )
+    bytes(code, "application/json", serde_json::to_vec(v).expect("JSON serialises"))
 }
 
 /// A response with raw bytes and a content type.
@@ -42,8 +38,7 @@ pub fn bytes(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response<
 pub fn error(e: &ApiError) -> Response<Body> {
     let mut r = json(e.code, &e.to_status());
     if let Some(s) = e.retry_after {
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
     }
     r
 }
@@ -83,9 +78,7 @@ pub fn shape(accept: Option<&str>) -> Shape {
         if has("as", "Table") && has("g", "meta.k8s.io") {
             return Shape::Table;
         }
-        if (has("as", "PartialObjectMetadataList") || has("as", "PartialObjectMetadata"))
-            && has("g", "meta.k8s.io")
-        {
+        if (has("as", "PartialObjectMetadataList") || has("as", "PartialObjectMetadata")) && has("g", "meta.k8s.io") {
             return Shape::Metadata;
         }
         if params.len() == 1 {
@@ -155,15 +148,9 @@ pub fn render_list(
             let items: Vec<Value> = items.iter().map(partial).collect();
             json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "items": items})
         }
-        Shape::Table => crate::table::table(
-            &def.group,
-            &def.plural,
-            &items,
-            list_meta,
-            include,
-            true,
-            chrono::Utc::now(),
-        ),
+        Shape::Table => {
+            crate::table::table(&def.group, &def.plural, &items, list_meta, include, true, chrono::Utc::now())
+        }
     }
 }
 
@@ -176,17 +163,9 @@ mod tests {
         let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert_eq!(shape(Some(a)), Shape::Table);
         assert_eq!(shape(Some("application/json")), Shape::Plain);
-        assert_eq!(
-            shape(Some(
-                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-            )),
-            Shape::Metadata
-        );
+        assert_eq!(shape(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")), Shape::Metadata);
         assert_eq!(shape(None), Shape::Plain);
-        assert_eq!(
-            shape(Some("application/vnd.kubernetes.protobuf,application/json")),
-            Shape::Plain
-        );
+        assert_eq!(shape(Some("application/vnd.kubernetes.protobuf,application/json")), Shape::Plain);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -30,32 +30,22 @@ pub enum TlsError {
 }
 
 /// Build the rustls server configuration.
-pub fn tls_config(
-    cert_pem: &str,
-    key_pem: &str,
-    client_ca_pem: &str,
-) -> Result<rustls::ServerConfig, TlsError> {
+pub fn tls_config(cert_pem: &str, key_pem: &str, client_ca_pem: &str) -> Result<rustls::ServerConfig, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<_, _>>()
         .map_err(|e| TlsError::Pem(e.to_string()))?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
-        .map_err(|e| TlsError::Pem(e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| TlsError::Pem(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
     for ca in CertificateDer::pem_slice_iter(client_ca_pem.as_bytes()) {
-        roots
-            .add(ca.map_err(|e| TlsError::Pem(e.to_string()))?)
-            .map_err(TlsError::Rustls)?;
+        roots.add(ca.map_err(|e| TlsError::Pem(e.to_string()))?).map_err(TlsError::Rustls)?;
     }
     // Client certificates are optional at the TLS layer: bearer tokens and anonymous health checks use
     // the same port; a presented certificate must chain to kgate's CA or the handshake fails.
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .allow_unauthenticated()
-    .build()
-    .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::Verifier(e.to_string()))?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
@@ -93,25 +83,21 @@ pub async fn serve(
         let server_address = server_address.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
-                };
+            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
             let identity = tls
                 .get_ref()
                 .1
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .and_then(|c| crate::auth::identity_from_der(c.as_ref()));
-            let conn = Arc::new(ConnInfo {
-                identity,
-                server_address,
-            });
+            let conn = Arc::new(ConnInfo { identity, server_address });
             let svc = service_fn(move |req| {
                 let (state, conn) = (state.clone(), conn.clone());
                 async move { Ok::<_, Infallible>(handle(state, conn, req).await) }
@@ -119,6 +105,7 @@ pub async fn serve(
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder
                 .http2()
+                .timer(TokioTimer::new())
                 .max_concurrent_streams(1000)
                 .keep_alive_interval(Some(Duration::from_secs(30)))
                 .keep_alive_timeout(Duration::from_secs(20));
@@ -129,10 +116,7 @@ pub async fn serve(
         });
     }
     // In-flight writes finish; give long requests a bounded time.
-    if tokio::time::timeout(Duration::from_secs(30), graceful.shutdown())
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(Duration::from_secs(30), graceful.shutdown()).await.is_err() {
         tracing::warn!("some connections did not close within 30s");
     }
 }

@@ -66,9 +66,7 @@ impl Builtins {
     }
 
     fn build() -> Builtins {
-        let mut gen = SchemaSettings::openapi3()
-            .with(|s| s.meta_schema = None)
-            .into_generator();
+        let mut gen = SchemaSettings::openapi3().with(|s| s.meta_schema = None).into_generator();
         let entries = kinds::register(&mut gen);
         kinds::register_support(&mut gen);
         let mut schemas: BTreeMap<String, Value> = gen.take_definitions(true).into_iter().collect();
@@ -103,14 +101,7 @@ impl Builtins {
                 let list_kind = format!("{}List", e.kind);
                 let list_def = format!("{}List", e.def);
                 schemas.insert(list_def.clone(), schema::list_schema(e.kind, &e.def));
-                add_kind(
-                    &mut schemas,
-                    e.group,
-                    e.version,
-                    &list_kind,
-                    &list_def,
-                    true,
-                );
+                add_kind(&mut schemas, e.group, e.version, &list_kind, &list_def, true);
             }
         }
 
@@ -138,17 +129,12 @@ impl Builtins {
                 (name.clone(), out)
             })
             .collect();
-        Builtins {
-            schemas,
-            refs,
-            kinds,
-        }
+        Builtins { schemas, refs, kinds }
     }
 
     /// Finds a kind by its group/version/kind.
     fn kind(&self, group: &str, version: &str, kind: &str) -> Option<&KindInfo> {
-        self.kinds
-            .get(&(group.to_string(), version.to_string(), kind.to_string()))
+        self.kinds.get(&(group.to_string(), version.to_string(), kind.to_string()))
     }
 
     /// Finds a subresource's kind, which may live in another group (e.g. `TokenRequest` served
@@ -169,8 +155,7 @@ impl Builtins {
     /// The OpenAPI v3 document for one group/version ("" group = core, path "api/v1"; else
     /// "apis/<g>/<v>").
     pub fn gv_document(&self, group: &str, version: &str, resources: &[ResourceOps]) -> Value {
-        self.gv_document_with(group, version, resources, &[])
-            .unwrap_or_else(|_| self.empty_document())
+        self.gv_document_with(group, version, resources, &[]).unwrap_or_else(|_| self.empty_document())
     }
 
     /// Like [`Builtins::gv_document`], with schemas for kinds that are not built in (CRDs).
@@ -228,14 +213,7 @@ impl Builtins {
                 list_def: None,
                 strategic: info.strategic,
             });
-            paths::add_resource(
-                &mut paths,
-                group,
-                version,
-                r,
-                &target,
-                scale_target.as_ref(),
-            );
+            paths::add_resource(&mut paths, group, version, r, &target, scale_target.as_ref());
         }
 
         let paths = Value::Object(paths);
@@ -269,20 +247,11 @@ impl Builtins {
     /// Paths of fields present in `obj` but not in the schema of group/version/kind, formatted
     /// as kube-apiserver's strict decoder does (`spec.template.spec.containers[0].imagee`).
     /// Empty if the kind is unknown.
-    pub fn unknown_fields(
-        &self,
-        group: &str,
-        version: &str,
-        kind: &str,
-        obj: &Value,
-    ) -> Vec<String> {
+    pub fn unknown_fields(&self, group: &str, version: &str, kind: &str, obj: &Value) -> Vec<String> {
         let Some(root) = self.root_schema(group, version, kind) else {
             return Vec::new();
         };
-        validate::unknown_paths(&self.schemas, root, obj)
-            .iter()
-            .map(|p| validate::format_path(p))
-            .collect()
+        validate::unknown_paths(&self.schemas, root, obj).iter().map(|p| validate::format_path(p)).collect()
     }
 
     /// Removes the fields [`Builtins::unknown_fields`] reports (fieldValidation=Ignore/Warn:
@@ -334,9 +303,7 @@ pub fn custom_def_name(group: &str, version: &str, kind: &str) -> String {
 /// carries its group-version-kind.
 fn custom_schema(c: &CustomKind, group: &str, version: &str) -> Result<Value, OpenApiError> {
     let mut s = c.schema.clone();
-    let obj = s
-        .as_object_mut()
-        .ok_or_else(|| OpenApiError::NotAnObject(c.kind.into()))?;
+    let obj = s.as_object_mut().ok_or_else(|| OpenApiError::NotAnObject(c.kind.into()))?;
     obj.entry("type").or_insert_with(|| json!("object"));
     let props = obj
         .entry("properties")
@@ -344,9 +311,7 @@ fn custom_schema(c: &CustomKind, group: &str, version: &str) -> Result<Value, Op
         .as_object_mut()
         .ok_or_else(|| OpenApiError::NotAnObject(c.kind.into()))?;
     for field in ["apiVersion", "kind"] {
-        props
-            .entry(field)
-            .or_insert_with(|| json!({"type": "string"}));
+        props.entry(field).or_insert_with(|| json!({"type": "string"}));
     }
     props.insert(
         "metadata".into(),

@@ -54,16 +54,8 @@ pub(super) fn add_resource(
     target: &Target,
     scale: Option<&Target>,
 ) {
-    let prefix = if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
-    };
-    let ns = if r.namespaced {
-        "/namespaces/{namespace}"
-    } else {
-        ""
-    };
+    let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+    let ns = if r.namespaced { "/namespaces/{namespace}" } else { "" };
     let names = Names::new(group, version, r.namespaced);
     let has = |v: &str| r.verbs.contains(&v);
 
@@ -134,13 +126,7 @@ pub(super) fn add_resource(
         if has("patch") {
             ops.insert("patch".into(), names.patch(t, &suffix));
         }
-        insert_path(
-            paths,
-            format!("{item_path}/{name}"),
-            ops,
-            r.namespaced,
-            true,
-        );
+        insert_path(paths, format!("{item_path}/{name}"), ops, r.namespaced, true);
     };
     if r.status {
         sub("status", target);
@@ -148,10 +134,7 @@ pub(super) fn add_resource(
     if r.scale {
         if let Some(scale) = scale {
             // The scale subresource is named after the parent kind in operation ids.
-            let t = Target {
-                kind: target.kind,
-                ..*scale
-            };
+            let t = Target { kind: target.kind, ..*scale };
             let mut ops = Map::new();
             let suffix = "Scale";
             if has("get") {
@@ -188,10 +171,7 @@ fn insert_path(
         params.push(path_param("name", "name of the resource"));
     }
     if namespaced {
-        params.push(path_param(
-            "namespace",
-            "object name and auth scope, such as for teams and projects",
-        ));
+        params.push(path_param("namespace", "object name and auth scope, such as for teams and projects"));
     }
     params.push(query_param(
         "pretty",
@@ -280,16 +260,9 @@ fn delete_params() -> Vec<Value> {
 
 /// Response content for a schema, in the media types kube-apiserver lists.
 fn content(def: &str, watch: bool) -> Value {
-    let mut types = vec![
-        "application/json",
-        "application/yaml",
-        "application/vnd.kubernetes.protobuf",
-    ];
+    let mut types = vec!["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
     if watch {
-        types.extend([
-            "application/json;stream=watch",
-            "application/vnd.kubernetes.protobuf;stream=watch",
-        ]);
+        types.extend(["application/json;stream=watch", "application/vnd.kubernetes.protobuf;stream=watch"]);
     }
     let mut m = Map::new();
     for t in types {
@@ -301,10 +274,7 @@ fn content(def: &str, watch: bool) -> Value {
 fn response(def: &str, codes: &[(&str, &str)]) -> Value {
     let mut m = Map::new();
     for (code, desc) in codes {
-        m.insert(
-            (*code).into(),
-            json!({"description": desc, "content": content(def, false)}),
-        );
+        m.insert((*code).into(), json!({"description": desc, "content": content(def, false)}));
     }
     m.insert("401".into(), json!({"description": "Unauthorized"}));
     Value::Object(m)
@@ -325,21 +295,13 @@ struct Names {
 impl Names {
     fn new(group: &str, version: &str, namespaced: bool) -> Names {
         let short = group.strip_suffix(".k8s.io").unwrap_or(group);
-        let parts: Vec<&str> = if short.is_empty() {
-            vec!["core"]
-        } else {
-            short.split('.').collect()
-        };
+        let parts: Vec<&str> = if short.is_empty() { vec!["core"] } else { short.split('.').collect() };
         let camel: String = parts.iter().map(|p| capitalize(p)).collect();
         let mut lower = camel.clone();
         if let Some(first) = lower.get_mut(0..1) {
             first.make_ascii_lowercase();
         }
-        Names {
-            gv: format!("{camel}{}", capitalize(version)),
-            tag: format!("{lower}_{version}"),
-            namespaced,
-        }
+        Names { gv: format!("{camel}{}", capitalize(version)), tag: format!("{lower}_{version}"), namespaced }
     }
 
     fn id(&self, verb: &str, kind: &str, suffix: &str) -> String {
@@ -363,12 +325,7 @@ impl Names {
         } else {
             self.id("list", t.kind, "")
         };
-        let mut m = self.op(
-            t,
-            "list",
-            id,
-            format!("list or watch objects of kind {}", t.kind),
-        );
+        let mut m = self.op(t, "list", id, format!("list or watch objects of kind {}", t.kind));
         m.insert("parameters".into(), Value::Array(list_params()));
         let def = t.list_def.unwrap_or(t.def);
         m.insert(
@@ -379,54 +336,26 @@ impl Names {
     }
 
     fn create(&self, t: &Target, suffix: &str) -> Value {
-        let mut m = self.op(
-            t,
-            "post",
-            self.id("create", t.kind, suffix),
-            format!("create {}{suffix}", t.kind),
-        );
-        m.insert(
-            "parameters".into(),
-            json!([dry_run(), field_manager(), field_validation()]),
-        );
+        let mut m = self.op(t, "post", self.id("create", t.kind, suffix), format!("create {}{suffix}", t.kind));
+        m.insert("parameters".into(), json!([dry_run(), field_manager(), field_validation()]));
         m.insert("requestBody".into(), json_body(t.def));
-        m.insert(
-            "responses".into(),
-            response(
-                t.def,
-                &[("200", "OK"), ("201", "Created"), ("202", "Accepted")],
-            ),
-        );
+        m.insert("responses".into(), response(t.def, &[("200", "OK"), ("201", "Created"), ("202", "Accepted")]));
         Value::Object(m)
     }
 
     fn read(&self, t: &Target, suffix: &str) -> Value {
-        let mut m = self.op(
-            t,
-            "get",
-            self.id("read", t.kind, suffix),
-            format!("read the specified {}{suffix}", t.kind),
-        );
+        let mut m =
+            self.op(t, "get", self.id("read", t.kind, suffix), format!("read the specified {}{suffix}", t.kind));
         m.insert("responses".into(), response(t.def, &[("200", "OK")]));
         Value::Object(m)
     }
 
     fn replace(&self, t: &Target, suffix: &str) -> Value {
-        let mut m = self.op(
-            t,
-            "put",
-            self.id("replace", t.kind, suffix),
-            format!("replace the specified {}{suffix}", t.kind),
-        );
-        m.insert(
-            "parameters".into(),
-            json!([dry_run(), field_manager(), field_validation()]),
-        );
+        let mut m =
+            self.op(t, "put", self.id("replace", t.kind, suffix), format!("replace the specified {}{suffix}", t.kind));
+        m.insert("parameters".into(), json!([dry_run(), field_manager(), field_validation()]));
         m.insert("requestBody".into(), json_body(t.def));
-        m.insert(
-            "responses".into(),
-            response(t.def, &[("200", "OK"), ("201", "Created")]),
-        );
+        m.insert("responses".into(), response(t.def, &[("200", "OK"), ("201", "Created")]));
         Value::Object(m)
     }
 
@@ -437,15 +366,9 @@ impl Names {
             self.id("patch", t.kind, suffix),
             format!("partially update the specified {}{suffix}", t.kind),
         );
-        m.insert(
-            "parameters".into(),
-            json!([dry_run(), field_manager(), field_validation(), force()]),
-        );
-        let mut types = vec![
-            "application/apply-patch+yaml",
-            "application/json-patch+json",
-            "application/merge-patch+json",
-        ];
+        m.insert("parameters".into(), json!([dry_run(), field_manager(), field_validation(), force()]));
+        let mut types =
+            vec!["application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json"];
         if t.strategic {
             types.push("application/strategic-merge-patch+json");
         }
@@ -453,30 +376,16 @@ impl Names {
         for ty in types {
             body.insert(ty.into(), json!({"schema": ref_to(PATCH_DEF)}));
         }
-        m.insert(
-            "requestBody".into(),
-            json!({"content": body, "required": true}),
-        );
-        m.insert(
-            "responses".into(),
-            response(t.def, &[("200", "OK"), ("201", "Created")]),
-        );
+        m.insert("requestBody".into(), json!({"content": body, "required": true}));
+        m.insert("responses".into(), response(t.def, &[("200", "OK"), ("201", "Created")]));
         Value::Object(m)
     }
 
     fn delete(&self, t: &Target) -> Value {
-        let mut m = self.op(
-            t,
-            "delete",
-            self.id("delete", t.kind, ""),
-            format!("delete a {}", t.kind),
-        );
+        let mut m = self.op(t, "delete", self.id("delete", t.kind, ""), format!("delete a {}", t.kind));
         m.insert("parameters".into(), Value::Array(delete_params()));
         m.insert("requestBody".into(), json_body(DELETE_OPTIONS_DEF));
-        m.insert(
-            "responses".into(),
-            response(STATUS_DEF, &[("200", "OK"), ("202", "Accepted")]),
-        );
+        m.insert("responses".into(), response(STATUS_DEF, &[("200", "OK"), ("202", "Accepted")]));
         Value::Object(m)
     }
 

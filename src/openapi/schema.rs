@@ -27,51 +27,19 @@ pub(super) enum Strategy {
 /// Corrections where k8s-openapi's merge data differs from the Go struct tags kubectl sees:
 /// (definition, JSON field, list-map keys or empty to keep, patch strategy or "" for none).
 const LIST_OVERRIDES: &[(&str, &str, &[&str], &str)] = &[
-    (
-        "io.k8s.api.core.v1.Container",
-        "ports",
-        &["containerPort", "protocol"],
-        "merge",
-    ),
-    (
-        "io.k8s.api.core.v1.EphemeralContainer",
-        "ports",
-        &["containerPort", "protocol"],
-        "merge",
-    ),
-    (
-        "io.k8s.api.core.v1.ServiceSpec",
-        "ports",
-        &["port", "protocol"],
-        "merge",
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "topologySpreadConstraints",
-        &["topologyKey", "whenUnsatisfiable"],
-        "merge",
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "volumes",
-        &[],
-        "merge,retainKeys",
-    ),
-    (
-        "io.k8s.api.core.v1.PodSpec",
-        "resourceClaims",
-        &[],
-        "merge,retainKeys",
-    ),
+    ("io.k8s.api.core.v1.Container", "ports", &["containerPort", "protocol"], "merge"),
+    ("io.k8s.api.core.v1.EphemeralContainer", "ports", &["containerPort", "protocol"], "merge"),
+    ("io.k8s.api.core.v1.ServiceSpec", "ports", &["port", "protocol"], "merge"),
+    ("io.k8s.api.core.v1.PodSpec", "topologySpreadConstraints", &["topologyKey", "whenUnsatisfiable"], "merge"),
+    ("io.k8s.api.core.v1.PodSpec", "volumes", &[], "merge,retainKeys"),
+    ("io.k8s.api.core.v1.PodSpec", "resourceClaims", &[], "merge,retainKeys"),
     ("io.k8s.api.core.v1.ResourceRequirements", "claims", &[], ""),
 ];
 
 /// Lists that Go declares atomic for server-side apply but still merges by key in
 /// strategic merge patch.
-const ATOMIC_BUT_MERGED: &[(&str, &str)] = &[
-    ("io.k8s.api.core.v1.PodStatus", "hostIPs"),
-    ("io.k8s.api.core.v1.PodStatus", "podIPs"),
-];
+const ATOMIC_BUT_MERGED: &[(&str, &str)] =
+    &[("io.k8s.api.core.v1.PodStatus", "hostIPs"), ("io.k8s.api.core.v1.PodStatus", "podIPs")];
 
 /// Converts the definitions schemars produced into kube-apiserver's shape, in place.
 pub(super) fn normalize(defs: &mut BTreeMap<String, Value>) {
@@ -105,22 +73,14 @@ fn strip_meta(v: &mut Value) {
 
 /// Compares a Rust snake_case field name with a JSON camelCase one, ignoring acronym case.
 fn same_name(rust: &str, json_name: &str) -> bool {
-    let a = rust
-        .chars()
-        .filter(|c| *c != '_')
-        .map(|c| c.to_ascii_lowercase());
+    let a = rust.chars().filter(|c| *c != '_').map(|c| c.to_ascii_lowercase());
     let b = json_name.chars().map(|c| c.to_ascii_lowercase());
     a.eq(b)
 }
 
 /// The JSON property name of `rust` in the properties of `schema`, if any.
 fn json_field(schema: &Value, rust: &str) -> Option<String> {
-    schema
-        .get("properties")?
-        .as_object()?
-        .keys()
-        .find(|k| same_name(rust, k))
-        .cloned()
+    schema.get("properties")?.as_object()?.keys().find(|k| same_name(rust, k)).cloned()
 }
 
 /// Name of the definition a (possibly `allOf`-wrapped) reference points to.
@@ -141,16 +101,8 @@ fn apply_merge_table(defs: &mut BTreeMap<String, Value>) {
         };
         let keys: Vec<String> = match strategy {
             Strategy::Map(keys) => {
-                let item = schema["properties"][&field]
-                    .get("items")
-                    .and_then(ref_target)
-                    .and_then(|t| defs.get(t));
-                keys.iter()
-                    .map(|k| {
-                        item.and_then(|i| json_field(i, k))
-                            .unwrap_or_else(|| camel(k))
-                    })
-                    .collect()
+                let item = schema["properties"][&field].get("items").and_then(ref_target).and_then(|t| defs.get(t));
+                keys.iter().map(|k| item.and_then(|i| json_field(i, k)).unwrap_or_else(|| camel(k))).collect()
             }
             _ => Vec::new(),
         };
@@ -172,9 +124,7 @@ fn apply_merge_table(defs: &mut BTreeMap<String, Value>) {
                 }
             }
             // An empty key list means k8s-openapi treats it as replace-only.
-            Strategy::Map(_) if keys.is_empty() => {
-                set_ext(prop, "x-kubernetes-list-type", json!("atomic"))
-            }
+            Strategy::Map(_) if keys.is_empty() => set_ext(prop, "x-kubernetes-list-type", json!("atomic")),
             Strategy::Map(_) => {
                 let atomic = ATOMIC_BUT_MERGED.contains(&(def, field.as_str()));
                 if atomic {
@@ -284,9 +234,7 @@ pub(super) fn add_gvk(schema: &mut Value, group: &str, version: &str, kind: &str
     let Some(obj) = schema.as_object_mut() else {
         return;
     };
-    let list = obj
-        .entry("x-kubernetes-group-version-kind")
-        .or_insert_with(|| json!([]));
+    let list = obj.entry("x-kubernetes-group-version-kind").or_insert_with(|| json!([]));
     if let Some(a) = list.as_array_mut() {
         let entry = json!({"group": group, "kind": kind, "version": version});
         if !a.contains(&entry) {

@@ -4,16 +4,7 @@ use serde_json::{json, Value};
 
 use super::*;
 
-const DEPLOY_VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
+const DEPLOY_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
 fn apps_doc() -> Value {
     let resources = [ResourceOps {
@@ -106,10 +97,7 @@ fn patch_op_carries_field_validation_and_gvk_object() {
         assert!(content.contains_key(t), "missing {t}");
     }
     let scale = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"];
-    assert_eq!(
-        scale["patch"]["x-kubernetes-group-version-kind"]["kind"],
-        "Scale"
-    );
+    assert_eq!(scale["patch"]["x-kubernetes-group-version-kind"]["kind"], "Scale");
     let post = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments"]["post"];
     assert!(post["parameters"].to_string().contains("fieldValidation"));
 }
@@ -118,18 +106,12 @@ fn patch_op_carries_field_validation_and_gvk_object() {
 fn field<'a>(doc: &'a Value, schema: &'a Value, name: &str) -> &'a Value {
     let prop = &schema["properties"][name];
     assert!(!prop.is_null(), "no field {name}");
-    let prop = if prop["type"] == "array" {
-        &prop["items"]
-    } else {
-        prop
-    };
+    let prop = if prop["type"] == "array" { &prop["items"] } else { prop };
     deref(doc, prop)
 }
 
 fn deref<'a>(doc: &'a Value, s: &'a Value) -> &'a Value {
-    let r = s["$ref"]
-        .as_str()
-        .or_else(|| s["allOf"][0]["$ref"].as_str());
+    let r = s["$ref"].as_str().or_else(|| s["allOf"][0]["$ref"].as_str());
     match r {
         Some(r) => {
             let name = r.strip_prefix("#/components/schemas/").expect("ref format");
@@ -150,10 +132,7 @@ fn explain_walk_reaches_container_fields() {
         deploy["x-kubernetes-group-version-kind"],
         json!([{"group": "apps", "version": "v1", "kind": "Deployment"}])
     );
-    assert!(deploy["description"]
-        .as_str()
-        .unwrap()
-        .contains("Deployment"));
+    assert!(deploy["description"].as_str().unwrap().contains("Deployment"));
     let spec = field(&doc, deploy, "spec");
     let template = field(&doc, spec, "template");
     let pod_spec = field(&doc, template, "spec");
@@ -167,10 +146,7 @@ fn explain_walk_reaches_container_fields() {
     assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
     assert_eq!(containers["x-kubernetes-list-type"], "map");
     assert_eq!(containers["x-kubernetes-list-map-keys"], json!(["name"]));
-    assert_eq!(
-        container["properties"]["ports"]["x-kubernetes-list-map-keys"],
-        json!(["containerPort", "protocol"])
-    );
+    assert_eq!(container["properties"]["ports"]["x-kubernetes-list-map-keys"], json!(["containerPort", "protocol"]));
     for name in [
         "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
         "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
@@ -200,14 +176,7 @@ fn unknown_fields_found_with_kube_paths() {
     d["spec"]["template"]["spec"]["containers"][0]["imagee"] = json!("x");
     d["metadata"]["labelz"] = json!({});
     let found = b.unknown_fields("apps", "v1", "Deployment", &d);
-    assert_eq!(
-        found,
-        vec![
-            "metadata.labelz",
-            "spec.replicass",
-            "spec.template.spec.containers[0].imagee"
-        ]
-    );
+    assert_eq!(found, vec!["metadata.labelz", "spec.replicass", "spec.template.spec.containers[0].imagee"]);
     assert!(b.unknown_fields("apps", "v1", "Nope", &d).is_empty());
 }
 
@@ -223,16 +192,9 @@ fn valid_objects_have_no_unknown_fields_or_type_errors() {
                  "securityContext": {"runAsUser": 1000}}],
                  "tolerations": [{"key": "k", "operator": "Exists"}]},
         "status": {"phase": "Running", "podIP": "10.0.0.1"}});
-    let cases = [
-        ("apps", "Deployment", valid_deployment()),
-        ("", "ConfigMap", cm),
-        ("", "Pod", pod),
-    ];
+    let cases = [("apps", "Deployment", valid_deployment()), ("", "ConfigMap", cm), ("", "Pod", pod)];
     for (group, kind, obj) in cases {
-        assert!(
-            b.unknown_fields(group, "v1", kind, &obj).is_empty(),
-            "{kind}"
-        );
+        assert!(b.unknown_fields(group, "v1", kind, &obj).is_empty(), "{kind}");
         assert!(
             b.type_errors(group, "v1", kind, &obj).is_empty(),
             "{kind}: {:?}",
@@ -246,10 +208,7 @@ fn type_errors_are_reported_with_paths() {
     let b = Builtins::get();
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": 1}});
     let errs = b.type_errors("", "v1", "ConfigMap", &cm);
-    assert_eq!(
-        errs,
-        vec!["json: cannot unmarshal number into Go struct field ConfigMap.data of type string"]
-    );
+    assert_eq!(errs, vec!["json: cannot unmarshal number into Go struct field ConfigMap.data of type string"]);
     let mut d = valid_deployment();
     d["spec"]["replicas"] = json!("3");
     let errs = b.type_errors("apps", "v1", "Deployment", &d);
@@ -281,10 +240,7 @@ fn logical_cluster_and_crd_documents() {
     let lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
         "metadata": {"name": "team-a"}, "spec": {"anything": 1},
         "status": {"phase": "Ready", "conditions": [{"type": "Ready", "status": "True"}], "bogus": 1}});
-    assert_eq!(
-        b.unknown_fields("tenancy.kgate.dev", "v1alpha1", "LogicalCluster", &lc),
-        vec!["status.bogus"]
-    );
+    assert_eq!(b.unknown_fields("tenancy.kgate.dev", "v1alpha1", "LogicalCluster", &lc), vec!["status.bogus"]);
     let res = [ResourceOps {
         plural: "logicalclusters",
         kind: "LogicalCluster",
@@ -295,15 +251,10 @@ fn logical_cluster_and_crd_documents() {
     }];
     let doc = b.gv_document("tenancy.kgate.dev", "v1alpha1", &res);
     let patch = &doc["paths"]["/apis/tenancy.kgate.dev/v1alpha1/logicalclusters/{name}"]["patch"];
-    assert!(patch["requestBody"]["content"]
-        .get("application/strategic-merge-patch+json")
-        .is_none());
+    assert!(patch["requestBody"]["content"].get("application/strategic-merge-patch+json").is_none());
 
     let crd_schema = json!({"type": "object", "properties": {"spec": {"type": "object"}}});
-    let custom = [CustomKind {
-        kind: "CronTab",
-        schema: &crd_schema,
-    }];
+    let custom = [CustomKind { kind: "CronTab", schema: &crd_schema }];
     let res = [ResourceOps {
         plural: "crontabs",
         kind: "CronTab",
@@ -312,14 +263,10 @@ fn logical_cluster_and_crd_documents() {
         scale: false,
         verbs: DEPLOY_VERBS,
     }];
-    let doc = b
-        .gv_document_with("stable.example.com", "v1", &res, &custom)
-        .unwrap();
+    let doc = b.gv_document_with("stable.example.com", "v1", &res, &custom).unwrap();
     let s = &doc["components"]["schemas"]["com.example.stable.v1.CronTab"];
     assert_eq!(s["x-kubernetes-group-version-kind"][0]["kind"], "CronTab");
-    assert!(
-        doc["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object()
-    );
+    assert!(doc["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object());
 }
 
 #[test]
@@ -356,10 +303,7 @@ fn token_subresource_and_core_paths() {
     assert!(paths["/api/v1/configmaps"]["get"].is_object());
     assert!(paths["/api/v1/namespaces/{name}/status"]["patch"].is_object());
     let token = &paths["/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"]["post"];
-    assert_eq!(
-        token["x-kubernetes-group-version-kind"]["group"],
-        "authentication.k8s.io"
-    );
+    assert_eq!(token["x-kubernetes-group-version-kind"]["group"], "authentication.k8s.io");
     assert_eq!(
         paths["/api/v1/namespaces/{namespace}/configmaps"]["get"]["operationId"],
         "listCoreV1NamespacedConfigMap"
@@ -370,9 +314,7 @@ fn token_subresource_and_core_paths() {
 fn hash_is_uppercase_sha512_hex() {
     let h = doc_hash(b"{}");
     assert_eq!(h.len(), 128);
-    assert!(h
-        .chars()
-        .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()));
+    assert!(h.chars().all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()));
 }
 
 #[test]
@@ -386,72 +328,23 @@ fn every_served_kind_has_a_self_contained_document() {
         ("", "v1", "Service", "services", true),
         ("", "v1", "Event", "events", true),
         ("", "v1", "Pod", "pods", true),
-        (
-            "",
-            "v1",
-            "PersistentVolumeClaim",
-            "persistentvolumeclaims",
-            true,
-        ),
+        ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true),
         ("events.k8s.io", "v1", "Event", "events", true),
         ("coordination.k8s.io", "v1", "Lease", "leases", true),
         ("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
-        (
-            "rbac.authorization.k8s.io",
-            "v1",
-            "ClusterRoleBinding",
-            "clusterrolebindings",
-            false,
-        ),
-        (
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-            false,
-        ),
+        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false),
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false),
         ("apps", "v1", "StatefulSet", "statefulsets", true),
         ("batch", "v1", "CronJob", "cronjobs", true),
         ("networking.k8s.io", "v1", "Ingress", "ingresses", true),
-        (
-            "autoscaling",
-            "v2",
-            "HorizontalPodAutoscaler",
-            "horizontalpodautoscalers",
-            true,
-        ),
-        (
-            "policy",
-            "v1",
-            "PodDisruptionBudget",
-            "poddisruptionbudgets",
-            true,
-        ),
-        (
-            "authorization.k8s.io",
-            "v1",
-            "SelfSubjectAccessReview",
-            "selfsubjectaccessreviews",
-            false,
-        ),
-        (
-            "authentication.k8s.io",
-            "v1",
-            "SelfSubjectReview",
-            "selfsubjectreviews",
-            false,
-        ),
+        ("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true),
+        ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true),
+        ("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false),
+        ("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", false),
     ];
     for &(group, version, kind, plural, namespaced) in all {
         assert!(b.has_kind(group, version, kind), "{group}/{kind}");
-        let res = [ResourceOps {
-            plural,
-            kind,
-            namespaced,
-            status: true,
-            scale: false,
-            verbs: DEPLOY_VERBS,
-        }];
+        let res = [ResourceOps { plural, kind, namespaced, status: true, scale: false, verbs: DEPLOY_VERBS }];
         let doc = b.gv_document(group, version, &res);
         let schemas = &doc["components"]["schemas"];
         let mut refs = Vec::new();
@@ -462,9 +355,7 @@ fn every_served_kind_has_a_self_contained_document() {
         let gvk = json!({"group": group, "version": version, "kind": kind});
         let has_patch = doc["paths"].as_object().unwrap().values().any(|p| {
             p["patch"]["x-kubernetes-group-version-kind"] == gvk
-                && p["patch"]["parameters"]
-                    .to_string()
-                    .contains("\"fieldValidation\"")
+                && p["patch"]["parameters"].to_string().contains("\"fieldValidation\"")
         });
         assert!(has_patch, "{kind}: no patch op with fieldValidation");
     }

@@ -16,10 +16,7 @@ pub(super) enum Seg {
 
 /// Follows `$ref`/`allOf` to the schema that describes the value, returning it and the name of
 /// the last definition crossed.
-fn resolve<'a>(
-    schemas: &'a BTreeMap<String, Value>,
-    mut s: &'a Value,
-) -> (&'a Value, Option<&'a str>) {
+fn resolve<'a>(schemas: &'a BTreeMap<String, Value>, mut s: &'a Value) -> (&'a Value, Option<&'a str>) {
     let mut def = None;
     // Bounded so that a malformed self-reference cannot loop forever.
     for _ in 0..16 {
@@ -43,11 +40,7 @@ fn map_values(s: &Value) -> Option<&Value> {
 }
 
 /// Paths of every field in `obj` that `root` does not declare.
-pub(super) fn unknown_paths(
-    schemas: &BTreeMap<String, Value>,
-    root: &Value,
-    obj: &Value,
-) -> Vec<Vec<Seg>> {
+pub(super) fn unknown_paths(schemas: &BTreeMap<String, Value>, root: &Value, obj: &Value) -> Vec<Vec<Seg>> {
     let mut out = Vec::new();
     walk_unknown(schemas, root, obj, &mut Vec::new(), &mut out);
     out
@@ -131,22 +124,14 @@ pub(super) fn remove_path(obj: &mut Value, path: &[Seg]) {
 }
 
 /// JSON type mismatches in `obj` against the definition `def`.
-pub(super) fn type_errors(
-    schemas: &BTreeMap<String, Value>,
-    def: &str,
-    obj: &Value,
-) -> Vec<String> {
+pub(super) fn type_errors(schemas: &BTreeMap<String, Value>, def: &str, obj: &Value) -> Vec<String> {
     let Some(root) = schemas.get(def) else {
         return Vec::new();
     };
     let mut out = Vec::new();
     let name = short_name(def);
     if !obj.is_object() && !obj.is_null() {
-        out.push(format!(
-            "json: cannot unmarshal {} into Go value of type {}",
-            json_type(obj),
-            go_struct_name(def)
-        ));
+        out.push(format!("json: cannot unmarshal {} into Go value of type {}", json_type(obj), go_struct_name(def)));
         return out;
     }
     walk_types(schemas, root, obj, name, &mut Vec::new(), &mut out);
@@ -186,9 +171,7 @@ fn go_type(schemas: &BTreeMap<String, Value>, schema: &Value) -> String {
         return go_struct_name(def);
     }
     match s.get("type").and_then(Value::as_str) {
-        Some("string") if s.get("format").and_then(Value::as_str) == Some("byte") => {
-            "[]uint8".into()
-        }
+        Some("string") if s.get("format").and_then(Value::as_str) == Some("byte") => "[]uint8".into(),
         Some("string") => "string".into(),
         Some("integer") => match s.get("format").and_then(Value::as_str) {
             Some("int32") => "int32".into(),
@@ -213,10 +196,7 @@ fn accepted(s: &Value) -> Option<Vec<&str>> {
         return Some(vec![t]);
     }
     if let Some(one_of) = s.get("oneOf").and_then(Value::as_array) {
-        let types: Vec<&str> = one_of
-            .iter()
-            .filter_map(|o| o.get("type").and_then(Value::as_str))
-            .collect();
+        let types: Vec<&str> = one_of.iter().filter_map(|o| o.get("type").and_then(Value::as_str)).collect();
         return (!types.is_empty()).then_some(types);
     }
     if s.get("properties").is_some() {
@@ -268,11 +248,8 @@ fn walk_types(
     if let Some(types) = accepted(s) {
         let int32 = s.get("format").and_then(Value::as_str) == Some("int32");
         if let Some(what) = mismatch(v, &types, int32) {
-            let field = if path.is_empty() {
-                struct_name.to_string()
-            } else {
-                format!("{struct_name}.{}", path.join("."))
-            };
+            let field =
+                if path.is_empty() { struct_name.to_string() } else { format!("{struct_name}.{}", path.join(".")) };
             out.push(format!(
                 "json: cannot unmarshal {what} into Go struct field {field} of type {}",
                 go_type(schemas, schema)
@@ -282,10 +259,7 @@ fn walk_types(
     }
     if let (Value::String(text), Some("byte")) = (v, s.get("format").and_then(Value::as_str)) {
         if let Some(at) = bad_base64_at(text) {
-            out.push(format!(
-                "illegal base64 data at input byte {at} (field {struct_name}.{})",
-                path.join(".")
-            ));
+            out.push(format!("illegal base64 data at input byte {at} (field {struct_name}.{})", path.join(".")));
         }
         return;
     }

@@ -22,10 +22,7 @@ pub(crate) struct FieldSet {
 impl FieldSet {
     /// A set holding only the node's own path.
     pub fn leaf() -> FieldSet {
-        FieldSet {
-            member: true,
-            children: BTreeMap::new(),
-        }
+        FieldSet { member: true, children: BTreeMap::new() }
     }
 
     /// No members at all.
@@ -44,8 +41,7 @@ impl FieldSet {
             if k == "." {
                 set.member = true;
             } else {
-                set.children
-                    .insert(k.clone(), FieldSet::from_fields_v1(child));
+                set.children.insert(k.clone(), FieldSet::from_fields_v1(child));
             }
         }
         set
@@ -64,11 +60,7 @@ impl FieldSet {
 
     fn encode_node(&self) -> Value {
         let mut map = Map::new();
-        let live_children: Vec<_> = self
-            .children
-            .iter()
-            .filter(|(_, c)| !c.is_empty())
-            .collect();
+        let live_children: Vec<_> = self.children.iter().filter(|(_, c)| !c.is_empty()).collect();
         if self.member && !live_children.is_empty() {
             map.insert(".".to_string(), Value::Object(Map::new()));
         }
@@ -197,10 +189,7 @@ pub(crate) fn key_pe(item: &Value, keys: &[&str]) -> Option<Pe> {
         fields.push((k, v));
     }
     fields.sort_by(|a, b| a.0.cmp(b.0));
-    let inner: Vec<String> = fields
-        .iter()
-        .map(|(k, v)| format!("{}:{v}", Value::String((*k).to_string())))
-        .collect();
+    let inner: Vec<String> = fields.iter().map(|(k, v)| format!("{}:{v}", Value::String((*k).to_string()))).collect();
     Some(format!("k:{{{}}}", inner.join(",")))
 }
 
@@ -216,10 +205,7 @@ pub(crate) fn path_string(path: &[Pe]) -> String {
                 Ok(map) => {
                     let mut entries: Vec<_> = map.into_iter().collect();
                     entries.sort_by(|a, b| a.0.cmp(&b.0));
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect()
+                    entries.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
                 }
                 Err(_) => vec![json.to_string()],
             };
@@ -240,8 +226,7 @@ fn item_index(list: &[Value], pe: &str) -> Option<usize> {
     if let Some(json) = pe.strip_prefix("k:") {
         let wanted: Map<String, Value> = serde_json::from_str(json).ok()?;
         let keys: Vec<&str> = wanted.keys().map(String::as_str).collect();
-        list.iter()
-            .position(|item| key_pe(item, &keys).as_deref() == Some(pe))
+        list.iter().position(|item| key_pe(item, &keys).as_deref() == Some(pe))
     } else if let Some(json) = pe.strip_prefix("v:") {
         let wanted: Value = serde_json::from_str(json).ok()?;
         list.iter().position(|item| *item == wanted)

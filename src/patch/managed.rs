@@ -11,16 +11,8 @@ pub use super::ManagerConflict;
 use super::PatchError;
 
 /// Metadata fields that the field manager never records as owned.
-const UNOWNED_METADATA: &[&str] = &[
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "managedFields",
-    "selfLink",
-];
+const UNOWNED_METADATA: &[&str] =
+    &["name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"];
 
 /// One server-side apply request (a PATCH with `application/apply-patch+yaml`).
 #[derive(Debug, Clone, Copy)]
@@ -60,22 +52,14 @@ pub fn apply(req: ApplyRequest) -> Result<Value, PatchError> {
     let mut applied_set = value_set(&applied_stripped, root, "", Style::Apply, "")?;
     applied_set.member = false;
 
-    let mut entries = req
-        .live
-        .and_then(|l| l.pointer("/metadata/managedFields"))
-        .map(parse_entries)
-        .unwrap_or_default();
+    let mut entries =
+        req.live.and_then(|l| l.pointer("/metadata/managedFields")).map(parse_entries).unwrap_or_default();
     let subresource = req.subresource.filter(|s| !s.is_empty());
-    let mine = entries.iter().position(|e| {
-        e.manager == req.manager
-            && e.operation == "Apply"
-            && e.subresource.as_deref() == subresource
-    });
+    let mine = entries
+        .iter()
+        .position(|e| e.manager == req.manager && e.operation == "Apply" && e.subresource.as_deref() == subresource);
     let previous = mine.map(|i| entries[i].fields.clone()).unwrap_or_default();
-    let live_stripped = req
-        .live
-        .map(strip)
-        .unwrap_or_else(|| Value::Object(Map::new()));
+    let live_stripped = req.live.map(strip).unwrap_or_else(|| Value::Object(Map::new()));
 
     // A field conflicts when another manager owns it and the apply would change its value.
     let mut conflicts: Vec<(usize, Vec<Pe>)> = Vec::new();
@@ -84,9 +68,7 @@ pub fn apply(req: ApplyRequest) -> Result<Value, PatchError> {
             continue;
         }
         for path in applied_set.members() {
-            let is_leaf = applied_set
-                .node(&path)
-                .is_some_and(|n| n.children.is_empty());
+            let is_leaf = applied_set.node(&path).is_some_and(|n| n.children.is_empty());
             if is_leaf
                 && entry.fields.contains(&path)
                 && get_at(&applied_stripped, &path) != get_at(&live_stripped, &path)
@@ -245,10 +227,7 @@ fn parse_entries(v: &Value) -> Vec<Entry> {
                 api_version: text(item, "apiVersion").unwrap_or_default(),
                 time: text(item, "time"),
                 subresource: text(item, "subresource").filter(|s| !s.is_empty()),
-                fields: item
-                    .get("fieldsV1")
-                    .map(FieldSet::from_fields_v1)
-                    .unwrap_or_default(),
+                fields: item.get("fieldsV1").map(FieldSet::from_fields_v1).unwrap_or_default(),
             })
         })
         .collect()
@@ -259,25 +238,16 @@ fn parse_entries(v: &Value) -> Vec<Entry> {
 fn write_entries(obj: &mut Value, mut entries: Vec<Entry>) {
     entries.retain(|e| !e.fields.is_empty());
     entries.sort_by(|a, b| {
-        (
-            &a.operation,
-            &a.time,
-            &a.manager,
-            &a.api_version,
-            &a.subresource,
-        )
-            .cmp(&(
-                &b.operation,
-                &b.time,
-                &b.manager,
-                &b.api_version,
-                &b.subresource,
-            ))
+        (&a.operation, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(
+            &b.operation,
+            &b.time,
+            &b.manager,
+            &b.api_version,
+            &b.subresource,
+        ))
     });
     let Value::Object(root) = obj else { return };
-    let meta = root
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let meta = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
     let Value::Object(meta) = meta else { return };
     if entries.is_empty() {
         meta.remove("managedFields");
@@ -333,26 +303,18 @@ fn conflict_error(entries: &[Entry], conflicts: &[(usize, Vec<Pe>)]) -> PatchErr
         .collect();
     // Stable: keeps path order within one manager.
     out.sort_by(|a, b| (&a.0, &a.1.message).cmp(&(&b.0, &b.1.message)));
-    PatchError::Conflict {
-        conflicts: out.into_iter().map(|(_, c)| c).collect(),
-    }
+    PatchError::Conflict { conflicts: out.into_iter().map(|(_, c)| c).collect() }
 }
 
 // === field sets of values ===
 
 fn root_meta(kind_key: &str) -> FieldMeta {
-    FieldMeta {
-        ty: merge_keys::root_type(kind_key),
-        ..merge_keys::UNKNOWN
-    }
+    FieldMeta { ty: merge_keys::root_type(kind_key), ..merge_keys::UNKNOWN }
 }
 
 /// Metadata for the items of a list whose field metadata is `meta`.
 fn item_meta(meta: FieldMeta) -> FieldMeta {
-    FieldMeta {
-        ty: meta.ty,
-        ..merge_keys::UNKNOWN
-    }
+    FieldMeta { ty: meta.ty, ..merge_keys::UNKNOWN }
 }
 
 /// The object without the parts the field manager ignores.
@@ -374,12 +336,9 @@ fn strip(obj: &Value) -> Value {
 /// Drops `null` map values, which an applied configuration uses to mean "not set".
 fn without_nulls(v: &Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), without_nulls(v)))
-                .collect(),
-        ),
+        Value::Object(m) => {
+            Value::Object(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), without_nulls(v))).collect())
+        }
         Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
         other => other.clone(),
     }
@@ -394,13 +353,7 @@ enum Style {
 }
 
 /// The fields set in `v`, the value of field `name` described by `meta`.
-fn value_set(
-    v: &Value,
-    meta: FieldMeta,
-    name: &str,
-    style: Style,
-    path: &str,
-) -> Result<FieldSet, PatchError> {
+fn value_set(v: &Value, meta: FieldMeta, name: &str, style: Style, path: &str) -> Result<FieldSet, PatchError> {
     if meta.ssa == Ssa::Atomic {
         return Ok(FieldSet::leaf());
     }
@@ -421,20 +374,15 @@ fn value_set(
         }
         Value::Array(items) => match meta.ssa {
             Ssa::Set => {
-                let mut set = FieldSet {
-                    member: style == Style::Update,
-                    ..FieldSet::default()
-                };
+                let mut set = FieldSet { member: style == Style::Update, ..FieldSet::default() };
                 for item in items {
                     set.children.insert(value_pe(item), FieldSet::leaf());
                 }
                 Ok(set)
             }
             Ssa::Map(keys) => {
-                let mut set = FieldSet {
-                    member: style == Style::Update && name != "containers",
-                    ..FieldSet::default()
-                };
+                let mut set =
+                    FieldSet { member: style == Style::Update && name != "containers", ..FieldSet::default() };
                 for (i, item) in items.iter().enumerate() {
                     let Some(pe) = key_pe(item, keys).filter(|_| item.is_object()) else {
                         return Err(missing_key(path, i, keys));
@@ -493,9 +441,7 @@ fn diff(old: &Value, new: &Value, meta: FieldMeta, name: &str) -> (FieldSet, Fie
             for (k, ov) in o {
                 if !n.contains_key(k) {
                     let child_meta = merge_keys::field(meta.ty, k);
-                    removed
-                        .children
-                        .insert(field_pe(k), added(ov, child_meta, k));
+                    removed.children.insert(field_pe(k), added(ov, child_meta, k));
                 }
             }
         }
@@ -527,9 +473,7 @@ fn diff(old: &Value, new: &Value, meta: FieldMeta, name: &str) -> (FieldSet, Fie
                     let new_pes: HashSet<&Pe> = npes.iter().collect();
                     for (pe, ov) in opes.iter().zip(o.iter()) {
                         if !new_pes.contains(pe) {
-                            removed
-                                .children
-                                .insert(pe.clone(), added(ov, item_meta(meta), ""));
+                            removed.children.insert(pe.clone(), added(ov, item_meta(meta), ""));
                         }
                     }
                 }
@@ -587,9 +531,7 @@ fn merge(live: &Value, applied: &Value, meta: FieldMeta) -> Value {
             let lpes: Option<Vec<Pe>> = l.iter().map(pe).collect();
             let apes: Option<Vec<Pe>> = a.iter().map(pe).collect();
             match (lpes, apes) {
-                (Some(lpes), Some(apes)) => {
-                    Value::Array(interleave(l, &lpes, a, &apes, item_meta(meta)))
-                }
+                (Some(lpes), Some(apes)) => Value::Array(interleave(l, &lpes, a, &apes, item_meta(meta))),
                 _ => applied.clone(),
             }
         }

@@ -38,37 +38,17 @@ pub(crate) struct FieldMeta {
 }
 
 /// Metadata of a field absent from the table: maps merge, lists are replaced / atomic.
-pub(crate) const UNKNOWN: FieldMeta = FieldMeta {
-    smp: Smp::Replace,
-    ssa: Ssa::Granular,
-    ty: None,
-};
+pub(crate) const UNKNOWN: FieldMeta = FieldMeta { smp: Smp::Replace, ssa: Ssa::Granular, ty: None };
 
 const fn t(ty: &'static str) -> FieldMeta {
-    FieldMeta {
-        smp: Smp::Replace,
-        ssa: Ssa::Granular,
-        ty: Some(ty),
-    }
+    FieldMeta { smp: Smp::Replace, ssa: Ssa::Granular, ty: Some(ty) }
 }
 
-const fn keyed(
-    key: &'static str,
-    ssa_keys: &'static [&'static str],
-    ty: Option<&'static str>,
-) -> FieldMeta {
-    FieldMeta {
-        smp: Smp::MergeKey(key),
-        ssa: Ssa::Map(ssa_keys),
-        ty,
-    }
+const fn keyed(key: &'static str, ssa_keys: &'static [&'static str], ty: Option<&'static str>) -> FieldMeta {
+    FieldMeta { smp: Smp::MergeKey(key), ssa: Ssa::Map(ssa_keys), ty }
 }
 
-const ATOMIC: FieldMeta = FieldMeta {
-    smp: Smp::Replace,
-    ssa: Ssa::Atomic,
-    ty: None,
-};
+const ATOMIC: FieldMeta = FieldMeta { smp: Smp::Replace, ssa: Ssa::Atomic, ty: None };
 
 const NAME: &[&str] = &["name"];
 const TYPE: &[&str] = &["type"];
@@ -77,20 +57,8 @@ const IP: &[&str] = &["ip"];
 /// `(Go type, JSON field, metadata)`. Types whose fields all take the defaults are omitted.
 static FIELDS: &[(&str, &str, FieldMeta)] = &[
     // metav1.ObjectMeta
-    (
-        "ObjectMeta",
-        "finalizers",
-        FieldMeta {
-            smp: Smp::MergePrimitive,
-            ssa: Ssa::Set,
-            ty: None,
-        },
-    ),
-    (
-        "ObjectMeta",
-        "ownerReferences",
-        keyed("uid", &["uid"], None),
-    ),
+    ("ObjectMeta", "finalizers", FieldMeta { smp: Smp::MergePrimitive, ssa: Ssa::Set, ty: None }),
+    ("ObjectMeta", "ownerReferences", keyed("uid", &["uid"], None)),
     ("ObjectMeta", "managedFields", ATOMIC),
     // Root objects.
     ("Object", "metadata", t("ObjectMeta")),
@@ -100,11 +68,7 @@ static FIELDS: &[(&str, &str, FieldMeta)] = &[
     ("PodTemplate", "metadata", t("ObjectMeta")),
     ("PodTemplate", "template", t("PodTemplateSpec")),
     ("ReplicationController", "metadata", t("ObjectMeta")),
-    (
-        "ReplicationController",
-        "spec",
-        t("ReplicationControllerSpec"),
-    ),
+    ("ReplicationController", "spec", t("ReplicationControllerSpec")),
     ("ReplicationController", "status", t("ConditionsStatus")),
     ("Deployment", "metadata", t("ObjectMeta")),
     ("Deployment", "spec", t("WorkloadSpec")),
@@ -133,11 +97,7 @@ static FIELDS: &[(&str, &str, FieldMeta)] = &[
     ("ServiceAccount", "metadata", t("ObjectMeta")),
     ("ServiceAccount", "secrets", keyed("name", NAME, None)),
     ("HorizontalPodAutoscaler", "metadata", t("ObjectMeta")),
-    (
-        "HorizontalPodAutoscaler",
-        "status",
-        t("MapConditionsStatus"),
-    ),
+    ("HorizontalPodAutoscaler", "status", t("MapConditionsStatus")),
     ("PodDisruptionBudget", "metadata", t("ObjectMeta")),
     ("PodDisruptionBudget", "spec", t("PodDisruptionBudgetSpec")),
     ("PodDisruptionBudget", "status", t("MapConditionsStatus")),
@@ -147,11 +107,7 @@ static FIELDS: &[(&str, &str, FieldMeta)] = &[
     // share the fields that matter here.
     ("WorkloadSpec", "template", t("PodTemplateSpec")),
     ("WorkloadSpec", "selector", ATOMIC), // metav1.LabelSelector is +structType=atomic
-    (
-        "ReplicationControllerSpec",
-        "template",
-        t("PodTemplateSpec"),
-    ),
+    ("ReplicationControllerSpec", "template", t("PodTemplateSpec")),
     ("ReplicationControllerSpec", "selector", ATOMIC), // +mapType=atomic
     ("PodDisruptionBudgetSpec", "selector", ATOMIC),
     ("CronJobSpec", "jobTemplate", t("JobTemplateSpec")),
@@ -160,105 +116,41 @@ static FIELDS: &[(&str, &str, FieldMeta)] = &[
     ("PodTemplateSpec", "metadata", t("ObjectMeta")),
     ("PodTemplateSpec", "spec", t("PodSpec")),
     // core/v1 PodSpec
-    (
-        "PodSpec",
-        "containers",
-        keyed("name", NAME, Some("Container")),
-    ),
-    (
-        "PodSpec",
-        "initContainers",
-        keyed("name", NAME, Some("Container")),
-    ),
-    (
-        "PodSpec",
-        "ephemeralContainers",
-        keyed("name", NAME, Some("Container")),
-    ),
+    ("PodSpec", "containers", keyed("name", NAME, Some("Container"))),
+    ("PodSpec", "initContainers", keyed("name", NAME, Some("Container"))),
+    ("PodSpec", "ephemeralContainers", keyed("name", NAME, Some("Container"))),
     ("PodSpec", "volumes", keyed("name", NAME, None)), // also retainKeys
     ("PodSpec", "imagePullSecrets", keyed("name", NAME, None)),
     ("PodSpec", "hostAliases", keyed("ip", IP, None)),
-    (
-        "PodSpec",
-        "topologySpreadConstraints",
-        keyed("topologyKey", &["topologyKey", "whenUnsatisfiable"], None),
-    ),
+    ("PodSpec", "topologySpreadConstraints", keyed("topologyKey", &["topologyKey", "whenUnsatisfiable"], None)),
     ("PodSpec", "resourceClaims", keyed("name", NAME, None)), // also retainKeys
     ("PodSpec", "schedulingGates", keyed("name", NAME, None)),
     ("PodSpec", "nodeSelector", ATOMIC), // +mapType=atomic
     ("PodSpec", "tolerations", ATOMIC),
     ("PodSpec", "readinessGates", ATOMIC),
     // core/v1 Container and EphemeralContainer
-    (
-        "Container",
-        "ports",
-        keyed("containerPort", &["containerPort", "protocol"], None),
-    ),
+    ("Container", "ports", keyed("containerPort", &["containerPort", "protocol"], None)),
     ("Container", "env", keyed("name", NAME, None)),
-    (
-        "Container",
-        "volumeMounts",
-        keyed("mountPath", &["mountPath"], None),
-    ),
-    (
-        "Container",
-        "volumeDevices",
-        keyed("devicePath", &["devicePath"], None),
-    ),
+    ("Container", "volumeMounts", keyed("mountPath", &["mountPath"], None)),
+    ("Container", "volumeDevices", keyed("devicePath", &["devicePath"], None)),
     ("Container", "resources", t("ResourceRequirements")),
-    (
-        "ResourceRequirements",
-        "claims",
-        FieldMeta {
-            smp: Smp::Replace,
-            ssa: Ssa::Map(NAME),
-            ty: None,
-        },
-    ),
+    ("ResourceRequirements", "claims", FieldMeta { smp: Smp::Replace, ssa: Ssa::Map(NAME), ty: None }),
     // core/v1 PodStatus
     ("PodStatus", "conditions", keyed("type", TYPE, None)),
     ("PodStatus", "podIPs", keyed("ip", IP, None)),
     ("PodStatus", "hostIPs", keyed("ip", IP, None)),
-    (
-        "PodStatus",
-        "resourceClaimStatuses",
-        keyed("name", NAME, None),
-    ),
+    ("PodStatus", "resourceClaimStatuses", keyed("name", NAME, None)),
     // core/v1 ServiceSpec
-    (
-        "ServiceSpec",
-        "ports",
-        keyed("port", &["port", "protocol"], None),
-    ),
+    ("ServiceSpec", "ports", keyed("port", &["port", "protocol"], None)),
     ("ServiceSpec", "selector", ATOMIC), // +mapType=atomic
     // Status types whose conditions merge by type. Workload conditions are +listType=map in
     // apps/v1 only through the patch tags; SSA treats tagged lists as maps too.
     ("ConditionsStatus", "conditions", keyed("type", TYPE, None)),
-    (
-        "MapConditionsStatus",
-        "conditions",
-        keyed("type", TYPE, None),
-    ),
+    ("MapConditionsStatus", "conditions", keyed("type", TYPE, None)),
     // batch/v1 JobStatus.conditions: patchStrategy merge, but +listType=atomic.
-    (
-        "JobStatus",
-        "conditions",
-        FieldMeta {
-            smp: Smp::MergeKey("type"),
-            ssa: Ssa::Atomic,
-            ty: None,
-        },
-    ),
+    ("JobStatus", "conditions", FieldMeta { smp: Smp::MergeKey("type"), ssa: Ssa::Atomic, ty: None }),
     // apiextensions CRD status conditions: +listType=map, no patch tags.
-    (
-        "CrdStatus",
-        "conditions",
-        FieldMeta {
-            smp: Smp::Replace,
-            ssa: Ssa::Map(TYPE),
-            ty: None,
-        },
-    ),
+    ("CrdStatus", "conditions", FieldMeta { smp: Smp::Replace, ssa: Ssa::Map(TYPE), ty: None }),
 ];
 
 /// Built-in kinds (`group/Kind`) and the Go type describing their top level. Kinds not listed
@@ -286,16 +178,10 @@ static KINDS: &[(&str, &str)] = &[
     ("apps/ControllerRevision", "Object"),
     ("batch/Job", "Job"),
     ("batch/CronJob", "CronJob"),
-    (
-        "autoscaling/HorizontalPodAutoscaler",
-        "HorizontalPodAutoscaler",
-    ),
+    ("autoscaling/HorizontalPodAutoscaler", "HorizontalPodAutoscaler"),
     ("autoscaling/Scale", "Object"),
     ("policy/PodDisruptionBudget", "PodDisruptionBudget"),
-    (
-        "apiextensions.k8s.io/CustomResourceDefinition",
-        "CustomResourceDefinition",
-    ),
+    ("apiextensions.k8s.io/CustomResourceDefinition", "CustomResourceDefinition"),
     ("events.k8s.io/Event", "Object"),
     ("coordination.k8s.io/Lease", "Object"),
     ("rbac.authorization.k8s.io/Role", "Object"),
@@ -316,10 +202,7 @@ static KINDS: &[(&str, &str)] = &[
 
 /// The Go type of a built-in kind's top level, or `None` for kinds treated as custom resources.
 pub(crate) fn root_type(kind_key: &str) -> Option<&'static str> {
-    KINDS
-        .iter()
-        .find(|(k, _)| *k == kind_key)
-        .map(|(_, ty)| *ty)
+    KINDS.iter().find(|(k, _)| *k == kind_key).map(|(_, ty)| *ty)
 }
 
 /// Metadata of `field` inside a value of Go type `ty` (`UNKNOWN` when not described).

@@ -33,12 +33,7 @@ pub enum PatchType {
 impl PatchType {
     /// Maps a `Content-Type` header value to a patch type, ignoring parameters such as `charset`.
     pub fn from_content_type(ct: &str) -> Option<PatchType> {
-        let essence = ct
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
+        let essence = ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
         match essence.as_str() {
             "application/json-patch+json" => Some(PatchType::Json),
             "application/merge-patch+json" => Some(PatchType::Merge),
@@ -95,10 +90,7 @@ pub enum PatchError {
 /// Builds the message of managedfields' `NewConflictError`.
 fn conflict_message(conflicts: &[ManagerConflict]) -> String {
     if let [one] = conflicts {
-        return format!(
-            "Apply failed with 1 conflict: {}: {}",
-            one.message, one.field
-        );
+        return format!("Apply failed with 1 conflict: {}: {}", one.message, one.field);
     }
     // Grouped by manager, managers in sorted order, as the Go code prints them.
     let mut managers: Vec<&str> = conflicts.iter().map(|c| c.message.as_str()).collect();
@@ -108,18 +100,9 @@ fn conflict_message(conflicts: &[ManagerConflict]) -> String {
     for message in managers {
         let printed = message.strip_prefix("conflict with ").unwrap_or(message);
         lines.push(format!("conflicts with {printed}:"));
-        lines.extend(
-            conflicts
-                .iter()
-                .filter(|c| c.message == message)
-                .map(|c| format!("- {}", c.field)),
-        );
+        lines.extend(conflicts.iter().filter(|c| c.message == message).map(|c| format!("- {}", c.field)));
     }
-    format!(
-        "Apply failed with {} conflicts: {}",
-        conflicts.len(),
-        lines.join("\n")
-    )
+    format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
 }
 
 /// Applies an RFC 6902 JSON patch (`patch` must be an array of operations).
@@ -131,9 +114,7 @@ pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
         json_patch::PatchErrorKind::TestFailed => {
             PatchError::TestFailed(format!("testing value {} failed: test failed", e.path))
         }
-        _ => PatchError::InvalidPatch(format!(
-            "the server rejected our request due to an error in our request: {e}"
-        )),
+        _ => PatchError::InvalidPatch(format!("the server rejected our request due to an error in our request: {e}")),
     })?;
     Ok(doc)
 }
@@ -151,11 +132,7 @@ pub fn merge_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
 /// Applies a strategic merge patch, using the Go struct tags of the built-in kind.
 ///
 /// `kind_key` is "group/Kind" e.g. "apps/Deployment", "/ConfigMap" for core.
-pub fn strategic_merge_patch(
-    target: &Value,
-    patch: &Value,
-    kind_key: &str,
-) -> Result<Value, PatchError> {
+pub fn strategic_merge_patch(target: &Value, patch: &Value, kind_key: &str) -> Result<Value, PatchError> {
     let ty = merge_keys::root_type(kind_key).ok_or(PatchError::UnsupportedMediaType)?;
     let Value::Object(patch) = patch else {
         return Err(not_an_object(patch));
@@ -177,7 +154,5 @@ fn not_an_object(patch: &Value) -> PatchError {
         Value::Array(_) => "array",
         Value::Object(_) => "object",
     };
-    PatchError::InvalidPatch(format!(
-        "json: cannot unmarshal {found} into Go value of type map[string]interface {{}}"
-    ))
+    PatchError::InvalidPatch(format!("json: cannot unmarshal {found} into Go value of type map[string]interface {{}}"))
 }

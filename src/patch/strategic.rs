@@ -52,15 +52,11 @@ pub(crate) fn merge_map(
         let meta = merge_keys::field(ty, &key);
         let merged = match (original.remove(&key), patch_value) {
             (Some(Value::Object(o)), Value::Object(p)) => Value::Object(merge_map(o, p, meta.ty)?),
-            (Some(Value::Array(o)), Value::Array(p)) => {
-                Value::Array(merge_list(o, p, &key, meta.smp, meta.ty)?)
-            }
+            (Some(Value::Array(o)), Value::Array(p)) => Value::Array(merge_list(o, p, &key, meta.smp, meta.ty)?),
             // A new value, or one whose type changed: take the patch, still honouring (and
             // stripping) any directives inside it.
             (_, Value::Object(p)) => Value::Object(merge_map(Map::new(), p, meta.ty)?),
-            (_, Value::Array(p)) => {
-                Value::Array(merge_list(Vec::new(), p, &key, meta.smp, meta.ty)?)
-            }
+            (_, Value::Array(p)) => Value::Array(merge_list(Vec::new(), p, &key, meta.smp, meta.ty)?),
             (_, p) => p,
         };
         original.insert(key, merged);
@@ -80,17 +76,12 @@ pub(crate) fn merge_map(
 }
 
 /// `$retainKeys`: drop every live key not listed, after checking the patch only sets listed keys.
-fn apply_retain_keys(
-    original: &mut Map<String, Value>,
-    patch: &mut Map<String, Value>,
-) -> Result<(), PatchError> {
+fn apply_retain_keys(original: &mut Map<String, Value>, patch: &mut Map<String, Value>) -> Result<(), PatchError> {
     let Some(retain) = patch.remove(RETAIN_KEYS) else {
         return Ok(());
     };
     let Value::Array(retain) = retain else {
-        return Err(PatchError::InvalidPatch(format!(
-            "invalid type for {RETAIN_KEYS}: expected a list of strings"
-        )));
+        return Err(PatchError::InvalidPatch(format!("invalid type for {RETAIN_KEYS}: expected a list of strings")));
     };
     let keep: Vec<&str> = retain.iter().filter_map(Value::as_str).collect();
     let unlisted = patch.iter().any(|(k, v)| {
@@ -115,17 +106,11 @@ fn apply_set_element_order(
     patch: &mut Map<String, Value>,
     ty: Option<&'static str>,
 ) -> Result<(), PatchError> {
-    let keys: Vec<String> = patch
-        .keys()
-        .filter(|k| k.starts_with(SET_ORDER_PREFIX))
-        .cloned()
-        .collect();
+    let keys: Vec<String> = patch.keys().filter(|k| k.starts_with(SET_ORDER_PREFIX)).cloned().collect();
     for directive_key in keys {
         let field = directive_key[SET_ORDER_PREFIX.len()..].to_string();
         let Some(Value::Array(order)) = patch.get(&directive_key).cloned() else {
-            return Err(PatchError::InvalidPatch(format!(
-                "invalid type for {directive_key}: expected a list"
-            )));
+            return Err(PatchError::InvalidPatch(format!("invalid type for {directive_key}: expected a list")));
         };
         let meta = merge_keys::field(ty, &field);
         let merge_key = match meta.smp {
@@ -154,29 +139,15 @@ fn apply_set_element_order(
             (o, Some(p)) => merge_list(o.unwrap_or_default(), p, &field, meta.smp, meta.ty)?,
         };
         let server_order = original_list.unwrap_or_default();
-        let (in_patch, server_only): (Vec<Value>, Vec<Value>) = merged
-            .into_iter()
-            .partition(|item| index_of(&order, item, merge_key).is_some());
-        original.insert(
-            field,
-            Value::Array(normalize_order(
-                in_patch,
-                server_only,
-                &order,
-                &server_order,
-                merge_key,
-            )),
-        );
+        let (in_patch, server_only): (Vec<Value>, Vec<Value>) =
+            merged.into_iter().partition(|item| index_of(&order, item, merge_key).is_some());
+        original.insert(field, Value::Array(normalize_order(in_patch, server_only, &order, &server_order, merge_key)));
     }
     Ok(())
 }
 
 /// Every item in a patched list must be named, in the same relative order, by `$setElementOrder`.
-fn validate_against_order(
-    patch: &[Value],
-    order: &[Value],
-    merge_key: Option<&str>,
-) -> Result<(), PatchError> {
+fn validate_against_order(patch: &[Value], order: &[Value], merge_key: Option<&str>) -> Result<(), PatchError> {
     let mut last = None;
     for item in patch {
         if item.get(DIRECTIVE).is_some() {
@@ -186,7 +157,8 @@ fn validate_against_order(
             Some(i) if last.is_none_or(|l| i > l) => last = Some(i),
             Some(_) => {
                 return Err(PatchError::InvalidPatch(
-                    "error: the order of the items in the patch list doesn't match the $setElementOrder list".to_string(),
+                    "error: the order of the items in the patch list doesn't match the $setElementOrder list"
+                        .to_string(),
                 ));
             }
             None => {
@@ -212,17 +184,10 @@ fn merge_list(
         Smp::Replace => Ok(patch),
         Smp::MergePrimitive => {
             // A `{"$patch":"replace"}` marker turns the merge into a replacement.
-            if patch
-                .iter()
-                .any(|v| v.get(DIRECTIVE).and_then(Value::as_str) == Some("replace"))
-            {
+            if patch.iter().any(|v| v.get(DIRECTIVE).and_then(Value::as_str) == Some("replace")) {
                 return Ok(patch.into_iter().filter(|v| !v.is_object()).collect());
             }
-            if let Some(bad) = patch
-                .iter()
-                .chain(original.iter())
-                .find(|v| v.is_object() || v.is_array())
-            {
+            if let Some(bad) = patch.iter().chain(original.iter()).find(|v| v.is_object() || v.is_array()) {
                 return Err(PatchError::InvalidPatch(format!(
                     "cannot merge lists of non-primitive values for {field}: {}",
                     go_value(bad)
@@ -234,15 +199,8 @@ fn merge_list(
                     merged.push(v.clone());
                 }
             }
-            let (in_patch, server_only): (Vec<Value>, Vec<Value>) =
-                merged.into_iter().partition(|v| patch.contains(v));
-            Ok(normalize_order(
-                in_patch,
-                server_only,
-                &patch,
-                &original,
-                None,
-            ))
+            let (in_patch, server_only): (Vec<Value>, Vec<Value>) = merged.into_iter().partition(|v| patch.contains(v));
+            Ok(normalize_order(in_patch, server_only, &patch, &original, None))
         }
         Smp::MergeKey(key) => merge_keyed_list(original, patch, key, ty),
     }
@@ -274,9 +232,7 @@ fn merge_keyed_list(
             }
             Some(Some("replace")) => replace = true,
             Some(Some("merge")) => {
-                return Err(PatchError::InvalidPatch(
-                    "merging lists cannot yet be specified in the patch".to_string(),
-                ));
+                return Err(PatchError::InvalidPatch("merging lists cannot yet be specified in the patch".to_string()));
             }
             Some(_) => {
                 let directive = map.get(DIRECTIVE).cloned().unwrap_or(Value::Null);
@@ -289,10 +245,7 @@ fn merge_keyed_list(
         }
     }
     if replace {
-        return plain
-            .into_iter()
-            .map(|m| merge_map(Map::new(), m, ty).map(Value::Object))
-            .collect();
+        return plain.into_iter().map(|m| merge_map(Map::new(), m, ty).map(Value::Object)).collect();
     }
 
     let server_order = original.clone();
@@ -302,10 +255,7 @@ fn merge_keyed_list(
         let Some(value) = item.get(key).cloned() else {
             return Err(no_merge_key(&item, key));
         };
-        patch_keys.push(Value::Object(Map::from_iter([(
-            key.to_string(),
-            value.clone(),
-        )])));
+        patch_keys.push(Value::Object(Map::from_iter([(key.to_string(), value.clone())])));
         match merged.iter().position(|o| o.get(key) == Some(&value)) {
             Some(i) => {
                 let live = match std::mem::take(&mut merged[i]) {
@@ -317,16 +267,9 @@ fn merge_keyed_list(
             None => merged.push(Value::Object(merge_map(Map::new(), item, ty)?)),
         }
     }
-    let (in_patch, server_only): (Vec<Value>, Vec<Value>) = merged
-        .into_iter()
-        .partition(|v| index_of(&patch_keys, v, Some(key)).is_some());
-    Ok(normalize_order(
-        in_patch,
-        server_only,
-        &patch_keys,
-        &server_order,
-        Some(key),
-    ))
+    let (in_patch, server_only): (Vec<Value>, Vec<Value>) =
+        merged.into_iter().partition(|v| index_of(&patch_keys, v, Some(key)).is_some());
+    Ok(normalize_order(in_patch, server_only, &patch_keys, &server_order, Some(key)))
 }
 
 /// Orders patched items as in `patch_order` and server-only items as in `server_order`, then
@@ -373,20 +316,14 @@ fn index_of(list: &[Value], item: &Value, key: Option<&str>) -> Option<usize> {
 }
 
 fn no_merge_key(map: &Map<String, Value>, key: &str) -> PatchError {
-    PatchError::InvalidPatch(format!(
-        "map: {} does not contain declared merge key: {key}",
-        go_map(map)
-    ))
+    PatchError::InvalidPatch(format!("map: {} does not contain declared merge key: {key}", go_map(map)))
 }
 
 /// Renders a map roughly as Go's `%v` does, since the apiserver's messages embed that form.
 fn go_map(map: &Map<String, Value>) -> String {
     let mut entries: Vec<(&String, &Value)> = map.iter().collect();
     entries.sort_by(|a, b| a.0.cmp(b.0));
-    let inner: Vec<String> = entries
-        .iter()
-        .map(|(k, v)| format!("{k}:{}", go_value(v)))
-        .collect();
+    let inner: Vec<String> = entries.iter().map(|(k, v)| format!("{k}:{}", go_value(v))).collect();
     format!("map[{}]", inner.join(" "))
 }
 

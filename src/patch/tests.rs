@@ -24,36 +24,19 @@ fn containers_of(d: &Value) -> &Value {
 }
 
 fn names(list: &Value) -> Vec<&str> {
-    list.as_array()
-        .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
-        .unwrap_or_default()
+    list.as_array().map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect()).unwrap_or_default()
 }
 
 // === content types ===
 
 #[test]
 fn content_types_map_to_patch_types() {
-    assert_eq!(
-        PatchType::from_content_type("application/json-patch+json"),
-        Some(PatchType::Json)
-    );
-    assert_eq!(
-        PatchType::from_content_type("application/merge-patch+json; charset=utf-8"),
-        Some(PatchType::Merge)
-    );
-    assert_eq!(
-        PatchType::from_content_type("Application/Strategic-Merge-Patch+JSON"),
-        Some(PatchType::StrategicMerge)
-    );
-    assert_eq!(
-        PatchType::from_content_type("application/apply-patch+yaml"),
-        Some(PatchType::Apply)
-    );
+    assert_eq!(PatchType::from_content_type("application/json-patch+json"), Some(PatchType::Json));
+    assert_eq!(PatchType::from_content_type("application/merge-patch+json; charset=utf-8"), Some(PatchType::Merge));
+    assert_eq!(PatchType::from_content_type("Application/Strategic-Merge-Patch+JSON"), Some(PatchType::StrategicMerge));
+    assert_eq!(PatchType::from_content_type("application/apply-patch+yaml"), Some(PatchType::Apply));
     assert_eq!(PatchType::from_content_type("application/json"), None);
-    assert_eq!(
-        PatchType::Apply.content_type(),
-        "application/apply-patch+yaml"
-    );
+    assert_eq!(PatchType::Apply.content_type(), "application/apply-patch+yaml");
 }
 
 // === JSON patch and merge patch ===
@@ -75,10 +58,7 @@ fn json_patch_applies_operations() {
         {"op": "remove", "path": "/metadata/labels/x"}
     ]);
     let out = json_patch(&target, &patch).expect("patch applies");
-    assert_eq!(
-        out,
-        json!({"metadata": {"name": "a", "labels": {"y": "2"}}})
-    );
+    assert_eq!(out, json!({"metadata": {"name": "a", "labels": {"y": "2"}}}));
 }
 
 #[test]
@@ -96,10 +76,7 @@ fn json_patch_test_failure_is_distinct() {
 #[test]
 fn json_patch_rejects_malformed_bodies() {
     let target = json!({});
-    assert!(matches!(
-        json_patch(&target, &json!({"op": "add"})),
-        Err(PatchError::InvalidPatch(_))
-    ));
+    assert!(matches!(json_patch(&target, &json!({"op": "add"})), Err(PatchError::InvalidPatch(_))));
     assert!(matches!(
         json_patch(&target, &json!([{"op": "frobnicate", "path": "/a"}])),
         Err(PatchError::InvalidPatch(_))
@@ -115,15 +92,9 @@ fn merge_patch_follows_rfc7386() {
     let target = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"list": [1, 2]}});
     let patch = json!({"metadata": {"labels": {"a": null, "c": "3"}}, "spec": {"list": [3]}});
     let out = merge_patch(&target, &patch).expect("merge applies");
-    assert_eq!(
-        out,
-        json!({"metadata": {"labels": {"b": "2", "c": "3"}}, "spec": {"list": [3]}})
-    );
+    assert_eq!(out, json!({"metadata": {"labels": {"b": "2", "c": "3"}}, "spec": {"list": [3]}}));
     let err = merge_patch(&target, &json!([1])).expect_err("array body");
-    assert_eq!(
-        err.to_string(),
-        "json: cannot unmarshal array into Go value of type map[string]interface {}"
-    );
+    assert_eq!(err.to_string(), "json: cannot unmarshal array into Go value of type map[string]interface {}");
 }
 
 // === strategic merge patch ===
@@ -141,7 +112,8 @@ fn smp_rejects_custom_resources_with_415_message() {
 
 #[test]
 fn smp_maps_merge_and_null_deletes() {
-    let cm = json!({"kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "1", "b": "2"}}, "data": {"x": "1"}});
+    let cm =
+        json!({"kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "1", "b": "2"}}, "data": {"x": "1"}});
     let out = smp(
         cm,
         json!({"metadata": {"labels": {"a": null, "c": "3", "missing": null}}, "data": {"y": "2"}}),
@@ -169,10 +141,7 @@ fn smp_merges_containers_by_name_and_replaces_atomic_lists() {
     assert_eq!(cs[0]["image"], "nginx:2");
     assert_eq!(cs[0]["args"], json!(["z"]), "args has no merge strategy");
     // New patch items land before server-only ones, as Go's mergeSortedSlice orders them.
-    assert_eq!(
-        cs[0]["env"],
-        json!([{"name": "B", "value": "2"}, {"name": "A", "value": "1"}])
-    );
+    assert_eq!(cs[0]["env"], json!([{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]));
     assert_eq!(cs[1]["image"], "redis");
 }
 
@@ -195,13 +164,8 @@ fn smp_kubectl_apply_body_with_set_element_order_and_delete() {
     assert_eq!(names(cs), ["a", "b"]);
     assert_eq!(cs[0], json!({"name": "a", "image": "nginx:2"}));
     assert_eq!(cs[1], json!({"name": "b", "image": "redis"}));
-    assert_eq!(
-        out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
-        "{}\n"
-    );
-    assert!(out["spec"]["template"]["spec"]
-        .get("$setElementOrder/containers")
-        .is_none());
+    assert_eq!(out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"], "{}\n");
+    assert!(out["spec"]["template"]["spec"].get("$setElementOrder/containers").is_none());
 }
 
 #[test]
@@ -232,17 +196,13 @@ fn smp_set_element_order_rejects_items_not_listed() {
         "$setElementOrder/containers": [{"name": "a"}],
         "containers": [{"name": "zzz", "image": "x"}]
     }}}});
-    assert!(matches!(
-        strategic_merge_patch(&d, &patch, "apps/Deployment"),
-        Err(PatchError::InvalidPatch(_))
-    ));
+    assert!(matches!(strategic_merge_patch(&d, &patch, "apps/Deployment"), Err(PatchError::InvalidPatch(_))));
 }
 
 #[test]
 fn smp_new_items_go_before_live_ones_in_patch_order() {
     let d = deployment(json!([{"name": "a"}, {"name": "b"}]));
-    let patch =
-        json!({"spec": {"template": {"spec": {"containers": [{"name": "d"}, {"name": "c"}]}}}});
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "d"}, {"name": "c"}]}}}});
     let out = smp(d, patch, "apps/Deployment");
     assert_eq!(names(containers_of(&out)), ["d", "c", "a", "b"]);
 
@@ -283,10 +243,7 @@ fn smp_env_value_from_replaced_via_null() {
         "name": "a", "env": [{"name": "A", "value": "plain", "valueFrom": null}]
     }]}}}});
     let out = smp(d, patch, "apps/Deployment");
-    assert_eq!(
-        containers_of(&out)[0]["env"],
-        json!([{"name": "A", "value": "plain"}])
-    );
+    assert_eq!(containers_of(&out)[0]["env"], json!([{"name": "A", "value": "plain"}]));
 }
 
 #[test]
@@ -307,14 +264,10 @@ fn smp_service_ports_merge_by_port_and_selector_merges() {
     let svc = json!({"kind": "Service", "spec": {"selector": {"app": "a"}, "ports": [
         {"port": 80, "targetPort": 8080}, {"port": 81}
     ]}});
-    let patch =
-        json!({"spec": {"selector": {"tier": "x"}, "ports": [{"port": 80, "targetPort": 9090}]}});
+    let patch = json!({"spec": {"selector": {"tier": "x"}, "ports": [{"port": 80, "targetPort": 9090}]}});
     let out = smp(svc, patch, "/Service");
     assert_eq!(out["spec"]["selector"], json!({"app": "a", "tier": "x"}));
-    assert_eq!(
-        out["spec"]["ports"],
-        json!([{"port": 80, "targetPort": 9090}, {"port": 81}])
-    );
+    assert_eq!(out["spec"]["ports"], json!([{"port": 80, "targetPort": 9090}, {"port": 81}]));
 }
 
 #[test]
@@ -325,14 +278,8 @@ fn smp_tolerations_and_readiness_gates_are_replaced() {
     }});
     let patch = json!({"spec": {"tolerations": [{"key": "b", "operator": "Exists"}], "readinessGates": [{"conditionType": "y"}]}});
     let out = smp(pod, patch, "/Pod");
-    assert_eq!(
-        out["spec"]["tolerations"],
-        json!([{"key": "b", "operator": "Exists"}])
-    );
-    assert_eq!(
-        out["spec"]["readinessGates"],
-        json!([{"conditionType": "y"}])
-    );
+    assert_eq!(out["spec"]["tolerations"], json!([{"key": "b", "operator": "Exists"}]));
+    assert_eq!(out["spec"]["readinessGates"], json!([{"conditionType": "y"}]));
 }
 
 #[test]
@@ -352,14 +299,12 @@ fn smp_volumes_with_retain_keys() {
 
 #[test]
 fn smp_retain_keys_on_deployment_strategy() {
-    let d =
-        json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
+    let d = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
     let patch = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate", "rollingUpdate": null}}});
     let out = smp(d, patch, "apps/Deployment");
     assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
 
-    let bad =
-        json!({"spec": {"strategy": {"$retainKeys": ["type"], "rollingUpdate": {"maxSurge": 2}}}});
+    let bad = json!({"spec": {"strategy": {"$retainKeys": ["type"], "rollingUpdate": {"maxSurge": 2}}}});
     assert!(strategic_merge_patch(&out, &bad, "apps/Deployment").is_err());
 }
 
@@ -370,7 +315,8 @@ fn smp_patch_replace_in_map_and_list() {
     let out = smp(d.clone(), patch, "apps/Deployment");
     assert_eq!(out["metadata"]["labels"], json!({"only": "me"}));
 
-    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "z", "image": "9"}, {"$patch": "replace"}]}}}});
+    let patch =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "z", "image": "9"}, {"$patch": "replace"}]}}}});
     let out = smp(d, patch, "apps/Deployment");
     assert_eq!(containers_of(&out), &json!([{"name": "z", "image": "9"}]));
 }
@@ -378,11 +324,7 @@ fn smp_patch_replace_in_map_and_list() {
 #[test]
 fn smp_patch_delete_in_map() {
     let d = json!({"spec": {"strategy": {"type": "Recreate"}, "replicas": 2}});
-    let out = smp(
-        d,
-        json!({"spec": {"strategy": {"$patch": "delete"}}}),
-        "apps/Deployment",
-    );
+    let out = smp(d, json!({"spec": {"strategy": {"$patch": "delete"}}}), "apps/Deployment");
     assert_eq!(out["spec"], json!({"strategy": {}, "replicas": 2}));
 }
 
@@ -391,20 +333,13 @@ fn smp_delete_without_merge_key_is_an_error() {
     let d = deployment(json!([{"name": "a"}]));
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"$patch": "delete", "image": "x"}]}}}});
     let err = strategic_merge_patch(&d, &patch, "apps/Deployment").expect_err("no key");
-    assert_eq!(
-        err.to_string(),
-        "map: map[$patch:delete image:x] does not contain declared merge key: name"
-    );
+    assert_eq!(err.to_string(), "map: map[$patch:delete image:x] does not contain declared merge key: name");
 }
 
 #[test]
 fn smp_finalizers_union_and_delete_from_primitive_list() {
     let obj = json!({"metadata": {"finalizers": ["a", "b"]}});
-    let out = smp(
-        obj.clone(),
-        json!({"metadata": {"finalizers": ["c", "a"]}}),
-        "/ConfigMap",
-    );
+    let out = smp(obj.clone(), json!({"metadata": {"finalizers": ["c", "a"]}}), "/ConfigMap");
     assert_eq!(out["metadata"]["finalizers"], json!(["c", "a", "b"]));
 
     let patch = json!({"metadata": {
@@ -419,11 +354,7 @@ fn smp_finalizers_union_and_delete_from_primitive_list() {
 #[test]
 fn smp_owner_references_merge_by_uid() {
     let obj = json!({"metadata": {"ownerReferences": [{"uid": "1", "name": "x"}]}});
-    let out = smp(
-        obj,
-        json!({"metadata": {"ownerReferences": [{"uid": "2", "name": "y"}]}}),
-        "/Pod",
-    );
+    let out = smp(obj, json!({"metadata": {"ownerReferences": [{"uid": "2", "name": "y"}]}}), "/Pod");
     assert_eq!(names(&out["metadata"]["ownerReferences"]), ["y", "x"]);
 }
 
@@ -432,11 +363,7 @@ fn smp_status_conditions_merge_by_type() {
     let d = json!({"status": {"conditions": [
         {"type": "Available", "status": "False"}, {"type": "Progressing", "status": "True"}
     ]}});
-    let out = smp(
-        d,
-        json!({"status": {"conditions": [{"type": "Available", "status": "True"}]}}),
-        "apps/Deployment",
-    );
+    let out = smp(d, json!({"status": {"conditions": [{"type": "Available", "status": "True"}]}}), "apps/Deployment");
     assert_eq!(
         out["status"]["conditions"],
         json!([{"type": "Available", "status": "True"}, {"type": "Progressing", "status": "True"}])
@@ -494,10 +421,7 @@ fn smp_directives_inside_new_values_are_stripped() {
 #[test]
 fn smp_rejects_bad_bodies() {
     let d = deployment(json!([]));
-    assert!(matches!(
-        strategic_merge_patch(&d, &json!([1]), "apps/Deployment"),
-        Err(PatchError::InvalidPatch(_))
-    ));
+    assert!(matches!(strategic_merge_patch(&d, &json!([1]), "apps/Deployment"), Err(PatchError::InvalidPatch(_))));
     assert!(matches!(
         strategic_merge_patch(&d, &json!({"spec": {"$patch": "bogus"}}), "apps/Deployment"),
         Err(PatchError::InvalidPatch(_))

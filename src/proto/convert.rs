@@ -109,25 +109,14 @@ fn collect<'a>(bytes: &'a [u8], fields: &[Field]) -> Result<Vec<Vec<Wire<'a>>>, 
 }
 
 fn by_tag(fields: &[Field], tag: u32) -> Result<&Field, ProtoError> {
-    fields
-        .iter()
-        .find(|f| f.tag == tag)
-        .ok_or_else(|| ProtoError::Malformed(format!("schema has no field {tag}")))
+    fields.iter().find(|f| f.tag == tag).ok_or_else(|| ProtoError::Malformed(format!("schema has no field {tag}")))
 }
 
 fn occ_of<'o, 'a>(occ: &'o [Vec<Wire<'a>>], fields: &[Field], tag: u32) -> &'o [Wire<'a>] {
-    fields
-        .iter()
-        .position(|f| f.tag == tag)
-        .map(|i| occ[i].as_slice())
-        .unwrap_or(&[])
+    fields.iter().position(|f| f.tag == tag).map(|i| occ[i].as_slice()).unwrap_or(&[])
 }
 
-fn last_varint(
-    occ: &[Vec<Wire<'_>>],
-    fields: &[Field],
-    tag: u32,
-) -> Result<Option<u64>, ProtoError> {
+fn last_varint(occ: &[Vec<Wire<'_>>], fields: &[Field], tag: u32) -> Result<Option<u64>, ProtoError> {
     match occ_of(occ, fields, tag).last() {
         None => Ok(None),
         Some(Wire::Varint(v)) => Ok(Some(*v)),
@@ -135,11 +124,7 @@ fn last_varint(
     }
 }
 
-fn last_bytes<'a>(
-    occ: &[Vec<Wire<'a>>],
-    fields: &[Field],
-    tag: u32,
-) -> Result<Option<&'a [u8]>, ProtoError> {
+fn last_bytes<'a>(occ: &[Vec<Wire<'a>>], fields: &[Field], tag: u32) -> Result<Option<&'a [u8]>, ProtoError> {
     match occ_of(occ, fields, tag).last() {
         None => Ok(None),
         Some(Wire::Bytes(b)) => Ok(Some(b)),
@@ -151,12 +136,7 @@ fn mismatch(tag: u32) -> ProtoError {
     ProtoError::Malformed(format!("unexpected wire type for field {tag}"))
 }
 
-fn schema_or_null(
-    fields: &[Field],
-    occ: &[Vec<Wire<'_>>],
-    tag: u32,
-    depth: usize,
-) -> Result<Value, ProtoError> {
+fn schema_or_null(fields: &[Field], occ: &[Vec<Wire<'_>>], tag: u32, depth: usize) -> Result<Value, ProtoError> {
     let field = by_tag(fields, tag)?;
     let found = occ_of(occ, fields, tag);
     if found.is_empty() {
@@ -170,8 +150,7 @@ fn raw_json(raw: &[u8], depth: usize) -> Result<Value, ProtoError> {
     if raw.starts_with(&super::MAGIC) {
         return super::decode_nested(raw, depth + 1);
     }
-    serde_json::from_slice(raw)
-        .map_err(|e| ProtoError::Malformed(format!("embedded raw object is not JSON: {e}")))
+    serde_json::from_slice(raw).map_err(|e| ProtoError::Malformed(format!("embedded raw object is not JSON: {e}")))
 }
 
 fn object(fields: &[Field], occ: &[Vec<Wire<'_>>], depth: usize) -> Result<Value, ProtoError> {
@@ -192,11 +171,7 @@ fn object(fields: &[Field], occ: &[Vec<Wire<'_>>], depth: usize) -> Result<Value
 }
 
 /// The JSON for one field, or `None` when Go would leave it out.
-fn field_value(
-    field: &Field,
-    found: &[Wire<'_>],
-    depth: usize,
-) -> Result<Option<Value>, ProtoError> {
+fn field_value(field: &Field, found: &[Wire<'_>], depth: usize) -> Result<Option<Value>, ProtoError> {
     match field.rep {
         Rep::L => {
             let v = list(field, found, depth)?;
@@ -236,11 +211,7 @@ fn absent_collection(field: &Field) -> Option<Value> {
 
 fn absent_single(field: &Field, depth: usize) -> Result<Option<Value>, ProtoError> {
     if field.has(POINTER) {
-        return Ok(if field.has(OMITEMPTY) {
-            None
-        } else {
-            Some(Value::Null)
-        });
+        return Ok(if field.has(OMITEMPTY) { None } else { Some(Value::Null) });
     }
     if let Kind::Msg(index) = field.kind {
         // A non-pointer struct is never omitted by encoding/json: write its zero value.
@@ -305,11 +276,7 @@ fn list(field: &Field, found: &[Wire<'_>], depth: usize) -> Result<Option<Value>
             _ => out.push(scalar(field.kind, field.tag, w)?),
         }
     }
-    Ok(if out.is_empty() {
-        None
-    } else {
-        Some(Value::Array(out))
-    })
+    Ok(if out.is_empty() { None } else { Some(Value::Array(out)) })
 }
 
 fn map(field: &Field, found: &[Wire<'_>], depth: usize) -> Result<Option<Value>, ProtoError> {
@@ -341,20 +308,14 @@ fn map(field: &Field, found: &[Wire<'_>], depth: usize) -> Result<Option<Value>,
         };
         out.insert(key, json);
     }
-    Ok(if out.is_empty() {
-        None
-    } else {
-        Some(Value::Object(out))
-    })
+    Ok(if out.is_empty() { None } else { Some(Value::Object(out)) })
 }
 
 fn scalar(kind: Kind, tag: u32, w: &Wire<'_>) -> Result<Value, ProtoError> {
     // Varint casts follow protobuf: int32/int64 are two's complement of the 64-bit value.
     Ok(match (kind, w) {
         (Kind::Str, Wire::Bytes(b)) => Value::String(String::from_utf8_lossy(b).into_owned()),
-        (Kind::Bytes, Wire::Bytes(b)) => {
-            Value::String(base64::engine::general_purpose::STANDARD.encode(b))
-        }
+        (Kind::Bytes, Wire::Bytes(b)) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
         (Kind::Bool, Wire::Varint(v)) => Value::Bool(*v != 0),
         (Kind::I32, Wire::Varint(v)) => Value::from(*v as i64 as i32),
         (Kind::I64, Wire::Varint(v)) => Value::from(*v as i64),
@@ -368,9 +329,7 @@ fn float(f: f64) -> Result<Value, ProtoError> {
     if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e15 {
         return Ok(Value::from(f as i64));
     }
-    Number::from_f64(f)
-        .map(Value::Number)
-        .ok_or_else(|| ProtoError::Malformed(format!("unsupported float value {f}")))
+    Number::from_f64(f).map(Value::Number).ok_or_else(|| ProtoError::Malformed(format!("unsupported float value {f}")))
 }
 
 fn is_zero(v: &Value) -> bool {

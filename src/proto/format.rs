@@ -17,23 +17,14 @@ fn civil(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     // All components are bounded by the arithmetic above, so the narrowing casts are exact.
-    (
-        year,
-        month as u32,
-        day as u32,
-        (rem / 3600) as u32,
-        (rem % 3600 / 60) as u32,
-        (rem % 60) as u32,
-    )
+    (year, month as u32, day as u32, (rem / 3600) as u32, (rem % 3600 / 60) as u32, (rem % 60) as u32)
 }
 
 fn date_time(secs: i64) -> Result<String, ProtoError> {
     // Go's Time.MarshalJSON refuses years it cannot print in four digits.
     let (y, mo, d, h, mi, s) = civil(secs);
     if !(0..=9999).contains(&y) {
-        return Err(ProtoError::Malformed(format!(
-            "time year {y} outside of range [0,9999]"
-        )));
+        return Err(ProtoError::Malformed(format!("time year {y} outside of range [0,9999]")));
     }
     Ok(format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}"))
 }

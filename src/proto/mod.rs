@@ -78,9 +78,7 @@ fn envelope(body: &[u8]) -> Result<Envelope<'_>, ProtoError> {
     let mut reader = Reader::new(rest);
     while let Some((tag, value)) = reader.next_field()? {
         let Wire::Bytes(bytes) = value else {
-            return Err(ProtoError::Malformed(format!(
-                "envelope field {tag} is not length-delimited"
-            )));
+            return Err(ProtoError::Malformed(format!("envelope field {tag} is not length-delimited")));
         };
         match tag {
             1 => {
@@ -106,33 +104,19 @@ fn envelope(body: &[u8]) -> Result<Envelope<'_>, ProtoError> {
 fn decode_nested(body: &[u8], depth: usize) -> Result<Value, ProtoError> {
     let env = envelope(body)?;
     if !env.content_encoding.is_empty() {
-        return Err(ProtoError::Unsupported(format!(
-            "content encoding {:?}",
-            env.content_encoding
-        )));
+        return Err(ProtoError::Unsupported(format!("content encoding {:?}", env.content_encoding)));
     }
     if !env.content_type.is_empty() && env.content_type != CONTENT_TYPE {
-        return Err(ProtoError::Unsupported(format!(
-            "content type {:?}",
-            env.content_type
-        )));
+        return Err(ProtoError::Unsupported(format!("content type {:?}", env.content_type)));
     }
-    let unknown = || ProtoError::UnknownKind {
-        api_version: env.api_version.clone(),
-        kind: env.kind.clone(),
-    };
+    let unknown = || ProtoError::UnknownKind { api_version: env.api_version.clone(), kind: env.kind.clone() };
     if env.kind.is_empty() {
         return Err(unknown());
     }
     let package = schema_types::package_for(&env.api_version).ok_or_else(unknown)?;
     let index = schema_types::find(&format!("{package}.{}", env.kind))
         // meta.k8s.io kinds such as DeleteOptions are also accepted under every group version.
-        .or_else(|| {
-            schema_types::find(&format!(
-                "k8s.io.apimachinery.pkg.apis.meta.v1.{}",
-                env.kind
-            ))
-        })
+        .or_else(|| schema_types::find(&format!("k8s.io.apimachinery.pkg.apis.meta.v1.{}", env.kind)))
         .ok_or_else(unknown)?;
     let mut value = convert::decode_message(env.raw, index, depth)?;
     let Value::Object(map) = &mut value else {

@@ -72,13 +72,7 @@ pub(super) struct Field {
 
 impl Field {
     pub(super) const fn new(tag: u32, json: &'static str, kind: Kind, rep: Rep, flags: u8) -> Self {
-        Field {
-            tag,
-            json,
-            kind,
-            rep,
-            flags,
-        }
+        Field { tag, json, kind, rep, flags }
     }
 
     pub(super) fn has(&self, flag: u8) -> bool {
@@ -96,10 +90,7 @@ pub(super) struct Message {
 
 /// Index of the message with this full proto name (e.g. `k8s.io.api.core.v1.Pod`).
 pub(super) fn find(name: &str) -> Option<u16> {
-    MESSAGES
-        .binary_search_by(|m| m.name.cmp(name))
-        .ok()
-        .and_then(|i| u16::try_from(i).ok())
+    MESSAGES.binary_search_by(|m| m.name.cmp(name)).ok().and_then(|i| u16::try_from(i).ok())
 }
 
 /// The message at `index`; indices come from the table itself, so they are always valid.

@@ -13,10 +13,7 @@ use std::collections::BTreeMap;
 /// Wraps an encoded object in the `k8s\0` + runtime.Unknown envelope, as client-go does.
 fn envelope(api_version: &str, kind: &str, object: &impl prost::Message) -> Vec<u8> {
     let unknown = Unknown {
-        type_meta: Some(TypeMeta {
-            api_version: Some(api_version.into()),
-            kind: Some(kind.into()),
-        }),
+        type_meta: Some(TypeMeta { api_version: Some(api_version.into()), kind: Some(kind.into()) }),
         raw: Some(object.encode_to_vec()),
         content_encoding: Some(String::new()),
         content_type: Some(String::new()),
@@ -42,16 +39,11 @@ fn go_meta(name: &str) -> meta::ObjectMeta {
 }
 
 fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn fixture(name: &str) -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/proto/testdata")
-        .join(name);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/proto/testdata").join(name);
     let body = std::fs::read(&path).expect("fixture exists");
     decode(&body).expect("fixture decodes")
 }
@@ -104,37 +96,17 @@ fn deployment_with_full_container() {
             protocol: Some("TCP".into()),
             host_ip: Some(String::new()),
         }],
-        env: vec![core::EnvVar {
-            name: Some("MODE".into()),
-            value: Some("prod".into()),
-            value_from: None,
-        }],
+        env: vec![core::EnvVar { name: Some("MODE".into()), value: Some("prod".into()), value_from: None }],
         resources: Some(core::ResourceRequirements {
-            limits: [(
-                "memory".to_string(),
-                Quantity {
-                    string: Some("128Mi".into()),
-                },
-            )]
-            .into(),
-            requests: [(
-                "cpu".to_string(),
-                Quantity {
-                    string: Some("250m".into()),
-                },
-            )]
-            .into(),
+            limits: [("memory".to_string(), Quantity { string: Some("128Mi".into()) })].into(),
+            requests: [("cpu".to_string(), Quantity { string: Some("250m".into()) })].into(),
             claims: vec![],
         }),
         readiness_probe: Some(core::Probe {
             handler: Some(core::ProbeHandler {
                 http_get: Some(core::HttpGetAction {
                     path: Some("/healthz".into()),
-                    port: Some(IntOrString {
-                        r#type: Some(1),
-                        int_val: Some(0),
-                        str_val: Some("http".into()),
-                    }),
+                    port: Some(IntOrString { r#type: Some(1), int_val: Some(0), str_val: Some("http".into()) }),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -150,19 +122,10 @@ fn deployment_with_full_container() {
         metadata: Some(go_meta("web")),
         spec: Some(apps::DeploymentSpec {
             replicas: Some(0),
-            selector: Some(meta::LabelSelector {
-                match_labels: map(&[("app", "web")]),
-                match_expressions: vec![],
-            }),
+            selector: Some(meta::LabelSelector { match_labels: map(&[("app", "web")]), match_expressions: vec![] }),
             template: Some(core::PodTemplateSpec {
-                metadata: Some(meta::ObjectMeta {
-                    labels: map(&[("app", "web")]),
-                    ..go_meta("")
-                }),
-                spec: Some(core::PodSpec {
-                    containers: vec![container],
-                    ..Default::default()
-                }),
+                metadata: Some(meta::ObjectMeta { labels: map(&[("app", "web")]), ..go_meta("") }),
+                spec: Some(core::PodSpec { containers: vec![container], ..Default::default() }),
             }),
             min_ready_seconds: Some(0),
             ..Default::default()
@@ -176,10 +139,7 @@ fn deployment_with_full_container() {
     // strategy is a non-pointer struct: Go writes it even when absent.
     assert_eq!(v["spec"]["strategy"], json!({}));
     assert_eq!(v["status"], json!({}));
-    assert_eq!(
-        v["spec"]["template"]["metadata"],
-        json!({"creationTimestamp": null, "labels": {"app": "web"}})
-    );
+    assert_eq!(v["spec"]["template"]["metadata"], json!({"creationTimestamp": null, "labels": {"app": "web"}}));
     assert_eq!(
         v["spec"]["template"]["spec"]["containers"][0],
         json!({
@@ -200,11 +160,7 @@ fn int_or_string_number() {
         spec: Some(core::ServiceSpec {
             ports: vec![core::ServicePort {
                 port: Some(80),
-                target_port: Some(IntOrString {
-                    r#type: Some(0),
-                    int_val: Some(8080),
-                    str_val: Some(String::new()),
-                }),
+                target_port: Some(IntOrString { r#type: Some(0), int_val: Some(8080), str_val: Some(String::new()) }),
                 ..Default::default()
             }],
             ..Default::default()
@@ -233,12 +189,7 @@ fn self_subject_access_review() {
         }),
         status: Some(Default::default()),
     };
-    let v = decode(&envelope(
-        "authorization.k8s.io/v1",
-        "SelfSubjectAccessReview",
-        &review,
-    ))
-    .unwrap();
+    let v = decode(&envelope("authorization.k8s.io/v1", "SelfSubjectAccessReview", &review)).unwrap();
     assert_eq!(
         v,
         json!({
@@ -256,10 +207,7 @@ fn self_subject_access_review() {
 #[test]
 fn creation_timestamp_null_absent_and_set() {
     let absent = core::Namespace {
-        metadata: Some(meta::ObjectMeta {
-            name: Some("a".into()),
-            ..Default::default()
-        }),
+        metadata: Some(meta::ObjectMeta { name: Some("a".into()), ..Default::default() }),
         ..Default::default()
     };
     let v = decode(&envelope("v1", "Namespace", &absent)).unwrap();
@@ -269,10 +217,7 @@ fn creation_timestamp_null_absent_and_set() {
     let set = core::Namespace {
         metadata: Some(meta::ObjectMeta {
             name: Some("a".into()),
-            creation_timestamp: Some(meta::Time {
-                seconds: Some(1_700_000_000),
-                nanos: Some(123),
-            }),
+            creation_timestamp: Some(meta::Time { seconds: Some(1_700_000_000), nanos: Some(123) }),
             ..Default::default()
         }),
         ..Default::default()
@@ -289,10 +234,7 @@ fn lease_micro_time() {
         spec: Some(coord::LeaseSpec {
             holder_identity: Some("me".into()),
             lease_duration_seconds: Some(15),
-            renew_time: Some(meta::MicroTime {
-                seconds: Some(0),
-                nanos: Some(1_500),
-            }),
+            renew_time: Some(meta::MicroTime { seconds: Some(0), nanos: Some(1_500) }),
             ..Default::default()
         }),
     };
@@ -313,10 +255,7 @@ fn eviction_with_delete_options() {
             namespace: Some("default".into()),
             ..Default::default()
         }),
-        delete_options: Some(meta::DeleteOptions {
-            grace_period_seconds: Some(0),
-            ..Default::default()
-        }),
+        delete_options: Some(meta::DeleteOptions { grace_period_seconds: Some(0), ..Default::default() }),
     };
     let v = decode(&envelope("policy/v1", "Eviction", &eviction)).unwrap();
     assert_eq!(v["deleteOptions"], json!({"gracePeriodSeconds": 0}));
@@ -332,11 +271,7 @@ fn bad_magic_is_rejected() {
 
 #[test]
 fn truncated_body_is_rejected() {
-    let cm = core::ConfigMap {
-        metadata: Some(go_meta("cfg")),
-        data: map(&[("key", "value")]),
-        ..Default::default()
-    };
+    let cm = core::ConfigMap { metadata: Some(go_meta("cfg")), data: map(&[("key", "value")]), ..Default::default() };
     let body = envelope("v1", "ConfigMap", &cm);
     for cut in [5, body.len() / 2, body.len() - 1] {
         assert!(decode(&body[..cut]).is_err(), "cut at {cut} decoded");
@@ -419,10 +354,7 @@ fn kubectl_workload_fixtures() {
     assert_eq!(v["spec"]["schedule"], "*/5 * * * *");
     assert_eq!(v["spec"]["jobTemplate"]["metadata"]["name"], "cj1");
     let v = fixture("service_clusterip.pb");
-    assert_eq!(
-        v["spec"]["ports"],
-        json!([{"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}])
-    );
+    assert_eq!(v["spec"]["ports"], json!([{"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}]));
     let v = fixture("pdb.pb");
     assert_eq!(v["spec"]["minAvailable"], "50%");
     let v = fixture("ingress.pb");
@@ -438,14 +370,8 @@ fn kubectl_rbac_and_core_fixtures() {
         fixture("role.pb")["rules"][1],
         json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]})
     );
-    assert_eq!(
-        fixture("rolebinding.pb")["subjects"][1]["namespace"],
-        "default"
-    );
-    assert_eq!(
-        fixture("clusterrole.pb")["rules"],
-        json!([{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}])
-    );
+    assert_eq!(fixture("rolebinding.pb")["subjects"][1]["namespace"], "default");
+    assert_eq!(fixture("clusterrole.pb")["rules"], json!([{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]));
     assert_eq!(fixture("clusterrolebinding.pb")["roleRef"]["name"], "cr1");
     assert_eq!(
         fixture("namespace.pb"),

@@ -80,9 +80,7 @@ impl<'a> Reader<'a> {
             }
             other => {
                 // Groups (3, 4) never occur in Kubernetes messages.
-                return Err(ProtoError::Malformed(format!(
-                    "unsupported wire type {other} for field {number}"
-                )));
+                return Err(ProtoError::Malformed(format!("unsupported wire type {other} for field {number}")));
             }
         };
         Ok(Some((number, value)))

@@ -11,9 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-pub use options::{
-    DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions,
-};
+pub use options::{DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
 pub use read::{check_fields, matches, ListResult};
 pub use write::scale_of;
 
@@ -61,28 +59,12 @@ pub struct Written {
 impl Registry {
     /// Key of one object in the context's cluster and namespace.
     pub fn key(&self, ctx: &Ctx, name: &str) -> String {
-        let ns = if ctx.def.namespaced {
-            ctx.namespace
-        } else {
-            None
-        };
-        keys::object(
-            &self.prefix,
-            ctx.def.storage_group(),
-            &ctx.def.plural,
-            ctx.cluster,
-            ns,
-            name,
-        )
+        let ns = if ctx.def.namespaced { ctx.namespace } else { None };
+        keys::object(&self.prefix, ctx.def.storage_group(), &ctx.def.plural, ctx.cluster, ns, name)
     }
 
     /// Prefix of a collection; `cluster = None` is every cluster.
-    pub fn collection(
-        &self,
-        def: &ResourceDef,
-        cluster: Option<&str>,
-        namespace: Option<&str>,
-    ) -> String {
+    pub fn collection(&self, def: &ResourceDef, cluster: Option<&str>, namespace: Option<&str>) -> String {
         let ns = if def.namespaced { namespace } else { None };
         keys::collection(&self.prefix, def.storage_group(), &def.plural, cluster, ns)
     }
@@ -113,21 +95,13 @@ pub fn decorate(obj: &mut Value, def: &ResourceDef, cluster: &str, revision: i64
         m.insert("kind".into(), Value::String(def.kind.clone()));
     }
     let meta = crate::meta::metadata_mut(obj);
-    meta.insert(
-        "resourceVersion".into(),
-        Value::String(revision.to_string()),
-    );
-    let ann = meta
-        .entry("annotations")
-        .or_insert_with(|| Value::Object(Map::new()));
+    meta.insert("resourceVersion".into(), Value::String(revision.to_string()));
+    let ann = meta.entry("annotations").or_insert_with(|| Value::Object(Map::new()));
     if !ann.is_object() {
         *ann = Value::Object(Map::new());
     }
     if let Some(a) = ann.as_object_mut() {
-        a.insert(
-            CLUSTER_ANNOTATION.into(),
-            Value::String(cluster.to_string()),
-        );
+        a.insert(CLUSTER_ANNOTATION.into(), Value::String(cluster.to_string()));
     }
 }
 

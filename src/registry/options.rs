@@ -86,12 +86,7 @@ impl WriteOptions {
             None => None,
             Some(_) => Some(q.flag("force")?),
         };
-        Ok(WriteOptions {
-            dry_run: dry_run(&[q.get("dryRun").unwrap_or("")])?,
-            field_manager,
-            field_validation,
-            force,
-        })
+        Ok(WriteOptions { dry_run: dry_run(&[q.get("dryRun").unwrap_or("")])?, field_manager, field_validation, force })
     }
 
     /// The manager to record: `fieldManager`, else the User-Agent's first word (as kube-apiserver).
@@ -99,10 +94,7 @@ impl WriteOptions {
         if let Some(m) = &self.field_manager {
             return m.clone();
         }
-        match user_agent
-            .map(|ua| ua.split('/').next().unwrap_or(""))
-            .filter(|s| !s.is_empty())
-        {
+        match user_agent.map(|ua| ua.split('/').next().unwrap_or("")).filter(|s| !s.is_empty()) {
             Some(prefix) => prefix.to_string(),
             None => "unknown".to_string(),
         }
@@ -145,34 +137,26 @@ impl DeleteOptions {
         };
         if let Some(k) = body.get("kind").and_then(Value::as_str) {
             if k != "DeleteOptions" {
-                return Err(ApiError::bad_request(format!(
-                    "expected DeleteOptions, got {k}"
-                )));
+                return Err(ApiError::bad_request(format!("expected DeleteOptions, got {k}")));
             }
         }
         let str_field = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
         let mut dry: Vec<String> = body
             .get("dryRun")
             .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
             .unwrap_or_default();
         if let Some(d) = q.get("dryRun") {
             dry.push(d.to_string());
         }
         let dry_run = dry_run(&dry.iter().map(String::as_str).collect::<Vec<_>>())?;
         let pre = body.get("preconditions");
-        let policy = str_field(body.get("propagationPolicy"))
-            .or_else(|| q.non_empty("propagationPolicy").map(str::to_string));
-        let orphan = body.get("orphanDependents").and_then(Value::as_bool).or(
-            match q.get("orphanDependents") {
-                Some(_) => Some(q.flag("orphanDependents")?),
-                None => None,
-            },
-        );
+        let policy =
+            str_field(body.get("propagationPolicy")).or_else(|| q.non_empty("propagationPolicy").map(str::to_string));
+        let orphan = body.get("orphanDependents").and_then(Value::as_bool).or(match q.get("orphanDependents") {
+            Some(_) => Some(q.flag("orphanDependents")?),
+            None => None,
+        });
         let propagation = match (policy.as_deref(), orphan) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid(
@@ -261,15 +245,10 @@ impl ListOptions {
             Some(l) => l as usize,
             None => 0,
         };
-        let resource_version = q
-            .get("resourceVersion")
-            .filter(|v| !v.is_empty())
-            .map(str::to_string);
+        let resource_version = q.get("resourceVersion").filter(|v| !v.is_empty()).map(str::to_string);
         if let Some(rv) = &resource_version {
             if rv.parse::<i64>().map(|n| n < 0).unwrap_or(true) {
-                return Err(ApiError::bad_request(format!(
-                    "invalid resource version: {rv}"
-                )));
+                return Err(ApiError::bad_request(format!("invalid resource version: {rv}")));
             }
         }
         let rv_match = match q.non_empty("resourceVersionMatch") {
@@ -309,8 +288,7 @@ impl ListOptions {
         if self.rv_match.is_some() && self.resource_version.is_none() {
             return Err(invalid_list(
                 "resourceVersionMatch",
-                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
-                    .into(),
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
             ));
         }
         if self.rv_match.is_some() && self.continue_token.is_some() {
@@ -322,20 +300,18 @@ impl ListOptions {
         if self.rv_match == Some(RvMatch::Exact) && self.resource_version.as_deref() == Some("0") {
             return Err(invalid_list(
                 "resourceVersionMatch",
-                "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
-                    .into(),
+                "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"".into(),
             ));
         }
-        if self.continue_token.is_some()
-            && self.resource_version.as_deref().is_some_and(|rv| rv != "0")
-        {
-            return Err(ApiError::bad_request(
-                "specifying resource version is not allowed when using continue",
-            ));
+        if self.continue_token.is_some() && self.resource_version.as_deref().is_some_and(|rv| rv != "0") {
+            return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
         }
         match (self.watch, self.send_initial_events) {
             (false, Some(_)) => {
-                return Err(invalid_list("sendInitialEvents", "Forbidden: sendInitialEvents is forbidden for list".into()))
+                return Err(invalid_list(
+                    "sendInitialEvents",
+                    "Forbidden: sendInitialEvents is forbidden for list".into(),
+                ))
             }
             (true, Some(true)) if self.rv_match != Some(RvMatch::NotOlderThan) => {
                 return Err(invalid_list(
@@ -352,7 +328,8 @@ impl ListOptions {
             (true, None) if self.rv_match.is_some() => {
                 return Err(invalid_list(
                     "resourceVersionMatch",
-                    "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided".into(),
+                    "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+                        .into(),
                 ))
             }
             _ => {}
@@ -403,26 +380,17 @@ mod tests {
         assert_eq!(o.propagation, Propagation::Foreground);
         let o = DeleteOptions::parse(None, &Query::parse(Some("dryRun=All"))).unwrap();
         assert!(o.dry_run);
-        let o = DeleteOptions::parse(
-            Some(&serde_json::json!({"dryRun":["All"]})),
-            &Query::default(),
-        )
-        .unwrap();
+        let o = DeleteOptions::parse(Some(&serde_json::json!({"dryRun":["All"]})), &Query::default()).unwrap();
         assert!(o.dry_run);
-        assert!(DeleteOptions::parse(
-            Some(&serde_json::json!({"propagationPolicy":"Nope"})),
-            &Query::default()
-        )
-        .is_err());
+        assert!(
+            DeleteOptions::parse(Some(&serde_json::json!({"propagationPolicy":"Nope"})), &Query::default()).is_err()
+        );
     }
 
     #[test]
     fn manager_defaults_to_user_agent_prefix() {
         let w = WriteOptions::from_query(&Query::default()).unwrap();
-        assert_eq!(
-            w.manager(Some("kubectl/v1.33.1 (linux/amd64) kubernetes/abc")),
-            "kubectl"
-        );
+        assert_eq!(w.manager(Some("kubectl/v1.33.1 (linux/amd64) kubernetes/abc")), "kubectl");
         assert_eq!(w.manager(None), "unknown");
         assert!(WriteOptions::from_query(&Query::parse(Some("fieldValidation=Bogus"))).is_err());
     }

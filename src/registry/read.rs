@@ -42,10 +42,7 @@ fn decode_continue(token: &str) -> ApiResult<(Revision, String)> {
     if doc["v"] != "meta.k8s.io/v1" {
         return Err(bad("server does not recognize this encoded version"));
     }
-    let rev = doc["rv"]
-        .as_i64()
-        .filter(|r| *r > 0)
-        .ok_or_else(|| bad("incorrect encoded start resourceVersion"))?;
+    let rev = doc["rv"].as_i64().filter(|r| *r > 0).ok_or_else(|| bad("incorrect encoded start resourceVersion"))?;
     let start = doc["start"].as_str().ok_or_else(|| bad("missing start"))?;
     if start.split('/').any(|s| s == ".." || s == ".") {
         return Err(bad("path traversal attempt detected"));
@@ -57,9 +54,7 @@ fn decode_continue(token: &str) -> ApiResult<(Revision, String)> {
 pub fn check_fields(def: &ResourceDef, opts: &ListOptions) -> ApiResult<()> {
     for f in opts.fields.fields() {
         if !selector::supported_field(&def.group, &def.plural, f) {
-            return Err(ApiError::bad_request(format!(
-                "field label not supported: {f}"
-            )));
+            return Err(ApiError::bad_request(format!("field label not supported: {f}")));
         }
     }
     Ok(())
@@ -69,9 +64,7 @@ pub fn check_fields(def: &ResourceDef, opts: &ListOptions) -> ApiResult<()> {
 pub fn matches(def: &ResourceDef, obj: &Value, opts: &ListOptions) -> bool {
     (opts.labels.is_empty() || opts.labels.matches(crate::meta::labels(obj)))
         && (opts.fields.is_empty()
-            || opts
-                .fields
-                .matches(&|f: &str| selector::field_value(&def.group, &def.plural, obj, f)))
+            || opts.fields.matches(&|f: &str| selector::field_value(&def.group, &def.plural, obj, f)))
 }
 
 impl Registry {
@@ -85,12 +78,7 @@ impl Registry {
     }
 
     /// LIST a collection in one cluster (`cluster = Some`) or every cluster (`None`).
-    pub async fn list(
-        &self,
-        ctx: &Ctx<'_>,
-        cluster: Option<&str>,
-        opts: &ListOptions,
-    ) -> ApiResult<ListResult> {
+    pub async fn list(&self, ctx: &Ctx<'_>, cluster: Option<&str>, opts: &ListOptions) -> ApiResult<ListResult> {
         let def = ctx.def;
         check_fields(def, opts)?;
         let prefix = self.collection(def, cluster, ctx.namespace);
@@ -101,11 +89,9 @@ impl Registry {
             revision = Some(rev);
             start = Some(format!("{prefix}{s}"));
         } else if let Some(rv) = opts.resource_version.as_deref().filter(|rv| *rv != "0") {
-            let n: Revision = rv
-                .parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
-            let exact = opts.rv_match == Some(RvMatch::Exact)
-                || (opts.rv_match.is_none() && opts.limit > 0);
+            let n: Revision =
+                rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
+            let exact = opts.rv_match == Some(RvMatch::Exact) || (opts.rv_match.is_none() && opts.limit > 0);
             if exact {
                 revision = Some(n);
             } else {
@@ -116,19 +102,10 @@ impl Registry {
         let mut continue_token = None;
         let mut read_at = revision;
         loop {
-            let want = if opts.limit == 0 {
-                0
-            } else {
-                (opts.limit - items.len()).max(SCAN_PAGE.min(opts.limit * 2))
-            };
+            let want = if opts.limit == 0 { 0 } else { (opts.limit - items.len()).max(SCAN_PAGE.min(opts.limit * 2)) };
             let page = self
                 .store
-                .range(RangeRequest {
-                    prefix: prefix.clone(),
-                    start: start.clone(),
-                    limit: want,
-                    revision: read_at,
-                })
+                .range(RangeRequest { prefix: prefix.clone(), start: start.clone(), limit: want, revision: read_at })
                 .await
                 .map_err(|e| match e {
                     StoreError::Compacted { .. } if opts.continue_token.is_some() => {
@@ -145,11 +122,7 @@ impl Registry {
             read_at = Some(page.revision);
             if let Some(f) = floor {
                 if page.revision < f {
-                    return Err(StoreError::FutureRevision {
-                        requested: f,
-                        current: page.revision,
-                    }
-                    .into());
+                    return Err(StoreError::FutureRevision { requested: f, current: page.revision }.into());
                 }
             }
             let mut last_key = None;
@@ -188,11 +161,7 @@ impl Registry {
                 None => break,
             }
         }
-        Ok(ListResult {
-            items,
-            revision: read_at.unwrap_or(0),
-            continue_token,
-        })
+        Ok(ListResult { items, revision: read_at.unwrap_or(0), continue_token })
     }
 }
 
@@ -203,13 +172,10 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {
         let t = encode_continue(42, "default/x\u{0}");
-        assert_eq!(
-            decode_continue(&t).unwrap(),
-            (42, "default/x\u{0}".to_string())
-        );
+        assert_eq!(decode_continue(&t).unwrap(), (42, "default/x\u{0}".to_string()));
         assert_eq!(decode_continue("!!!").unwrap_err().code, 400);
-        let evil = base64::engine::general_purpose::URL_SAFE
-            .encode(r#"{"v":"meta.k8s.io/v1","rv":3,"start":"../other/x"}"#);
+        let evil =
+            base64::engine::general_purpose::URL_SAFE.encode(r#"{"v":"meta.k8s.io/v1","rv":3,"start":"../other/x"}"#);
         assert_eq!(decode_continue(&evil).unwrap_err().code, 400);
     }
 }

@@ -15,14 +15,8 @@ use crate::storage::{KeyValue, StoreError};
 const MAX_RETRIES: usize = 16;
 
 /// Field paths under `metadata` the server owns.
-const SERVER_META: &[&str] = &[
-    "uid",
-    "creationTimestamp",
-    "generation",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "selfLink",
-];
+const SERVER_META: &[&str] =
+    &["uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"];
 
 fn kind_key(def: &ResourceDef) -> String {
     format!("{}/{}", def.group, def.kind)
@@ -31,9 +25,7 @@ fn kind_key(def: &ResourceDef) -> String {
 /// Check `apiVersion`/`kind` of a body against the URL, filling them in when absent.
 fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
     let Some(m) = obj.as_object_mut() else {
-        return Err(ApiError::bad_request(
-            "the request body must be a JSON or YAML object",
-        ));
+        return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
     };
     let expected = def.api_version();
     match m.get("apiVersion") {
@@ -68,11 +60,7 @@ fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
 }
 
 /// Schema checks: type errors always fail; unknown fields fail, warn or vanish per `fieldValidation`.
-fn check_schema(
-    def: &ResourceDef,
-    obj: &mut Value,
-    validation: FieldValidation,
-) -> ApiResult<Vec<String>> {
+fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation) -> ApiResult<Vec<String>> {
     let schemas = crate::openapi::Builtins::get();
     if !schemas.has_kind(&def.group, &def.version, &def.kind) {
         return Ok(Vec::new());
@@ -87,21 +75,12 @@ fn check_schema(
     }
     match validation {
         FieldValidation::Strict => {
-            let list: Vec<String> = unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect();
-            Err(ApiError::bad_request(format!(
-                "strict decoding error: {}",
-                list.join(", ")
-            )))
+            let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+            Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))))
         }
         FieldValidation::Warn => {
             schemas.prune(&def.group, &def.version, &def.kind, obj);
-            Ok(unknown
-                .into_iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect())
+            Ok(unknown.into_iter().map(|f| format!("unknown field \"{f}\"")).collect())
         }
         FieldValidation::Ignore => {
             schemas.prune(&def.group, &def.version, &def.kind, obj);
@@ -121,16 +100,10 @@ fn validate_meta(ctx: &Ctx, obj: &Value) -> ApiResult<()> {
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
     let mut causes = Vec::new();
     if let Err(e) = def.name_rule.check(name) {
-        causes.push(cause(
-            "FieldValueInvalid",
-            "metadata.name",
-            format!("Invalid value: {name:?}: {e}"),
-        ));
+        causes.push(cause("FieldValueInvalid", "metadata.name", format!("Invalid value: {name:?}: {e}")));
     }
     if def.namespaced {
-        if let (Some(url_ns), Some(body_ns)) =
-            (ctx.namespace, meta.get("namespace").and_then(Value::as_str))
-        {
+        if let (Some(url_ns), Some(body_ns)) = (ctx.namespace, meta.get("namespace").and_then(Value::as_str)) {
             if !body_ns.is_empty() && body_ns != url_ns {
                 return Err(ApiError::bad_request(
                     "the namespace of the provided object does not match the namespace sent on the request",
@@ -140,12 +113,9 @@ fn validate_meta(ctx: &Ctx, obj: &Value) -> ApiResult<()> {
     }
     causes.extend(meta::validate_labels_annotations(&meta));
     if let Some(f) = meta.get("finalizers") {
-        let ok = f.as_array().is_some_and(|a| {
-            a.iter().all(|v| {
-                v.as_str()
-                    .is_some_and(|s| meta::validate_qualified_name(s).is_ok())
-            })
-        });
+        let ok = f
+            .as_array()
+            .is_some_and(|a| a.iter().all(|v| v.as_str().is_some_and(|s| meta::validate_qualified_name(s).is_ok())));
         if !ok && !f.is_null() {
             causes.push(cause(
                 "FieldValueInvalid",
@@ -182,11 +152,7 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             }
             if spec["type"] != "ExternalName" && spec.get("clusterIP").is_none() {
                 // No real network: an address from the service range that is stable for the object.
-                let ip = format!(
-                    "10.96.{}.{}",
-                    rand::random::<u8>(),
-                    rand::random::<u8>().max(1)
-                );
+                let ip = format!("10.96.{}.{}", rand::random::<u8>(), rand::random::<u8>().max(1));
                 spec["clusterIP"] = json!(ip);
                 spec["clusterIPs"] = json!([ip]);
             }
@@ -205,17 +171,10 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             m.insert("status".into(), json!({"loadBalancer": {}}));
         }
         ("", "Pod") => {
-            m.insert(
-                "status".into(),
-                json!({"phase": "Pending", "qosClass": "BestEffort"}),
-            );
+            m.insert("status".into(), json!({"phase": "Pending", "qosClass": "BestEffort"}));
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            let names = m
-                .get("spec")
-                .and_then(|s| s.get("names"))
-                .cloned()
-                .unwrap_or(json!({}));
+            let names = m.get("spec").and_then(|s| s.get("names")).cloned().unwrap_or(json!({}));
             let mut accepted = names.clone();
             if accepted.get("listKind").is_none() {
                 if let Some(k) = names.get("kind").and_then(Value::as_str) {
@@ -231,12 +190,7 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 .get("spec")
                 .and_then(|s| s.get("versions"))
                 .and_then(Value::as_array)
-                .map(|vs| {
-                    vs.iter()
-                        .filter(|v| v["storage"] == true)
-                        .map(|v| v["name"].clone())
-                        .collect()
-                })
+                .map(|vs| vs.iter().filter(|v| v["storage"] == true).map(|v| v["name"].clone()).collect())
                 .unwrap_or_default();
             let now = now_rfc3339();
             m.insert(
@@ -320,10 +274,8 @@ impl Registry {
         let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else {
             return Ok(());
         };
-        let ns_def =
-            crate::resources::find("", "v1", "namespaces").expect("namespaces are built in");
-        let key =
-            crate::storage::keys::object(&self.prefix, "core", "namespaces", ctx.cluster, None, ns);
+        let ns_def = crate::resources::find("", "v1", "namespaces").expect("namespaces are built in");
+        let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", ctx.cluster, None, ns);
         match self.store.get(&key).await? {
             None => Err(ApiError::not_found("namespaces", "", ns)),
             Some(kv) => {
@@ -342,30 +294,18 @@ impl Registry {
     }
 
     /// POST: create an object.
-    pub async fn create(
-        &self,
-        ctx: &Ctx<'_>,
-        mut obj: Value,
-        opts: &WriteOptions,
-    ) -> ApiResult<Written> {
+    pub async fn create(&self, ctx: &Ctx<'_>, mut obj: Value, opts: &WriteOptions) -> ApiResult<Written> {
         let def = ctx.def;
         check_type(def, &mut obj)?;
         let warnings = check_schema(def, &mut obj, opts.field_validation)?;
         {
             let m = meta::metadata_mut(&mut obj);
-            if m.get("resourceVersion")
-                .and_then(Value::as_str)
-                .is_some_and(|s| !s.is_empty())
-            {
-                return Err(ApiError::bad_request(
-                    "resourceVersion should not be set on objects to be created",
-                ));
+            if m.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+                return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
             }
             m.remove("resourceVersion");
         }
-        let generate = meta::meta_str(&obj, "name")
-            .filter(|n| !n.is_empty())
-            .is_none();
+        let generate = meta::meta_str(&obj, "name").filter(|n| !n.is_empty()).is_none();
         if generate {
             match meta::meta_str(&obj, "generateName").filter(|g| !g.is_empty()) {
                 Some(base) => {
@@ -386,9 +326,9 @@ impl Registry {
             }
         }
         if def.namespaced {
-            let ns = ctx.namespace.ok_or_else(|| {
-                ApiError::bad_request("a namespace is required to create this resource")
-            })?;
+            let ns = ctx
+                .namespace
+                .ok_or_else(|| ApiError::bad_request("a namespace is required to create this resource"))?;
             validate_meta(ctx, &obj)?;
             set_meta(&mut obj, "namespace", json!(ns));
         } else {
@@ -404,11 +344,7 @@ impl Registry {
             }
             m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
             m.insert("creationTimestamp".into(), json!(now_rfc3339()));
-            if def.status
-                || def.scale.is_some()
-                || def.group == "apiextensions.k8s.io"
-                || def.kind == "Deployment"
-            {
+            if def.status || def.scale.is_some() || def.group == "apiextensions.k8s.io" || def.kind == "Deployment" {
                 m.insert("generation".into(), json!(1));
             }
         }
@@ -423,11 +359,7 @@ impl Registry {
             &kind_key(def),
         );
         if opts.dry_run {
-            return Ok(Written {
-                code: 201,
-                body: obj,
-                warnings,
-            });
+            return Ok(Written { code: 201, body: obj, warnings });
         }
         let mut attempts = 0;
         loop {
@@ -437,22 +369,14 @@ impl Registry {
                 Ok(rev) => {
                     super::decorate(&mut obj, def, ctx.cluster, rev);
                     self.after_create(ctx, &obj).await;
-                    return Ok(Written {
-                        code: 201,
-                        body: obj,
-                        warnings,
-                    });
+                    return Ok(Written { code: 201, body: obj, warnings });
                 }
                 Err(StoreError::AlreadyExists) if generate && attempts < 8 => {
                     attempts += 1;
-                    let base = meta::meta_str(&obj, "generateName")
-                        .unwrap_or_default()
-                        .to_string();
+                    let base = meta::meta_str(&obj, "generateName").unwrap_or_default().to_string();
                     set_meta(&mut obj, "name", json!(meta::generate_name(&base)));
                 }
-                Err(StoreError::AlreadyExists) => {
-                    return Err(ApiError::already_exists(&def.plural, &def.group, &name))
-                }
+                Err(StoreError::AlreadyExists) => return Err(ApiError::already_exists(&def.plural, &def.group, &name)),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -471,14 +395,7 @@ impl Registry {
     /// Create the `default` ServiceAccount in a namespace if it is missing.
     pub async fn ensure_default_service_account(&self, cluster: &str, ns: &str) -> ApiResult<()> {
         let def = crate::resources::find("", "v1", "serviceaccounts").expect("built in");
-        let key = crate::storage::keys::object(
-            &self.prefix,
-            "core",
-            "serviceaccounts",
-            cluster,
-            Some(ns),
-            "default",
-        );
+        let key = crate::storage::keys::object(&self.prefix, "core", "serviceaccounts", cluster, Some(ns), "default");
         let obj = json!({
             "apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": "default", "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339()}
@@ -515,9 +432,7 @@ impl Registry {
                 return Ok((desired, true));
             }
             // Finalizers all gone from an object being deleted: the update is the delete.
-            if meta::meta_str(&desired, "deletionTimestamp").is_some()
-                && meta::finalizers(&desired).is_empty()
-            {
+            if meta::meta_str(&desired, "deletionTimestamp").is_some() && meta::finalizers(&desired).is_empty() {
                 match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                     Ok((rev, _)) => {
                         super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
@@ -527,28 +442,17 @@ impl Registry {
                     Err(e) => return Err(e.into()),
                 }
             }
-            match self
-                .store
-                .update(&kv.key, super::encode(&desired), kv.mod_revision)
-                .await
-            {
+            match self.store.update(&kv.key, super::encode(&desired), kv.mod_revision).await {
                 Ok(rev) => {
                     super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
                     return Ok((desired, true));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
-                Err(StoreError::NotFound) => {
-                    return Err(ApiError::not_found(&ctx.def.plural, &ctx.def.group, name))
-                }
+                Err(StoreError::NotFound) => return Err(ApiError::not_found(&ctx.def.plural, &ctx.def.group, name)),
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(ApiError::conflict(
-            &ctx.def.plural,
-            &ctx.def.group,
-            name,
-            "too many concurrent updates; try again",
-        ))
+        Err(ApiError::conflict(&ctx.def.plural, &ctx.def.group, name, "too many concurrent updates; try again"))
     }
 
     /// Turn a client's desired object into the stored one, given the current object.
@@ -577,10 +481,7 @@ impl Registry {
         keep_server_meta(current, &mut desired);
         validate_meta(ctx, &desired)?;
         if subresource.is_none() && !meta::spec_equal(current, &desired) {
-            if let Some(g) = meta::metadata(current)
-                .and_then(|m| m.get("generation"))
-                .and_then(Value::as_i64)
-            {
+            if let Some(g) = meta::metadata(current).and_then(|m| m.get("generation")).and_then(Value::as_i64) {
                 set_meta(&mut desired, "generation", json!(g + 1));
             }
         }
@@ -637,9 +538,7 @@ impl Registry {
         if def.namespaced {
             validate_meta(ctx, &obj)?;
         }
-        let wanted_rv = meta::meta_str(&obj, "resourceVersion")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
+        let wanted_rv = meta::meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
         let manager = opts.manager(ctx.user_agent);
         let (body, _) = self
             .guaranteed_update(ctx, name, opts.dry_run, |current| {
@@ -648,15 +547,10 @@ impl Registry {
                         return Err(ApiError::stale(&def.plural, &def.group, name));
                     }
                 }
-                self.prepare_update(ctx, current, obj.clone(), subresource, &manager)
-                    .map(Some)
+                self.prepare_update(ctx, current, obj.clone(), subresource, &manager).map(Some)
             })
             .await?;
-        Ok(Written {
-            code: 200,
-            body,
-            warnings,
-        })
+        Ok(Written { code: 200, body, warnings })
     }
 
     /// PATCH: apply a patch of the given type (or server-side apply) to an object or its status.
@@ -672,19 +566,16 @@ impl Registry {
         let def = ctx.def;
         let patch_doc: Value = match patch_type {
             PatchType::Apply => crate::http::body::parse_yaml_or_json(body)?,
-            _ => serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+            _ => {
+                serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+            }
         };
         if opts.force.is_some() && patch_type != PatchType::Apply {
             return Err(ApiError::invalid(
                 "PatchOptions",
                 "meta.k8s.io",
                 "",
-                vec![cause(
-                    "FieldValueForbidden",
-                    "force",
-                    "Forbidden: may not be specified for non-apply patch",
-                )],
+                vec![cause("FieldValueForbidden", "force", "Forbidden: may not be specified for non-apply patch")],
             ));
         }
         if patch_type == PatchType::Apply && opts.field_manager.is_none() {
@@ -692,11 +583,7 @@ impl Registry {
                 "PatchOptions",
                 "meta.k8s.io",
                 "",
-                vec![cause(
-                    "FieldValueRequired",
-                    "fieldManager",
-                    "Required value: is required for apply patch",
-                )],
+                vec![cause("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")],
             ));
         }
         let manager = opts.manager(ctx.user_agent);
@@ -726,31 +613,16 @@ impl Registry {
                 .map_err(|e| patch_error(def, name, e))?;
                 set_meta(&mut obj, "name", json!(name));
                 // Create path: creation records its own managed fields, so keep the apply entry.
-                let managed = meta::metadata(&obj)
-                    .and_then(|m| m.get("managedFields"))
-                    .cloned();
+                let managed = meta::metadata(&obj).and_then(|m| m.get("managedFields")).cloned();
                 let mut w = self
-                    .create(
-                        ctx,
-                        obj,
-                        &WriteOptions {
-                            field_manager: Some(manager.clone()),
-                            ..opts.clone()
-                        },
-                    )
+                    .create(ctx, obj, &WriteOptions { field_manager: Some(manager.clone()), ..opts.clone() })
                     .await?;
                 if let (Some(mf), false) = (managed, opts.dry_run) {
                     // Replace the Update entry create recorded with the Apply entry.
                     let mut with_apply = w.body.clone();
                     set_meta(&mut with_apply, "managedFields", mf);
-                    let kv_rev = meta::meta_str(&w.body, "resourceVersion")
-                        .and_then(|r| r.parse().ok())
-                        .unwrap_or(0);
-                    if let Ok(rev) = self
-                        .store
-                        .update(&key, super::encode(&with_apply), kv_rev)
-                        .await
-                    {
+                    let kv_rev = meta::meta_str(&w.body, "resourceVersion").and_then(|r| r.parse().ok()).unwrap_or(0);
+                    if let Ok(rev) = self.store.update(&key, super::encode(&with_apply), kv_rev).await {
                         super::decorate(&mut with_apply, def, ctx.cluster, rev);
                         w.body = with_apply;
                     }
@@ -761,17 +633,11 @@ impl Registry {
         let mut warnings = Vec::new();
         let (body, _) = self
             .guaranteed_update(ctx, name, opts.dry_run, |current| {
-                let base = if subresource == Some("scale") {
-                    scale_of(def, current)?
-                } else {
-                    current.clone()
-                };
+                let base = if subresource == Some("scale") { scale_of(def, current)? } else { current.clone() };
                 let mut patched = match patch_type {
                     PatchType::Json => patch::json_patch(&base, &patch_doc),
                     PatchType::Merge => patch::merge_patch(&base, &patch_doc),
-                    PatchType::StrategicMerge => {
-                        patch::strategic_merge_patch(&base, &patch_doc, &kind_key(def))
-                    }
+                    PatchType::StrategicMerge => patch::strategic_merge_patch(&base, &patch_doc, &kind_key(def)),
                     PatchType::Apply => patch::managed::apply(patch::managed::ApplyRequest {
                         live: Some(&base),
                         applied: &patch_doc,
@@ -792,18 +658,13 @@ impl Registry {
                 }
                 // A resourceVersion in the patch is a precondition.
                 let rv = meta::meta_str(&patched, "resourceVersion").map(str::to_string);
-                if rv
-                    .as_deref()
-                    .is_some_and(|rv| Some(rv) != meta::meta_str(current, "resourceVersion"))
-                {
+                if rv.as_deref().is_some_and(|rv| Some(rv) != meta::meta_str(current, "resourceVersion")) {
                     return Err(ApiError::stale(&def.plural, &def.group, name));
                 }
                 check_type(def, &mut patched)?;
                 warnings = check_schema(def, &mut patched, opts.field_validation)?;
                 if meta::meta_str(&patched, "name") != Some(name) {
-                    return Err(ApiError::bad_request(
-                        "metadata.name cannot be changed by a patch",
-                    ));
+                    return Err(ApiError::bad_request("metadata.name cannot be changed by a patch"));
                 }
                 let desired = if patch_type == PatchType::Apply {
                     // apply() already recorded managed fields; keep server metadata and status rules.
@@ -815,9 +676,8 @@ impl Registry {
                         }
                     }
                     if !meta::spec_equal(current, &d) {
-                        if let Some(g) = meta::metadata(current)
-                            .and_then(|m| m.get("generation"))
-                            .and_then(Value::as_i64)
+                        if let Some(g) =
+                            meta::metadata(current).and_then(|m| m.get("generation")).and_then(Value::as_i64)
                         {
                             set_meta(&mut d, "generation", json!(g + 1));
                         }
@@ -830,16 +690,8 @@ impl Registry {
                 Ok(Some(desired))
             })
             .await?;
-        let body = if subresource == Some("scale") {
-            scale_of(def, &body)?
-        } else {
-            body
-        };
-        Ok(Written {
-            code: 200,
-            body,
-            warnings,
-        })
+        let body = if subresource == Some("scale") { scale_of(def, &body)? } else { body };
+        Ok(Written { code: 200, body, warnings })
     }
 
     /// PUT on `/scale`.
@@ -852,9 +704,7 @@ impl Registry {
     ) -> ApiResult<Written> {
         let def = ctx.def;
         let manager = opts.manager(ctx.user_agent);
-        let wanted_rv = meta::meta_str(&scale, "resourceVersion")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
+        let wanted_rv = meta::meta_str(&scale, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
         let (obj, _) = self
             .guaranteed_update(ctx, name, opts.dry_run, |current| {
                 if let Some(rv) = &wanted_rv {
@@ -863,30 +713,18 @@ impl Registry {
                     }
                 }
                 let desired = apply_scale(def, current, &scale)?;
-                self.prepare_update(ctx, current, desired, Some("scale"), &manager)
-                    .map(Some)
+                self.prepare_update(ctx, current, desired, Some("scale"), &manager).map(Some)
             })
             .await?;
-        Ok(Written {
-            code: 200,
-            body: scale_of(def, &obj)?,
-            warnings: vec![],
-        })
+        Ok(Written { code: 200, body: scale_of(def, &obj)?, warnings: vec![] })
     }
 
     /// DELETE of one object.
-    pub async fn delete(
-        &self,
-        ctx: &Ctx<'_>,
-        name: &str,
-        opts: &DeleteOptions,
-    ) -> ApiResult<Written> {
+    pub async fn delete(&self, ctx: &Ctx<'_>, name: &str, opts: &DeleteOptions) -> ApiResult<Written> {
         let def = ctx.def;
         for _ in 0..MAX_RETRIES {
             let (kv, current) = self.current(ctx, name).await?;
-            let uid = meta::meta_str(&current, "uid")
-                .unwrap_or_default()
-                .to_string();
+            let uid = meta::meta_str(&current, "uid").unwrap_or_default().to_string();
             if let Some(want) = &opts.uid {
                 if *want != uid {
                     return Err(ApiError::conflict(
@@ -913,11 +751,7 @@ impl Registry {
             if is_namespace || has_finalizers {
                 // Deferred delete: mark it, return the object; it goes when its finalizers are gone.
                 if meta::meta_str(&current, "deletionTimestamp").is_some() {
-                    return Ok(Written {
-                        code: 200,
-                        body: current,
-                        warnings: vec![],
-                    });
+                    return Ok(Written { code: 200, body: current, warnings: vec![] });
                 }
                 let mut next = current.clone();
                 set_meta(&mut next, "deletionTimestamp", json!(now_rfc3339()));
@@ -926,27 +760,15 @@ impl Registry {
                     next["status"] = json!({"phase": "Terminating"});
                 }
                 if opts.dry_run {
-                    return Ok(Written {
-                        code: 200,
-                        body: next,
-                        warnings: vec![],
-                    });
+                    return Ok(Written { code: 200, body: next, warnings: vec![] });
                 }
-                match self
-                    .store
-                    .update(&kv.key, super::encode(&next), kv.mod_revision)
-                    .await
-                {
+                match self.store.update(&kv.key, super::encode(&next), kv.mod_revision).await {
                     Ok(rev) => {
                         super::decorate(&mut next, def, ctx.cluster, rev);
                         if is_namespace {
                             self.spawn_namespace_cleanup(ctx.cluster.to_string(), name.to_string());
                         }
-                        return Ok(Written {
-                            code: 200,
-                            body: next,
-                            warnings: vec![],
-                        });
+                        return Ok(Written { code: 200, body: next, warnings: vec![] });
                     }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => return Err(e.into()),
@@ -968,18 +790,11 @@ impl Registry {
                     })
                 }
                 Err(StoreError::Conflict { .. }) => continue,
-                Err(StoreError::NotFound) => {
-                    return Err(ApiError::not_found(&def.plural, &def.group, name))
-                }
+                Err(StoreError::NotFound) => return Err(ApiError::not_found(&def.plural, &def.group, name)),
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(ApiError::conflict(
-            &def.plural,
-            &def.group,
-            name,
-            "too many concurrent updates; try again",
-        ))
+        Err(ApiError::conflict(&def.plural, &def.group, name, "too many concurrent updates; try again"))
     }
 
     /// DELETE on a collection: delete every matching object, return the list of what was deleted.
@@ -1022,18 +837,12 @@ impl Registry {
 
     /// Delete everything in a namespace, then the namespace itself.
     pub async fn finalize_namespace(&self, cluster: &str, namespace: &str) -> ApiResult<()> {
-        for def in
-            crate::resources::for_cluster(cluster).filter(|d| d.namespaced && !d.is_virtual())
-        {
+        for def in crate::resources::for_cluster(cluster).filter(|d| d.namespaced && !d.is_virtual()) {
             let prefix = self.collection(def, Some(cluster), Some(namespace));
             loop {
                 let page = self
                     .store
-                    .range(crate::storage::RangeRequest {
-                        prefix: prefix.clone(),
-                        limit: 500,
-                        ..Default::default()
-                    })
+                    .range(crate::storage::RangeRequest { prefix: prefix.clone(), limit: 500, ..Default::default() })
                     .await?;
                 for kv in &page.kvs {
                     match self.store.delete(&kv.key, None).await {
@@ -1046,14 +855,7 @@ impl Registry {
                 }
             }
         }
-        let key = crate::storage::keys::object(
-            &self.prefix,
-            "core",
-            "namespaces",
-            cluster,
-            None,
-            namespace,
-        );
+        let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, namespace);
         match self.store.delete(&key, None).await {
             Ok(_) | Err(StoreError::NotFound) => Ok(()),
             Err(e) => Err(e.into()),
@@ -1065,29 +867,17 @@ fn patch_error(def: &ResourceDef, name: &str, e: patch::PatchError) -> ApiError 
     match e {
         patch::PatchError::UnsupportedMediaType => ApiError::unsupported_media_type(
             "application/strategic-merge-patch+json",
-            &[
-                "application/json-patch+json",
-                "application/merge-patch+json",
-                "application/apply-patch+yaml",
-            ],
+            &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"],
         ),
         patch::PatchError::Conflict { conflicts } => {
             let n = conflicts.len();
             let mut err = ApiError::conflict(&def.plural, &def.group, name, "");
-            err.message = patch::PatchError::Conflict {
-                conflicts: conflicts.clone(),
-            }
-            .to_string();
-            err.causes = conflicts
-                .into_iter()
-                .map(|c| cause("FieldManagerConflict", &c.field, c.message))
-                .collect();
+            err.message = patch::PatchError::Conflict { conflicts: conflicts.clone() }.to_string();
+            err.causes = conflicts.into_iter().map(|c| cause("FieldManagerConflict", &c.field, c.message)).collect();
             let _ = n;
             err
         }
-        patch::PatchError::TestFailed(msg) => {
-            invalid(def, name, vec![cause("FieldValueInvalid", "", msg)])
-        }
+        patch::PatchError::TestFailed(msg) => invalid(def, name, vec![cause("FieldValueInvalid", "", msg)]),
         other => ApiError::bad_request(other.to_string()),
     }
 }
@@ -1108,10 +898,8 @@ fn selector_string(sel: &Value) -> String {
     if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
         for e in exprs {
             let key = e["key"].as_str().unwrap_or_default();
-            let vals: Vec<&str> = e["values"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
+            let vals: Vec<&str> =
+                e["values"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
             match e["operator"].as_str().unwrap_or_default() {
                 "In" => parts.push(format!("{key} in ({})", vals.join(","))),
                 "NotIn" => parts.push(format!("{key} notin ({})", vals.join(","))),
@@ -1129,23 +917,13 @@ pub fn scale_of(def: &ResourceDef, obj: &Value) -> ApiResult<Value> {
     let sc = def.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
     let m = meta::metadata(obj).cloned().unwrap_or_default();
     let mut meta_out = Map::new();
-    for f in [
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-    ] {
+    for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
         if let Some(v) = m.get(f) {
             meta_out.insert(f.into(), v.clone());
         }
     }
-    let spec_replicas = get_path(obj, sc.spec_replicas)
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let status_replicas = get_path(obj, sc.status_replicas)
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
+    let spec_replicas = get_path(obj, sc.spec_replicas).and_then(Value::as_i64).unwrap_or(0);
+    let status_replicas = get_path(obj, sc.status_replicas).and_then(Value::as_i64).unwrap_or(0);
     let mut status = json!({"replicas": status_replicas});
     if let Some(sel) = get_path(obj, sc.selector) {
         status["selector"] = json!(selector_string(sel));
@@ -1161,9 +939,7 @@ fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<V
     let replicas = scale.get("spec").and_then(|s| s.get("replicas"));
     let n = match replicas {
         None | Some(Value::Null) => 0,
-        Some(v) => v
-            .as_i64()
-            .ok_or_else(|| ApiError::bad_request("spec.replicas must be an integer"))?,
+        Some(v) => v.as_i64().ok_or_else(|| ApiError::bad_request("spec.replicas must be an integer"))?,
     };
     if n < 0 {
         return Err(ApiError::invalid(
@@ -1179,13 +955,7 @@ fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<V
     }
     let mut next = current.clone();
     let mut target = &mut next;
-    let path: Vec<&str> = def
-        .scale
-        .as_ref()
-        .ok_or_else(ApiError::path_not_found)?
-        .spec_replicas
-        .split('.')
-        .collect();
+    let path: Vec<&str> = def.scale.as_ref().ok_or_else(ApiError::path_not_found)?.spec_replicas.split('.').collect();
     for (i, k) in path.iter().enumerate() {
         if i + 1 == path.len() {
             target[*k] = json!(n);

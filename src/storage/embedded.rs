@@ -14,9 +14,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 use tokio::sync::{oneshot, watch};
 
 use super::keys::prefix_end;
-use super::{
-    KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream,
-};
+use super::{KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream};
 
 const KV: TableDefinition<&str, &[u8]> = TableDefinition::new("kv");
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
@@ -34,22 +32,10 @@ fn internal(e: impl std::fmt::Display) -> StoreError {
 }
 
 enum Op {
-    Create {
-        key: String,
-        value: Vec<u8>,
-    },
-    Update {
-        key: String,
-        value: Vec<u8>,
-        expected: Revision,
-    },
-    Delete {
-        key: String,
-        expected: Option<Revision>,
-    },
-    Compact {
-        revision: Revision,
-    },
+    Create { key: String, value: Vec<u8> },
+    Update { key: String, value: Vec<u8>, expected: Revision },
+    Delete { key: String, expected: Option<Revision> },
+    Compact { revision: Revision },
 }
 
 enum Done {
@@ -79,9 +65,21 @@ pub struct EmbeddedStore {
     shared: Arc<Shared>,
     /// Write requests to the single writer thread. `std::sync::mpsc` because the receiver is a
     /// blocking thread; senders never block (unbounded), the thread applies back-pressure by batching.
-    writes: mpsc::Sender<Cmd>,
+    writes: Option<mpsc::Sender<Cmd>>,
+    /// The writer thread, joined on drop so the database file is closed when the store is.
+    writer: Option<std::thread::JoinHandle<()>>,
     /// Wakes watchers when the revision moves.
     revision_rx: watch::Receiver<Revision>,
+}
+
+impl Drop for EmbeddedStore {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer loop after it has committed what it holds.
+        self.writes.take();
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
 }
 
 fn encode_kv(rev: Revision, value: &[u8]) -> Vec<u8> {
@@ -97,17 +95,12 @@ fn decode_kv(key: &str, raw: &[u8]) -> Result<KeyValue, StoreError> {
     }
     let mut rev = [0u8; 8];
     rev.copy_from_slice(&raw[..8]);
-    Ok(KeyValue {
-        key: key.to_string(),
-        value: raw[8..].to_vec(),
-        mod_revision: i64::from_be_bytes(rev),
-    })
+    Ok(KeyValue { key: key.to_string(), value: raw[8..].to_vec(), mod_revision: i64::from_be_bytes(rev) })
 }
 
 /// One log record: `[kind][key][prev?][value]`, lengths little-endian u32.
 fn encode_event(put: bool, key: &str, prev: Option<&KeyValue>, value: &[u8]) -> Vec<u8> {
-    let mut out =
-        Vec::with_capacity(32 + key.len() + value.len() + prev.map_or(0, |p| p.value.len()));
+    let mut out = Vec::with_capacity(32 + key.len() + value.len() + prev.map_or(0, |p| p.value.len()));
     out.push(u8::from(put));
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
     out.extend_from_slice(key.as_bytes());
@@ -151,36 +144,19 @@ impl<'a> Reader<'a> {
 fn decode_event(revision: Revision, raw: &[u8]) -> Result<WatchEvent, StoreError> {
     let mut r = Reader { buf: raw };
     let put = r.take(1)?[0] == 1;
-    let key = std::str::from_utf8(r.bytes()?)
-        .map_err(internal)?
-        .to_string();
+    let key = std::str::from_utf8(r.bytes()?).map_err(internal)?.to_string();
     let prev = if r.take(1)?[0] == 1 {
         let b = r.take(8)?;
         let rev = i64::from_le_bytes(b.try_into().map_err(internal)?);
-        Some(KeyValue {
-            key: key.clone(),
-            value: r.bytes()?.to_vec(),
-            mod_revision: rev,
-        })
+        Some(KeyValue { key: key.clone(), value: r.bytes()?.to_vec(), mod_revision: rev })
     } else {
         None
     };
     let value = r.bytes()?.to_vec();
     Ok(if put {
-        WatchEvent::Put {
-            kv: KeyValue {
-                key,
-                value,
-                mod_revision: revision,
-            },
-            prev,
-        }
+        WatchEvent::Put { kv: KeyValue { key, value, mod_revision: revision }, prev }
     } else {
-        WatchEvent::Delete {
-            revision,
-            prev,
-            key,
-        }
+        WatchEvent::Delete { revision, prev, key }
     })
 }
 
@@ -195,47 +171,29 @@ impl EmbeddedStore {
                 txn.open_table(KV).map_err(internal)?;
                 txn.open_table(LOG).map_err(internal)?;
                 let meta = txn.open_table(META).map_err(internal)?;
-                let rev = meta
-                    .get(META_REV)
-                    .map_err(internal)?
-                    .map(|v| v.value())
-                    .unwrap_or(1);
-                let compacted = meta
-                    .get(META_COMPACTED)
-                    .map_err(internal)?
-                    .map(|v| v.value())
-                    .unwrap_or(0);
+                let rev = meta.get(META_REV).map_err(internal)?.map(|v| v.value()).unwrap_or(1);
+                let compacted = meta.get(META_COMPACTED).map_err(internal)?.map(|v| v.value()).unwrap_or(0);
                 (rev as i64, compacted as i64)
             };
             txn.commit().map_err(internal)?;
             r
         };
-        let shared = Arc::new(Shared {
-            db,
-            revision: AtomicI64::new(revision),
-            compacted: AtomicI64::new(compacted),
-        });
+        let shared = Arc::new(Shared { db, revision: AtomicI64::new(revision), compacted: AtomicI64::new(compacted) });
         let (tx, rx) = mpsc::channel::<Cmd>();
         let (rev_tx, revision_rx) = watch::channel(revision);
         let writer_shared = shared.clone();
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("kgate-store-writer".into())
             .spawn(move || writer_loop(writer_shared, rx, rev_tx))
             .map_err(internal)?;
-        Ok(EmbeddedStore {
-            shared,
-            writes: tx,
-            revision_rx,
-        })
+        Ok(EmbeddedStore { shared, writes: Some(tx), writer: Some(writer), revision_rx })
     }
 
     async fn submit(&self, op: Op) -> Result<Done, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.writes
-            .send(Cmd { op, reply })
-            .map_err(|_| StoreError::Unavailable("store is closed".into()))?;
-        rx.await
-            .map_err(|_| StoreError::Unavailable("store writer stopped".into()))?
+        let closed = || StoreError::Unavailable("store is closed".into());
+        self.writes.as_ref().ok_or_else(closed)?.send(Cmd { op, reply }).map_err(|_| closed())?;
+        rx.await.map_err(|_| StoreError::Unavailable("store writer stopped".into()))?
     }
 
     async fn blocking<T: Send + 'static>(
@@ -243,9 +201,7 @@ impl EmbeddedStore {
         f: impl FnOnce(&Shared) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || f(&shared))
-            .await
-            .map_err(internal)?
+        tokio::task::spawn_blocking(move || f(&shared)).await.map_err(internal)?
     }
 }
 
@@ -290,9 +246,7 @@ fn apply_batch(shared: &Shared, batch: &[Cmd], rev: &mut Revision) -> Result<Out
         let mut kv = txn.open_table(KV).map_err(internal)?;
         let mut log = txn.open_table(LOG).map_err(internal)?;
         for cmd in batch {
-            let current = |kv: &redb::Table<&str, &[u8]>,
-                           key: &str|
-             -> Result<Option<KeyValue>, StoreError> {
+            let current = |kv: &redb::Table<&str, &[u8]>, key: &str| -> Result<Option<KeyValue>, StoreError> {
                 match kv.get(key).map_err(internal)? {
                     Some(v) => Ok(Some(decode_kv(key, v.value())?)),
                     None => Ok(None),
@@ -303,31 +257,19 @@ fn apply_batch(shared: &Shared, batch: &[Cmd], rev: &mut Revision) -> Result<Out
                     Some(_) => Err(StoreError::AlreadyExists),
                     None => {
                         *rev += 1;
-                        kv.insert(key.as_str(), encode_kv(*rev, value).as_slice())
-                            .map_err(internal)?;
-                        log.insert(*rev as u64, encode_event(true, key, None, value).as_slice())
-                            .map_err(internal)?;
+                        kv.insert(key.as_str(), encode_kv(*rev, value).as_slice()).map_err(internal)?;
+                        log.insert(*rev as u64, encode_event(true, key, None, value).as_slice()).map_err(internal)?;
                         Ok(Done::Written(*rev))
                     }
                 },
-                Op::Update {
-                    key,
-                    value,
-                    expected,
-                } => match current(&kv, key)? {
+                Op::Update { key, value, expected } => match current(&kv, key)? {
                     None => Err(StoreError::NotFound),
-                    Some(cur) if cur.mod_revision != *expected => {
-                        Err(StoreError::Conflict { current: Some(cur) })
-                    }
+                    Some(cur) if cur.mod_revision != *expected => Err(StoreError::Conflict { current: Some(cur) }),
                     Some(cur) => {
                         *rev += 1;
-                        kv.insert(key.as_str(), encode_kv(*rev, value).as_slice())
+                        kv.insert(key.as_str(), encode_kv(*rev, value).as_slice()).map_err(internal)?;
+                        log.insert(*rev as u64, encode_event(true, key, Some(&cur), value).as_slice())
                             .map_err(internal)?;
-                        log.insert(
-                            *rev as u64,
-                            encode_event(true, key, Some(&cur), value).as_slice(),
-                        )
-                        .map_err(internal)?;
                         Ok(Done::Written(*rev))
                     }
                 },
@@ -339,19 +281,15 @@ fn apply_batch(shared: &Shared, batch: &[Cmd], rev: &mut Revision) -> Result<Out
                     Some(cur) => {
                         *rev += 1;
                         kv.remove(key.as_str()).map_err(internal)?;
-                        log.insert(
-                            *rev as u64,
-                            encode_event(false, key, Some(&cur), &[]).as_slice(),
-                        )
-                        .map_err(internal)?;
+                        log.insert(*rev as u64, encode_event(false, key, Some(&cur), &[]).as_slice())
+                            .map_err(internal)?;
                         Ok(Done::Deleted(*rev, cur))
                     }
                 },
                 Op::Compact { revision } => {
                     let target = (*revision).min(*rev);
                     if target > shared.compacted.load(Ordering::Acquire) {
-                        log.retain_in(..=(target as u64), |_, _| false)
-                            .map_err(internal)?;
+                        log.retain_in(..=(target as u64), |_, _| false).map_err(internal)?;
                         compact_to = Some(target);
                     }
                     Ok(Done::Compacted)
@@ -378,26 +316,15 @@ fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreE
     let txn = shared.db.begin_read().map_err(internal)?;
     // Both tables are read in this one snapshot, so the revision below matches their contents.
     let meta = txn.open_table(META).map_err(internal)?;
-    let current = meta
-        .get(META_REV)
-        .map_err(internal)?
-        .map(|v| v.value() as i64)
-        .unwrap_or(1);
-    let compacted = meta
-        .get(META_COMPACTED)
-        .map_err(internal)?
-        .map(|v| v.value() as i64)
-        .unwrap_or(0);
+    let current = meta.get(META_REV).map_err(internal)?.map(|v| v.value() as i64).unwrap_or(1);
+    let compacted = meta.get(META_COMPACTED).map_err(internal)?.map(|v| v.value() as i64).unwrap_or(0);
     let kv = txn.open_table(KV).map_err(internal)?;
     let end = prefix_end(&req.prefix);
     let end = String::from_utf8(end).map_err(internal)?;
     let start = req.start.clone().unwrap_or_else(|| req.prefix.clone());
     let at = req.revision.unwrap_or(current);
     if at > current {
-        return Err(StoreError::FutureRevision {
-            requested: at,
-            current,
-        });
+        return Err(StoreError::FutureRevision { requested: at, current });
     }
     if at >= current {
         let mut kvs = Vec::new();
@@ -410,24 +337,14 @@ fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreE
             }
             kvs.push(decode_kv(k.value(), v.value())?);
         }
-        return Ok(RangeResult {
-            kvs,
-            more,
-            revision: current,
-        });
+        return Ok(RangeResult { kvs, more, revision: current });
     }
     if at < compacted {
-        return Err(StoreError::Compacted {
-            requested: at,
-            compacted,
-        });
+        return Err(StoreError::Compacted { requested: at, compacted });
     }
     // Past revision: current state, then undo newer changes newest first.
     let mut state: BTreeMap<String, KeyValue> = BTreeMap::new();
-    for item in kv
-        .range(req.prefix.as_str()..end.as_str())
-        .map_err(internal)?
-    {
+    for item in kv.range(req.prefix.as_str()..end.as_str()).map_err(internal)? {
         let (k, v) = item.map_err(internal)?;
         state.insert(k.value().to_string(), decode_kv(k.value(), v.value())?);
     }
@@ -443,9 +360,7 @@ fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreE
                     state.remove(&kv.key);
                 }
             },
-            WatchEvent::Delete {
-                prev: Some(p), key, ..
-            } if key.starts_with(&req.prefix) => {
+            WatchEvent::Delete { prev: Some(p), key, .. } if key.starts_with(&req.prefix) => {
                 state.insert(key, p);
             }
             _ => {}
@@ -460,34 +375,19 @@ fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreE
         }
         kvs.push(v.clone());
     }
-    Ok(RangeResult {
-        kvs,
-        more,
-        revision: at,
-    })
+    Ok(RangeResult { kvs, more, revision: at })
 }
 
 /// Log events under `prefix` in `(after, upto]`.
-fn read_log(
-    shared: &Shared,
-    prefix: &str,
-    after: Revision,
-    upto: Revision,
-) -> Result<Vec<WatchEvent>, StoreError> {
+fn read_log(shared: &Shared, prefix: &str, after: Revision, upto: Revision) -> Result<Vec<WatchEvent>, StoreError> {
     let txn = shared.db.begin_read().map_err(internal)?;
     let compacted = shared.compacted.load(Ordering::Acquire);
     if after < compacted {
-        return Err(StoreError::Compacted {
-            requested: after,
-            compacted,
-        });
+        return Err(StoreError::Compacted { requested: after, compacted });
     }
     let log = txn.open_table(LOG).map_err(internal)?;
     let mut out = Vec::new();
-    for item in log
-        .range((after as u64 + 1)..=(upto as u64))
-        .map_err(internal)?
-    {
+    for item in log.range((after as u64 + 1)..=(upto as u64)).map_err(internal)? {
         let (r, raw) = item.map_err(internal)?;
         let ev = decode_event(r.value() as i64, raw.value())?;
         let key = match &ev {
@@ -531,49 +431,21 @@ impl Store for EmbeddedStore {
     }
 
     async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
-        match self
-            .submit(Op::Create {
-                key: key.to_string(),
-                value,
-            })
-            .await?
-        {
+        match self.submit(Op::Create { key: key.to_string(), value }).await? {
             Done::Written(r) => Ok(r),
             _ => Err(internal("unexpected writer answer")),
         }
     }
 
-    async fn update(
-        &self,
-        key: &str,
-        value: Vec<u8>,
-        expected: Revision,
-    ) -> Result<Revision, StoreError> {
-        match self
-            .submit(Op::Update {
-                key: key.to_string(),
-                value,
-                expected,
-            })
-            .await?
-        {
+    async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<Revision, StoreError> {
+        match self.submit(Op::Update { key: key.to_string(), value, expected }).await? {
             Done::Written(r) => Ok(r),
             _ => Err(internal("unexpected writer answer")),
         }
     }
 
-    async fn delete(
-        &self,
-        key: &str,
-        expected: Option<Revision>,
-    ) -> Result<(Revision, KeyValue), StoreError> {
-        match self
-            .submit(Op::Delete {
-                key: key.to_string(),
-                expected,
-            })
-            .await?
-        {
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue), StoreError> {
+        match self.submit(Op::Delete { key: key.to_string(), expected }).await? {
             Done::Deleted(r, kv) => Ok((r, kv)),
             _ => Err(internal("unexpected writer answer")),
         }
@@ -586,10 +458,7 @@ impl Store for EmbeddedStore {
     async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
         let compacted = self.shared.compacted.load(Ordering::Acquire);
         if after < compacted {
-            return Err(StoreError::Compacted {
-                requested: after,
-                compacted,
-            });
+            return Err(StoreError::Compacted { requested: after, compacted });
         }
         let state = WatchState {
             shared: self.shared.clone(),
@@ -610,12 +479,8 @@ impl Store for EmbeddedStore {
                 let current = *st.rx.borrow_and_update();
                 if st.next_after < current {
                     let upto = current.min(st.next_after + WATCH_READ_CHUNK as i64);
-                    let (shared, prefix, after) =
-                        (st.shared.clone(), st.prefix.clone(), st.next_after);
-                    let read = tokio::task::spawn_blocking(move || {
-                        read_log(&shared, &prefix, after, upto)
-                    })
-                    .await;
+                    let (shared, prefix, after) = (st.shared.clone(), st.prefix.clone(), st.next_after);
+                    let read = tokio::task::spawn_blocking(move || read_log(&shared, &prefix, after, upto)).await;
                     match read.map_err(internal).and_then(|r| r) {
                         Ok(events) => {
                             st.buffered.extend(events);

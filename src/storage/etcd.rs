@@ -8,15 +8,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, TlsOptions,
-    Txn, TxnOp, TxnOpResponse, WatchOptions,
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, TlsOptions, Txn, TxnOp,
+    TxnOpResponse, WatchOptions,
 };
 use futures::StreamExt;
 
 use super::keys::prefix_end;
-use super::{
-    KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream,
-};
+use super::{KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream};
 
 /// TLS material for reaching etcd.
 #[derive(Debug, Clone, Default)]
@@ -41,20 +39,14 @@ fn map_err(e: etcd_client::Error) -> StoreError {
         etcd_client::Error::GRpcStatus(s) => {
             let msg = s.message();
             if msg.contains("compacted") {
-                StoreError::Compacted {
-                    requested: 0,
-                    compacted: 0,
-                }
+                StoreError::Compacted { requested: 0, compacted: 0 }
             } else if msg.contains("future rev") {
-                StoreError::FutureRevision {
-                    requested: 0,
-                    current: 0,
-                }
+                StoreError::FutureRevision { requested: 0, current: 0 }
             } else {
                 match s.code() {
-                    tonic_code::UNAVAILABLE
-                    | tonic_code::DEADLINE_EXCEEDED
-                    | tonic_code::CANCELLED => StoreError::Unavailable(msg.to_string()),
+                    tonic_code::UNAVAILABLE | tonic_code::DEADLINE_EXCEEDED | tonic_code::CANCELLED => {
+                        StoreError::Unavailable(msg.to_string())
+                    }
                     _ => StoreError::Internal(e.to_string()),
                 }
             }
@@ -76,10 +68,7 @@ mod tonic_code {
 
 fn kv_of(kv: &etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
     Ok(KeyValue {
-        key: kv
-            .key_str()
-            .map_err(|e| StoreError::Internal(e.to_string()))?
-            .to_string(),
+        key: kv.key_str().map_err(|e| StoreError::Internal(e.to_string()))?.to_string(),
         value: kv.value().to_vec(),
         mod_revision: kv.mod_revision(),
     })
@@ -96,22 +85,17 @@ impl EtcdStore {
         if tls.ca_file.is_some() || tls.cert_file.is_some() {
             let mut t = TlsOptions::new();
             if let Some(ca) = &tls.ca_file {
-                let pem = std::fs::read(ca)
-                    .map_err(|e| StoreError::Internal(format!("{}: {e}", ca.display())))?;
+                let pem = std::fs::read(ca).map_err(|e| StoreError::Internal(format!("{}: {e}", ca.display())))?;
                 t = t.ca_certificate(etcd_client::Certificate::from_pem(pem));
             }
             if let (Some(c), Some(k)) = (&tls.cert_file, &tls.key_file) {
-                let cert = std::fs::read(c)
-                    .map_err(|e| StoreError::Internal(format!("{}: {e}", c.display())))?;
-                let key = std::fs::read(k)
-                    .map_err(|e| StoreError::Internal(format!("{}: {e}", k.display())))?;
+                let cert = std::fs::read(c).map_err(|e| StoreError::Internal(format!("{}: {e}", c.display())))?;
+                let key = std::fs::read(k).map_err(|e| StoreError::Internal(format!("{}: {e}", k.display())))?;
                 t = t.identity(etcd_client::Identity::from_pem(cert, key));
             }
             opts = opts.with_tls(t);
         }
-        let client = Client::connect(endpoints, Some(opts))
-            .await
-            .map_err(map_err)?;
+        let client = Client::connect(endpoints, Some(opts)).await.map_err(map_err)?;
         Ok(EtcdStore { client })
     }
 
@@ -145,34 +129,18 @@ impl Store for EtcdStore {
         if let Some(r) = req.revision {
             opts = opts.with_revision(r);
         }
-        let resp = self
-            .c()
-            .get(start, Some(opts))
-            .await
-            .map_err(|e| match map_err(e) {
-                StoreError::Compacted { .. } => StoreError::Compacted {
-                    requested: req.revision.unwrap_or(0),
-                    compacted: req.revision.unwrap_or(0),
-                },
-                StoreError::FutureRevision { .. } => StoreError::FutureRevision {
-                    requested: req.revision.unwrap_or(0),
-                    current: 0,
-                },
-                other => other,
-            })?;
-        let revision = req
-            .revision
-            .unwrap_or_else(|| resp.header().map(|h| h.revision()).unwrap_or(0));
-        let kvs = resp
-            .kvs()
-            .iter()
-            .map(kv_of)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(RangeResult {
-            kvs,
-            more: resp.more(),
-            revision,
-        })
+        let resp = self.c().get(start, Some(opts)).await.map_err(|e| match map_err(e) {
+            StoreError::Compacted { .. } => {
+                StoreError::Compacted { requested: req.revision.unwrap_or(0), compacted: req.revision.unwrap_or(0) }
+            }
+            StoreError::FutureRevision { .. } => {
+                StoreError::FutureRevision { requested: req.revision.unwrap_or(0), current: 0 }
+            }
+            other => other,
+        })?;
+        let revision = req.revision.unwrap_or_else(|| resp.header().map(|h| h.revision()).unwrap_or(0));
+        let kvs = resp.kvs().iter().map(kv_of).collect::<Result<Vec<_>, _>>()?;
+        Ok(RangeResult { kvs, more: resp.more(), revision })
     }
 
     async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
@@ -186,12 +154,7 @@ impl Store for EtcdStore {
         Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
     }
 
-    async fn update(
-        &self,
-        key: &str,
-        value: Vec<u8>,
-        expected: Revision,
-    ) -> Result<Revision, StoreError> {
+    async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<Revision, StoreError> {
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::put(key, value, None)])
@@ -206,11 +169,7 @@ impl Store for EtcdStore {
         Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
     }
 
-    async fn delete(
-        &self,
-        key: &str,
-        expected: Option<Revision>,
-    ) -> Result<(Revision, KeyValue), StoreError> {
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue), StoreError> {
         // Without an expected revision, still compare against the revision just read so the returned
         // value is exactly the one deleted.
         let mut client = self.c();
@@ -223,10 +182,7 @@ impl Store for EtcdStore {
         };
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
-            .and_then([TxnOp::delete(
-                key,
-                Some(DeleteOptions::new().with_prev_key()),
-            )])
+            .and_then([TxnOp::delete(key, Some(DeleteOptions::new().with_prev_key()))])
             .or_else([TxnOp::get(key, None)]);
         let resp = client.txn(txn).await.map_err(map_err)?;
         if !resp.succeeded() {
@@ -248,15 +204,21 @@ impl Store for EtcdStore {
 
     async fn revision(&self) -> Result<Revision, StoreError> {
         // A linearizable read of a key that never exists: the header carries the current revision.
-        let resp = self
-            .c()
-            .get("\0kgate-revision", None)
-            .await
-            .map_err(map_err)?;
+        let resp = self.c().get("\0kgate-revision", None).await.map_err(map_err)?;
         Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
     }
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        // etcd reports a compacted start revision only on the stream; probe it with a read at the first
+        // revision the watch needs, so callers get `Compacted` synchronously as from the embedded store.
+        let probe = GetOptions::new().with_revision(after + 1).with_count_only();
+        match self.c().get(prefix, Some(probe)).await.map_err(map_err) {
+            Err(StoreError::Compacted { .. }) => {
+                return Err(StoreError::Compacted { requested: after, compacted: after });
+            }
+            Err(StoreError::FutureRevision { .. }) | Ok(_) => {}
+            Err(e) => return Err(e),
+        }
         let state = EtcdWatch {
             client: self.c(),
             prefix: prefix.to_string(),
@@ -265,18 +227,10 @@ impl Store for EtcdStore {
             pending: Vec::new(),
             done: false,
         };
-        let mut stream = Box::pin(futures::stream::unfold(state, |mut st| async move {
+        Ok(Box::pin(futures::stream::unfold(state, |mut st| async move {
             let item = st.next().await?;
             Some((item, st))
-        }));
-        // Surface a compacted start revision right away, as the embedded store does.
-        match stream.next().await {
-            Some(Err(e)) => Err(e),
-            Some(Ok(first)) => Ok(Box::pin(
-                futures::stream::once(async move { Ok(first) }).chain(stream),
-            )),
-            None => Err(StoreError::Unavailable("watch ended".into())),
-        }
+        })))
     }
 
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
@@ -291,10 +245,7 @@ impl Store for EtcdStore {
 
     async fn healthy(&self) -> bool {
         let mut c = self.c();
-        matches!(
-            tokio::time::timeout(Duration::from_secs(2), c.get("\0kgate-health", None)).await,
-            Ok(Ok(_))
-        )
+        matches!(tokio::time::timeout(Duration::from_secs(2), c.get("\0kgate-health", None)).await, Ok(Ok(_)))
     }
 }
 
@@ -329,8 +280,7 @@ impl EtcdWatch {
                 match self.client.watch(self.prefix.as_str(), Some(opts)).await {
                     Ok(s) => {
                         self.inner = Some(s);
-                        // Report the start as progress so callers learn the watch is established.
-                        return Some(Ok(WatchEvent::Progress(self.after)));
+                        continue;
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, prefix = %self.prefix, "etcd watch failed; retrying");

@@ -3,14 +3,7 @@
 //! Every prefix handed to a range or watch ends with `/`, so cluster `a` never matches keys of `a-b`.
 
 /// Key of one object.
-pub fn object(
-    prefix: &str,
-    group: &str,
-    resource: &str,
-    cluster: &str,
-    namespace: Option<&str>,
-    name: &str,
-) -> String {
+pub fn object(prefix: &str, group: &str, resource: &str, cluster: &str, namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(ns) => format!("{prefix}/{group}/{resource}/{cluster}/{ns}/{name}"),
         None => format!("{prefix}/{group}/{resource}/{cluster}/{name}"),
@@ -18,13 +11,7 @@ pub fn object(
 }
 
 /// Prefix of a collection: every cluster (`cluster = None`), one cluster, or one namespace of one cluster.
-pub fn collection(
-    prefix: &str,
-    group: &str,
-    resource: &str,
-    cluster: Option<&str>,
-    namespace: Option<&str>,
-) -> String {
+pub fn collection(prefix: &str, group: &str, resource: &str, cluster: Option<&str>, namespace: Option<&str>) -> String {
     match (cluster, namespace) {
         (None, _) => format!("{prefix}/{group}/{resource}/"),
         (Some(c), None) => format!("{prefix}/{group}/{resource}/{c}/"),
@@ -51,21 +38,13 @@ pub fn parse<'a>(resource_prefix: &str, key: &'a str, namespaced: bool) -> Optio
     if namespaced {
         let ns = parts.next()?;
         let name = parts.next()?;
-        Some(ObjectKey {
-            cluster,
-            namespace: Some(ns),
-            name,
-        })
+        Some(ObjectKey { cluster, namespace: Some(ns), name })
     } else {
         let name = parts.next()?;
         if parts.next().is_some() {
             return None;
         }
-        Some(ObjectKey {
-            cluster,
-            namespace: None,
-            name,
-        })
+        Some(ObjectKey { cluster, namespace: None, name })
     }
 }
 
@@ -88,28 +67,15 @@ mod tests {
     #[test]
     fn layout() {
         assert_eq!(
-            object(
-                "/registry",
-                "core",
-                "configmaps",
-                "team-a",
-                Some("default"),
-                "x"
-            ),
+            object("/registry", "core", "configmaps", "team-a", Some("default"), "x"),
             "/registry/core/configmaps/team-a/default/x"
         );
         assert_eq!(
             object("/registry", "core", "namespaces", "root", None, "default"),
             "/registry/core/namespaces/root/default"
         );
-        assert_eq!(
-            collection("/registry", "apps", "deployments", Some("a"), None),
-            "/registry/apps/deployments/a/"
-        );
-        assert_eq!(
-            collection("/registry", "apps", "deployments", None, None),
-            "/registry/apps/deployments/"
-        );
+        assert_eq!(collection("/registry", "apps", "deployments", Some("a"), None), "/registry/apps/deployments/a/");
+        assert_eq!(collection("/registry", "apps", "deployments", None, None), "/registry/apps/deployments/");
     }
 
     #[test]
@@ -123,18 +89,8 @@ mod tests {
     fn parse_round_trip() {
         let p = collection("/r", "core", "configmaps", None, None);
         let k = object("/r", "core", "configmaps", "c1", Some("ns"), "n");
-        assert_eq!(
-            parse(&p, &k, true),
-            Some(ObjectKey {
-                cluster: "c1",
-                namespace: Some("ns"),
-                name: "n"
-            })
-        );
-        assert_eq!(
-            parse(&p, "/r/core/configmaps/c1/n", false).unwrap().name,
-            "n"
-        );
+        assert_eq!(parse(&p, &k, true), Some(ObjectKey { cluster: "c1", namespace: Some("ns"), name: "n" }));
+        assert_eq!(parse(&p, "/r/core/configmaps/c1/n", false).unwrap().name, "n");
         assert_eq!(prefix_end("/a/"), b"/a0".to_vec());
     }
 }

@@ -134,19 +134,10 @@ pub trait Store: Send + Sync + 'static {
     /// Create a key that must not exist.
     async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError>;
     /// Replace a key whose revision must be `expected`.
-    async fn update(
-        &self,
-        key: &str,
-        value: Vec<u8>,
-        expected: Revision,
-    ) -> Result<Revision, StoreError>;
+    async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<Revision, StoreError>;
     /// Delete a key, only if its revision is `expected` when given. Returns the delete's revision and the
     /// value deleted.
-    async fn delete(
-        &self,
-        key: &str,
-        expected: Option<Revision>,
-    ) -> Result<(Revision, KeyValue), StoreError>;
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue), StoreError>;
     /// The latest revision (a consistent read: every write acknowledged before is at or below it).
     async fn revision(&self) -> Result<Revision, StoreError>;
     /// Changes under `prefix` after revision `after`, in order, forever (until dropped). Fails with

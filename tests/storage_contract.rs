@@ -1,0 +1,179 @@
+//! The storage contract, run against both backends: the embedded store and a real etcd.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kgate::storage::embedded::EmbeddedStore;
+use kgate::storage::etcd::{EtcdStore, EtcdTls};
+use kgate::storage::{RangeRequest, Store, StoreError, WatchEvent, WatchStream};
+
+async fn next_change(w: &mut WatchStream) -> WatchEvent {
+    loop {
+        let ev =
+            tokio::time::timeout(Duration::from_secs(10), w.next()).await.expect("event in time").expect("stream open");
+        match ev.expect("no error") {
+            WatchEvent::Progress(_) => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Every behaviour kgate relies on, under a fresh prefix `p` (ends with `/`).
+async fn contract(store: Arc<dyn Store>, p: &str) {
+    let k = |s: &str| format!("{p}{s}");
+    let r0 = store.revision().await.unwrap();
+
+    // Create, get, create again.
+    let r1 = store.create(&k("a/x"), b"1".to_vec()).await.unwrap();
+    assert!(r1 > r0, "revisions grow");
+    let got = store.get(&k("a/x")).await.unwrap().unwrap();
+    assert_eq!((got.value.as_slice(), got.mod_revision), (&b"1"[..], r1));
+    assert!(matches!(store.create(&k("a/x"), b"2".to_vec()).await, Err(StoreError::AlreadyExists)));
+    assert!(store.get(&k("a/missing")).await.unwrap().is_none());
+
+    // Compare-and-swap update.
+    let r2 = store.update(&k("a/x"), b"2".to_vec(), r1).await.unwrap();
+    assert!(r2 > r1);
+    match store.update(&k("a/x"), b"3".to_vec(), r1).await {
+        Err(StoreError::Conflict { current: Some(c) }) => assert_eq!(c.mod_revision, r2),
+        other => panic!("expected conflict, got {other:?}"),
+    }
+    assert!(matches!(store.update(&k("a/missing"), b"1".to_vec(), 1).await, Err(StoreError::NotFound)));
+
+    // Prefix isolation: `a/` never sees `a-b/`.
+    store.create(&k("a-b/y"), b"other".to_vec()).await.unwrap();
+    for i in 0..5 {
+        store.create(&k(&format!("a/item{i}")), vec![i]).await.unwrap();
+    }
+    let all = store.range(RangeRequest { prefix: k("a/"), ..Default::default() }).await.unwrap();
+    assert_eq!(all.kvs.len(), 6);
+    assert!(all.kvs.iter().all(|kv| kv.key.starts_with(&k("a/"))));
+    assert!(!all.more);
+    let keys: Vec<&str> = all.kvs.iter().map(|kv| kv.key.as_str()).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "range is in key order");
+
+    // Limit and continuation from a start key.
+    let page = store.range(RangeRequest { prefix: k("a/"), limit: 2, ..Default::default() }).await.unwrap();
+    assert_eq!(page.kvs.len(), 2);
+    assert!(page.more);
+    let next_start = format!("{}\0", page.kvs[1].key);
+    let rest = store
+        .range(RangeRequest { prefix: k("a/"), start: Some(next_start), limit: 0, revision: Some(page.revision) })
+        .await
+        .unwrap();
+    assert_eq!(rest.kvs.len(), 4);
+
+    // A read at a past revision sees the past, even after deletes and updates.
+    let before = store.revision().await.unwrap();
+    let (rd, prev) = store.delete(&k("a/item0"), None).await.unwrap();
+    assert_eq!(prev.value, vec![0]);
+    store
+        .update(&k("a/item1"), b"changed".to_vec(), store.get(&k("a/item1")).await.unwrap().unwrap().mod_revision)
+        .await
+        .unwrap();
+    let past =
+        store.range(RangeRequest { prefix: k("a/"), revision: Some(before), ..Default::default() }).await.unwrap();
+    assert_eq!(past.kvs.len(), 6);
+    assert_eq!(past.kvs.iter().find(|kv| kv.key == k("a/item1")).unwrap().value, vec![1]);
+    let now = store.range(RangeRequest { prefix: k("a/"), ..Default::default() }).await.unwrap();
+    assert_eq!(now.kvs.len(), 5);
+
+    // Delete preconditions.
+    let cur = store.get(&k("a/item2")).await.unwrap().unwrap();
+    assert!(matches!(store.delete(&k("a/item2"), Some(cur.mod_revision - 1)).await, Err(StoreError::Conflict { .. })));
+    assert!(matches!(store.delete(&k("a/missing"), None).await, Err(StoreError::NotFound)));
+
+    // Watch from a past revision replays history in order, with previous values, then goes live.
+    let mut w = store.watch(&k("a/"), before).await.unwrap();
+    match next_change(&mut w).await {
+        WatchEvent::Delete { revision, prev: Some(p), key } => {
+            assert_eq!((revision, key.as_str(), p.value.as_slice()), (rd, k("a/item0").as_str(), &[0u8][..]))
+        }
+        other => panic!("expected delete, got {other:?}"),
+    }
+    match next_change(&mut w).await {
+        WatchEvent::Put { kv, prev: Some(p) } => {
+            assert_eq!((kv.value.as_slice(), p.value.as_slice()), (&b"changed"[..], &[1u8][..]))
+        }
+        other => panic!("expected update, got {other:?}"),
+    }
+    store.create(&k("a-b/z"), b"not mine".to_vec()).await.unwrap();
+    let live = store.create(&k("a/live"), b"L".to_vec()).await.unwrap();
+    match next_change(&mut w).await {
+        WatchEvent::Put { kv, prev: None } => assert_eq!((kv.key, kv.mod_revision), (k("a/live"), live)),
+        other => panic!("expected the live create (and nothing from a-b/), got {other:?}"),
+    }
+
+    // Compaction: history before the compacted revision is gone for watches and past reads.
+    let latest = store.revision().await.unwrap();
+    store.compact(latest).await.unwrap();
+    match store.watch(&k("a/"), before).await {
+        Err(StoreError::Compacted { .. }) => {}
+        Ok(mut s) => match tokio::time::timeout(Duration::from_secs(10), s.next()).await.unwrap() {
+            Some(Err(StoreError::Compacted { .. })) => {}
+            other => panic!("expected compacted, got {other:?}"),
+        },
+        Err(e) => panic!("expected compacted, got {e:?}"),
+    }
+    assert!(matches!(
+        store.range(RangeRequest { prefix: k("a/"), revision: Some(before), ..Default::default() }).await,
+        Err(StoreError::Compacted { .. })
+    ));
+    // Watching from the latest revision still works after compaction.
+    let mut w2 = store.watch(&k("a/"), latest).await.unwrap();
+    store.create(&k("a/after"), b"A".to_vec()).await.unwrap();
+    assert!(matches!(next_change(&mut w2).await, WatchEvent::Put { .. }));
+    assert!(store.healthy().await);
+}
+
+#[tokio::test]
+async fn embedded_store_meets_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+    contract(store, "/contract/").await;
+}
+
+#[tokio::test]
+async fn etcd_store_meets_the_contract() {
+    let endpoint = common::shared_etcd().to_string();
+    let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(&[endpoint], &EtcdTls::default()).await.unwrap());
+    contract(store, &format!("/contract-{}/", uuid::Uuid::new_v4().simple())).await;
+}
+
+#[tokio::test]
+async fn embedded_store_keeps_everything_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let rev = {
+        let s = EmbeddedStore::open(dir.path()).unwrap();
+        s.create("/k/a", b"1".to_vec()).await.unwrap();
+        s.create("/k/b", b"2".to_vec()).await.unwrap()
+    };
+    let s = EmbeddedStore::open(dir.path()).unwrap();
+    assert_eq!(s.revision().await.unwrap(), rev, "revision survives a restart");
+    assert_eq!(s.get("/k/b").await.unwrap().unwrap().value, b"2".to_vec());
+    let next = s.create("/k/c", b"3".to_vec()).await.unwrap();
+    assert!(next > rev, "revisions never repeat after a restart");
+}
+
+#[tokio::test]
+async fn concurrent_creates_get_distinct_ordered_revisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move { s.create(&format!("/c/{i}"), vec![1]).await.unwrap() }));
+    }
+    let mut revs = Vec::new();
+    for t in tasks {
+        revs.push(t.await.unwrap());
+    }
+    revs.sort();
+    revs.dedup();
+    assert_eq!(revs.len(), 64, "every write has its own revision");
+}
