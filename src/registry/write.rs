@@ -480,7 +480,8 @@ impl Registry {
         }
         keep_server_meta(current, &mut desired);
         validate_meta(ctx, &desired)?;
-        if subresource.is_none() && !meta::spec_equal(current, &desired) {
+        // Scale writes change the spec, so they bump generation; status writes never do.
+        if subresource != Some("status") && !meta::spec_equal(current, &desired) {
             if let Some(g) = meta::metadata(current).and_then(|m| m.get("generation")).and_then(Value::as_i64) {
                 set_meta(&mut desired, "generation", json!(g + 1));
             }
@@ -651,7 +652,8 @@ impl Registry {
                 }
                 .map_err(|e| patch_error(def, name, e))?;
                 if subresource == Some("scale") {
-                    return Ok(Some(apply_scale(def, current, &patched)?));
+                    let desired = apply_scale(def, current, &patched)?;
+                    return self.prepare_update(ctx, current, desired, subresource, &manager).map(Some);
                 }
                 if !patched.is_object() {
                     return Err(ApiError::bad_request("the patch did not produce an object"));

@@ -1,0 +1,441 @@
+//! HTTP-level semantics of each verb and its errors, against a real server (embedded store, and etcd
+//! where the backend matters).
+
+mod common;
+
+use common::{Backend, TestServer};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+
+fn cm(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+}
+
+#[tokio::test]
+async fn create_get_update_conflict_delete_on_both_backends() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        let (code, created) = s.post(CM, &cm("a", json!({"k": "v"}))).await;
+        assert_eq!(code, StatusCode::CREATED, "{created}");
+        let rv = created["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        assert!(!created["metadata"]["uid"].as_str().unwrap().is_empty());
+        assert!(created["metadata"]["creationTimestamp"].is_string());
+        assert_eq!(created["metadata"]["annotations"]["kgate.dev/cluster"], "root");
+
+        let (code, again) = s.post(CM, &cm("a", json!({}))).await;
+        assert_eq!((code, again["reason"].as_str()), (StatusCode::CONFLICT, Some("AlreadyExists")));
+        assert_eq!(again["message"], "configmaps \"a\" already exists");
+
+        let (code, got) = s.get(&format!("{CM}/a")).await;
+        assert_eq!((code, &got["data"]["k"]), (StatusCode::OK, &json!("v")));
+
+        let mut next = got.clone();
+        next["data"]["k"] = json!("w");
+        let (code, updated) = s.put(&format!("{CM}/a"), &next).await;
+        assert_eq!(code, StatusCode::OK, "{updated}");
+        assert_ne!(updated["metadata"]["resourceVersion"].as_str().unwrap(), rv);
+        assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+
+        // The stale resourceVersion from the first read now conflicts.
+        let (code, stale) = s.put(&format!("{CM}/a"), &got).await;
+        assert_eq!(code, StatusCode::CONFLICT);
+        assert_eq!(stale["reason"], "Conflict");
+        assert!(stale["message"].as_str().unwrap().contains("the object has been modified"));
+
+        let (code, st) = s.delete(&format!("{CM}/a")).await;
+        assert_eq!((code, st["status"].as_str()), (StatusCode::OK, Some("Success")));
+        let (code, nf) = s.get(&format!("{CM}/a")).await;
+        assert_eq!(code, StatusCode::NOT_FOUND);
+        assert_eq!(nf["message"], "configmaps \"a\" not found");
+        assert_eq!(nf["details"]["kind"], "configmaps");
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_status_and_changes_nothing() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let post_raw = |ct: &'static str, body: &'static [u8]| {
+        let s = &s;
+        async move { s.req(Method::POST, CM, Some(ct), Some(body.to_vec())).await }
+    };
+    let (code, st) = post_raw("application/json", b"{not json").await;
+    assert_eq!((code, st["kind"].as_str()), (StatusCode::BAD_REQUEST, Some("Status")));
+    let (code, _) = post_raw("application/yaml", b"a: [unclosed").await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    let (code, _) = post_raw("text/plain", b"hello").await;
+    assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    let (code, st) = s.post(CM, &json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert!(st["message"].as_str().unwrap().contains("does not match the expected API version"));
+
+    let (code, st) = s.post(CM, &cm("Bad_Name", json!({}))).await;
+    assert_eq!((code, st["reason"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("Invalid")));
+    assert_eq!(st["details"]["causes"][0]["field"], "metadata.name");
+
+    let (code, st) = s.post(CM, &json!({"metadata": {"name": "l", "labels": {"bad key!": "v"}}})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+
+    let (code, st) = s.post(CM, &json!({"metadata": {}})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(st["message"].as_str().unwrap().contains("name or generateName is required"));
+
+    let (code, st) = s.post(CM, &json!({"metadata": {"name": "n", "namespace": "other"}})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{st}");
+
+    let (code, st) = s.post(CM, &json!({"metadata": {"name": "t"}, "data": {"a": 1}})).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "type errors are rejected: {st}");
+
+    let big = vec![b'a'; 4 * 1024 * 1024];
+    let (code, _) = s.req(Method::POST, CM, Some("application/json"), Some(big)).await;
+    assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE);
+
+    let (code, st) = s.post("/api/v1/namespaces/nope/configmaps", &cm("x", json!({}))).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert_eq!(st["message"], "namespaces \"nope\" not found");
+
+    // Nothing of the above was stored.
+    let (_, list) = s.get(CM).await;
+    assert_eq!(list["items"], json!([]));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn field_validation_strict_warn_ignore() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let body = json!({"metadata": {"name": "fv"}, "data": {"a": "b"}, "bogus": 1});
+    let (code, st) = s.post(&format!("{CM}?fieldValidation=Strict"), &body).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(st["message"], "strict decoding error: unknown field \"bogus\"");
+
+    let resp = s.client.post(format!("{}{CM}?fieldValidation=Warn", s.url)).json(&body).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let warning = resp.headers().get("warning").unwrap().to_str().unwrap().to_string();
+    assert_eq!(warning, "299 - \"unknown field \\\"bogus\\\"\"");
+    let stored: Value = resp.json().await.unwrap();
+    assert!(stored.get("bogus").is_none(), "unknown fields are dropped");
+
+    let mut b2 = body.clone();
+    b2["metadata"]["name"] = json!("fv2");
+    let (code, obj) = s.post(&format!("{CM}?fieldValidation=Ignore"), &b2).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert!(obj.get("bogus").is_none());
+    let (code, _) = s.post(&format!("{CM}?fieldValidation=Maybe"), &b2).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn generate_name_and_dry_run() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let (code, obj) = s.post(CM, &json!({"metadata": {"generateName": "gen-"}})).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let name = obj["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+
+    let (code, dry) = s.post(&format!("{CM}?dryRun=All"), &cm("dry", json!({}))).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(dry["metadata"]["name"], "dry");
+    assert_eq!(s.get(&format!("{CM}/dry")).await.0, StatusCode::NOT_FOUND, "dry run stores nothing");
+
+    let (code, _) = s.req(Method::DELETE, &format!("{CM}/{name}?dryRun=All"), None, None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(s.get(&format!("{CM}/{name}")).await.0, StatusCode::OK, "dry-run delete deletes nothing");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn patches_of_every_type() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.post(CM, &cm("p", json!({"a": "1", "b": "2"}))).await;
+    let path = format!("{CM}/p");
+    let (code, o) = s.patch(&path, "application/merge-patch+json", &json!({"data": {"a": null, "c": "3"}})).await;
+    assert_eq!(code, StatusCode::OK, "{o}");
+    assert_eq!(o["data"], json!({"b": "2", "c": "3"}));
+    let (code, o) =
+        s.patch(&path, "application/json-patch+json", &json!([{"op": "replace", "path": "/data/b", "value": "x"}])).await;
+    assert_eq!((code, &o["data"]["b"]), (StatusCode::OK, &json!("x")));
+    let (code, o) = s.patch(&path, "application/json-patch+json", &json!([{"op": "test", "path": "/data/b", "value": "nope"}])).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{o}");
+    let (code, o) = s.patch(&path, "application/strategic-merge-patch+json", &json!({"data": {"d": "4"}})).await;
+    assert_eq!((code, &o["data"]["d"]), (StatusCode::OK, &json!("4")));
+    let (code, _) = s.patch(&path, "application/x-unknown", &json!({})).await;
+    assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (code, _) = s.patch(&format!("{CM}/missing"), "application/merge-patch+json", &json!({})).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    // A resourceVersion in a patch is a precondition.
+    let (code, _) =
+        s.patch(&path, "application/merge-patch+json", &json!({"metadata": {"resourceVersion": "1"}, "data": {"z": "z"}})).await;
+    assert_eq!(code, StatusCode::CONFLICT);
+
+    // Server-side apply creates, then conflicts with another manager, then force takes over.
+    let apply = |mgr: &str, force: bool, v: &str| {
+        let body = cm("ssa", json!({"k": v}));
+        let q = format!("{CM}/ssa?fieldManager={mgr}{}", if force { "&force=true" } else { "" });
+        (q, body)
+    };
+    let (q, b) = apply("one", false, "1");
+    let (code, o) = s.patch(&q, "application/apply-patch+yaml", &b).await;
+    assert_eq!(code, StatusCode::CREATED, "{o}");
+    assert_eq!(o["metadata"]["managedFields"][0]["manager"], "one");
+    assert_eq!(o["metadata"]["managedFields"][0]["operation"], "Apply");
+    let (q, b) = apply("two", false, "2");
+    let (code, o) = s.patch(&q, "application/apply-patch+yaml", &b).await;
+    assert_eq!(code, StatusCode::CONFLICT, "{o}");
+    assert_eq!(o["message"], "Apply failed with 1 conflict: conflict with \"one\": .data.k");
+    let (q, b) = apply("two", true, "2");
+    let (code, o) = s.patch(&q, "application/apply-patch+yaml", &b).await;
+    assert_eq!((code, &o["data"]["k"]), (StatusCode::OK, &json!("2")));
+    let (code, o) = s.patch(&format!("{CM}/ssa"), "application/apply-patch+yaml", &cm("ssa", json!({}))).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "fieldManager is required: {o}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn lists_select_and_paginate() {
+    let s = TestServer::start(Backend::Embedded).await;
+    for i in 0..7 {
+        s.post(CM, &json!({"metadata": {"name": format!("c{i}"), "labels": {"n": format!("{}", i % 2)}}})).await;
+    }
+    let (_, all) = s.get(CM).await;
+    assert_eq!(all["kind"], "ConfigMapList");
+    assert_eq!(all["items"].as_array().unwrap().len(), 7);
+    let (_, odd) = s.get(&format!("{CM}?labelSelector=n%3D1")).await;
+    assert_eq!(odd["items"].as_array().unwrap().len(), 3);
+    let (_, set) = s.get(&format!("{CM}?labelSelector=n+in+%280%29")).await;
+    assert_eq!(set["items"].as_array().unwrap().len(), 4);
+    let (_, one) = s.get(&format!("{CM}?fieldSelector=metadata.name%3Dc3")).await;
+    assert_eq!(one["items"][0]["metadata"]["name"], "c3");
+    let (code, bad) = s.get(&format!("{CM}?fieldSelector=spec.nope%3D1")).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!(bad["message"], "field label not supported: spec.nope");
+    let (code, _) = s.get(&format!("{CM}?labelSelector=a+in+%28")).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+
+    // Pages of 3 at one resourceVersion, even with writes in between.
+    let (_, p1) = s.get(&format!("{CM}?limit=3")).await;
+    assert_eq!(p1["items"].as_array().unwrap().len(), 3);
+    let token = p1["metadata"]["continue"].as_str().unwrap().to_string();
+    s.post(CM, &json!({"metadata": {"name": "c00-late"}})).await;
+    let (_, p2) = s.get(&format!("{CM}?limit=3&continue={token}")).await;
+    let token2 = p2["metadata"]["continue"].as_str().unwrap().to_string();
+    let (_, p3) = s.get(&format!("{CM}?limit=3&continue={token2}")).await;
+    assert!(p3["metadata"].get("continue").is_none(), "last page has no continue");
+    let names: Vec<String> = [&p1, &p2, &p3]
+        .iter()
+        .flat_map(|p| p["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(names, (0..7).map(|i| format!("c{i}")).collect::<Vec<_>>(), "the late write is not in the snapshot");
+    assert_eq!(p1["metadata"]["resourceVersion"], p3["metadata"]["resourceVersion"]);
+    let (code, _) = s.get(&format!("{CM}?limit=3&continue=garbage")).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    let (code, _) = s.get(&format!("{CM}?resourceVersionMatch=Exact")).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+
+    // Table output for kubectl get.
+    let (code, table) = s
+        .req_with(&s.client, Method::GET, CM, None, None, &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")])
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["columnDefinitions"][0]["name"], "Name");
+    assert_eq!(table["rows"].as_array().unwrap().len(), 8);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn finalizers_defer_deletion_until_removed() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.post(CM, &json!({"metadata": {"name": "f", "finalizers": ["example.com/hold"]}})).await;
+    let (code, o) = s.delete(&format!("{CM}/f")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(o["metadata"]["deletionTimestamp"].is_string(), "{o}");
+    let (code, o) = s.get(&format!("{CM}/f")).await;
+    assert_eq!(code, StatusCode::OK, "still there while finalizers remain: {o}");
+    let (code, _) = s.patch(&format!("{CM}/f"), "application/merge-patch+json", &json!({"metadata": {"finalizers": null}})).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(s.get(&format!("{CM}/f")).await.0, StatusCode::NOT_FOUND);
+
+    // Foreground and Orphan propagation never hang: nothing here would clear their finalizers.
+    s.post(CM, &cm("fg", json!({}))).await;
+    let body = serde_json::to_vec(&json!({"propagationPolicy": "Foreground"})).unwrap();
+    let (code, _) = s.req(Method::DELETE, &format!("{CM}/fg"), Some("application/json"), Some(body)).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(s.get(&format!("{CM}/fg")).await.0, StatusCode::NOT_FOUND);
+
+    // Preconditions.
+    let (_, o) = s.post(CM, &cm("pre", json!({}))).await;
+    let body = serde_json::to_vec(&json!({"preconditions": {"uid": "wrong"}})).unwrap();
+    let (code, st) = s.req(Method::DELETE, &format!("{CM}/pre"), Some("application/json"), Some(body)).await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    assert!(st["message"].as_str().unwrap().contains("Precondition failed: UID in precondition: wrong"));
+    let uid = o["metadata"]["uid"].as_str().unwrap();
+    let body = serde_json::to_vec(&json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}, "gracePeriodSeconds": null})).unwrap();
+    let (code, _) = s.req(Method::DELETE, &format!("{CM}/pre"), Some("application/json"), Some(body)).await;
+    assert_eq!(code, StatusCode::OK);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn namespaces_terminate_and_take_their_contents() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.post("/api/v1/namespaces", &json!({"metadata": {"name": "doomed"}})).await;
+    let (code, sa) = s.get("/api/v1/namespaces/doomed/serviceaccounts/default").await;
+    assert_eq!(code, StatusCode::OK, "every namespace gets a default ServiceAccount: {sa}");
+    s.post("/api/v1/namespaces/doomed/configmaps", &cm("x", json!({}))).await;
+    let (code, ns) = s.delete("/api/v1/namespaces/doomed").await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    for _ in 0..100 {
+        if s.get("/api/v1/namespaces/doomed").await.0 == StatusCode::NOT_FOUND {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(s.get("/api/v1/namespaces/doomed").await.0, StatusCode::NOT_FOUND);
+    let (_, list) = s.get("/api/v1/configmaps").await;
+    assert!(list["items"].as_array().unwrap().iter().all(|i| i["metadata"]["namespace"] != "doomed"));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn status_and_scale_subresources() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let base = "/apis/apps/v1/namespaces/default/deployments";
+    let (code, o) = s.post(base, &d).await;
+    assert_eq!(code, StatusCode::CREATED, "{o}");
+    assert_eq!(o["metadata"]["generation"], 1);
+    // Status through the main resource is ignored; through /status it is taken.
+    let (_, o) = s.patch(&format!("{base}/d"), "application/merge-patch+json", &json!({"status": {"replicas": 9}})).await;
+    assert!(o["status"].get("replicas").is_none());
+    let (code, o) = s.patch(&format!("{base}/d/status"), "application/merge-patch+json", &json!({"status": {"replicas": 1}, "spec": {"replicas": 7}})).await;
+    assert_eq!(code, StatusCode::OK, "{o}");
+    assert_eq!((o["status"]["replicas"].clone(), o["spec"]["replicas"].clone()), (json!(1), json!(2)));
+    let (code, sc) = s.get(&format!("{base}/d/scale")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(sc["kind"], "Scale");
+    assert_eq!(sc["spec"]["replicas"], 2);
+    assert_eq!(sc["status"]["selector"], "app=d");
+    let (code, sc) = s.patch(&format!("{base}/d/scale"), "application/merge-patch+json", &json!({"spec": {"replicas": 4}})).await;
+    assert_eq!((code, &sc["spec"]["replicas"]), (StatusCode::OK, &json!(4)));
+    let (_, o) = s.get(&format!("{base}/d")).await;
+    assert_eq!(o["spec"]["replicas"], 4);
+    assert_eq!(o["metadata"]["generation"], 2, "spec changes bump generation");
+    assert_eq!(s.get("/api/v1/namespaces/default/configmaps/x/scale").await.0, StatusCode::NOT_FOUND);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn cluster_addressing_and_isolation() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("team-a").await;
+    s.create_cluster("team-a-b").await;
+    let (code, _) = s.post(&format!("/clusters/team-a{CM}"), &cm("same", json!({"owner": "a"}))).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (code, _) = s
+        .req_with(&s.client, Method::POST, CM, Some("application/json"), Some(serde_json::to_vec(&cm("same", json!({"owner": "ab"}))).unwrap()), &[("X-Kubernetes-Cluster", "team-a-b")])
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "addressed by header");
+    let (_, a) = s.get(&format!("/clusters/team-a{CM}/same")).await;
+    assert_eq!(a["data"]["owner"], "a");
+    assert_eq!(a["metadata"]["annotations"]["kgate.dev/cluster"], "team-a");
+    let (_, ab) = s.get(&format!("/clusters/team-a-b{CM}/same")).await;
+    assert_eq!(ab["data"]["owner"], "ab");
+    assert_eq!(s.get(&format!("{CM}/same")).await.0, StatusCode::NOT_FOUND, "root sees neither");
+    let (_, list_a) = s.get(&format!("/clusters/team-a{CM}")).await;
+    assert_eq!(list_a["items"].as_array().unwrap().len(), 1, "cluster a never lists a-b's keys");
+
+    // Writing the cluster annotation does not move an object.
+    let mut evil = a.clone();
+    evil["metadata"]["annotations"]["kgate.dev/cluster"] = json!("team-a-b");
+    evil["data"]["owner"] = json!("changed");
+    let (code, o) = s.put(&format!("/clusters/team-a{CM}/same"), &evil).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(o["metadata"]["annotations"]["kgate.dev/cluster"], "team-a");
+    let (_, ab) = s.get(&format!("/clusters/team-a-b{CM}/same")).await;
+    assert_eq!(ab["data"]["owner"], "ab");
+
+    let hdr = |h: &'static str| [("X-Kubernetes-Cluster", h)];
+    let (code, st) = s.req_with(&s.client, Method::GET, &format!("/clusters/team-a{CM}"), None, None, &hdr("team-a-b")).await;
+    assert_eq!((code, st["reason"].as_str()), (StatusCode::BAD_REQUEST, Some("BadRequest")));
+    assert_eq!(s.get(&format!("/clusters/Nope{CM}")).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(s.get(&format!("/clusters/nope{CM}")).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(s.get(&format!("/clusters/..%2Froot{CM}")).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(s.get("/clusters/team-a/api/v1/namespaces/a%2Fb/configmaps").await.0, StatusCode::BAD_REQUEST);
+
+    // Wildcard: list across clusters, every item says where it lives; writes are 405.
+    let (code, all) = s.get(&format!("/clusters/*{CM}")).await;
+    assert_eq!(code, StatusCode::OK, "{all}");
+    let mut owners: Vec<String> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["annotations"]["kgate.dev/cluster"].as_str().unwrap().to_string())
+        .collect();
+    owners.sort();
+    assert_eq!(owners, vec!["team-a", "team-a-b"]);
+    let (code, _) = s.post(&format!("/clusters/*{CM}"), &cm("w", json!({}))).await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(s.delete(&format!("/clusters/*{CM}/same")).await.0, StatusCode::METHOD_NOT_ALLOWED);
+
+    // Tenancy types only in root.
+    assert_eq!(s.get("/clusters/team-a/apis/tenancy.kgate.dev/v1alpha1/logicalclusters").await.0, StatusCode::NOT_FOUND);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn anonymous_requests_get_401_except_health_and_version() {
+    let s = TestServer::start(Backend::Embedded).await;
+    for p in ["/healthz", "/livez", "/readyz", "/version"] {
+        let (code, _) = s.req_with(&s.anonymous, Method::GET, p, None, None, &[]).await;
+        assert_eq!(code, StatusCode::OK, "{p}");
+    }
+    for p in ["/api", "/api/v1/namespaces", "/openapi/v3", "/clusters/root/api/v1/configmaps"] {
+        let (code, st) = s.req_with(&s.anonymous, Method::GET, p, None, None, &[("X-Remote-User", "admin"), ("X-Remote-Group", "system:masters")]).await;
+        assert_eq!((code, st["reason"].as_str()), (StatusCode::UNAUTHORIZED, Some("Unauthorized")), "{p}");
+    }
+    let (_, v) = s.get("/version").await;
+    assert_eq!((v["major"].as_str(), v["minor"].as_str()), (Some("1"), Some("33")));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn discovery_and_openapi_documents() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let agg = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let resp = s.client.get(format!("{}/apis", s.url)).header("accept", agg).send().await.unwrap();
+    assert_eq!(resp.headers()["content-type"], "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+    let etag = resp.headers()["etag"].to_str().unwrap().to_string();
+    let body: Value = resp.json().await.unwrap();
+    assert!(body["items"].as_array().unwrap().iter().any(|g| g["metadata"]["name"] == "apps"));
+    let again = s.client.get(format!("{}/apis", s.url)).header("accept", agg).header("if-none-match", &etag).send().await.unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    // A tenant's discovery differs from root's (no tenancy group), so its ETag does too.
+    let tenant = s.client.get(format!("{}/clusters/*/apis", s.url)).header("accept", agg).send().await.unwrap();
+    assert_ne!(tenant.headers()["etag"].to_str().unwrap(), etag);
+
+    let (_, legacy) = s.get("/apis").await;
+    assert_eq!(legacy["kind"], "APIGroupList");
+    for g in legacy["groups"].as_array().unwrap() {
+        assert!(g["versions"].as_array().unwrap().contains(&g["preferredVersion"]), "{g}");
+        let gv = g["preferredVersion"]["groupVersion"].as_str().unwrap();
+        let (code, rl) = s.get(&format!("/apis/{gv}")).await;
+        assert_eq!((code, rl["kind"].as_str()), (StatusCode::OK, Some("APIResourceList")), "{gv}");
+    }
+    let (_, idx) = s.get("/openapi/v3").await;
+    let url = idx["paths"]["apis/apps/v1"]["serverRelativeURL"].as_str().unwrap().to_string();
+    let (code, doc) = s.get(&url).await;
+    assert_eq!(code, StatusCode::OK);
+    let patch = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+    assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Deployment");
+    assert!(patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
+    let stale = s.client.get(format!("{}/openapi/v3/apis/apps/v1?hash=old", s.url)).send().await.unwrap();
+    assert_eq!(stale.url().query().unwrap().strip_prefix("hash=").unwrap(), url.split("hash=").nth(1).unwrap(), "stale hash redirects");
+    assert_eq!(s.get("/openapi/v2").await.0, StatusCode::NOT_FOUND);
+    s.stop().await;
+}
