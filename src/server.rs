@@ -57,6 +57,8 @@ pub struct Running {
     pub shutdown: watch::Sender<bool>,
     /// Finishes when the server has stopped.
     pub done: JoinHandle<()>,
+    /// The store it serves from.
+    pub store: Arc<dyn Store>,
 }
 
 /// Open the configured store.
@@ -94,7 +96,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let state = Arc::new(AppState::new(registry.clone(), directory.clone(), shutdown_rx.clone(), metrics));
     let background = vec![
         tokio::spawn(directory.run()),
-        tokio::spawn(compactor(store, config.compaction_interval)),
+        tokio::spawn(compactor(store.clone(), config.compaction_interval)),
         tokio::spawn(resume_namespace_deletions(registry)),
     ];
     let server_address = addr.to_string();
@@ -105,7 +107,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         }
     });
     tracing::info!(%url, data_dir = %config.data_dir.display(), store = if config.etcd_servers.is_empty() { "embedded" } else { "etcd" }, "kgate is serving");
-    Ok(Running { addr, url, shutdown: shutdown_tx, done })
+    Ok(Running { addr, url, shutdown: shutdown_tx, done, store })
 }
 
 /// Compact history older than one interval, every interval (what kube-apiserver does to etcd).

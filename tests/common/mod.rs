@@ -157,6 +157,11 @@ impl TestServer {
         TestServer { running, url, dir, client, anonymous }
     }
 
+    /// The store the server runs on (a second handle for tests that act on it directly).
+    pub fn running_store(&self) -> std::sync::Arc<dyn kgate::storage::Store> {
+        self.running.store.clone()
+    }
+
     /// Path of the admin kubeconfig.
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.path().join("admin.kubeconfig")
