@@ -1,0 +1,188 @@
+//! End to end with the real kubectl, against root and against a second logical cluster by URL path.
+
+mod common;
+
+use std::path::Path;
+
+use common::{kubectl, kubectl_ok, kubectl_stdin, Backend, TestServer};
+
+const DEPLOY_V1: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.25
+        ports: [{containerPort: 80}]
+        env: [{name: A, value: "1"}, {name: B, value: "2"}]
+      - name: sidecar
+        image: busybox
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {mode: fast}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80}]
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// The everyday kubectl workflow, in one logical cluster.
+fn workflow(kc: &Path, dir: &Path, cluster: &str) {
+    let f1 = write(dir, &format!("{cluster}-v1.yaml"), DEPLOY_V1);
+    let out = kubectl_ok(kc, &["apply", "-f", &f1]);
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+
+    // Re-apply with a changed container list: sidecar removed, image bumped, env var dropped.
+    let v2 = DEPLOY_V1.replace("nginx:1.25", "nginx:1.26").replace("\n      - name: sidecar\n        image: busybox", "").replace(", {name: B, value: \"2\"}", "");
+    let f2 = write(dir, &format!("{cluster}-v2.yaml"), &v2);
+    let (_, diff, _) = kubectl(kc, &["diff", "-f", &f2]);
+    assert!(diff.contains("+        image: nginx:1.26") && diff.contains("-      - image: busybox"), "{diff}");
+    kubectl_ok(kc, &["apply", "-f", &f2]);
+    let names = kubectl_ok(kc, &["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[*].name}|{.spec.template.spec.containers[0].image}|{.spec.template.spec.containers[0].env[*].name}|{.metadata.generation}"]);
+    assert_eq!(names, "app|nginx:1.26|A|2");
+    let (ok, diff, _) = kubectl(kc, &["diff", "-f", &f2]);
+    assert!(ok && diff.is_empty(), "no diff after apply: {diff}");
+    let out = kubectl_ok(kc, &["apply", "-f", &f2]);
+    assert!(out.contains("unchanged"), "re-apply is a no-op: {out}");
+
+    // Tables, labels, patches of each type, scale.
+    let table = kubectl_ok(kc, &["get", "deploy,cm,svc"]);
+    assert!(table.contains("READY") && table.contains("web") && table.contains("settings"), "{table}");
+    kubectl_ok(kc, &["label", "cm", "settings", "tier=gold"]);
+    assert_eq!(kubectl_ok(kc, &["get", "cm", "-l", "tier=gold", "-o", "name"]).trim(), "configmap/settings");
+    kubectl_ok(kc, &["patch", "cm", "settings", "-p", r#"{"data":{"smp":"1"}}"#]);
+    kubectl_ok(kc, &["patch", "cm", "settings", "--type=merge", "-p", r#"{"data":{"merge":"1"}}"#]);
+    kubectl_ok(kc, &["patch", "cm", "settings", "--type=json", "-p", r#"[{"op":"add","path":"/data/json","value":"1"}]"#]);
+    kubectl_ok(kc, &["patch", "deploy", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"nginx:1.27"}]}}}}"#]);
+    let data = kubectl_ok(kc, &["get", "cm", "settings", "-o", "jsonpath={.data.smp}{.data.merge}{.data.json}"]);
+    assert_eq!(data, "111");
+    assert_eq!(kubectl_ok(kc, &["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]), "nginx:1.27");
+    kubectl_ok(kc, &["scale", "deploy", "web", "--replicas=5"]);
+    assert_eq!(kubectl_ok(kc, &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]), "5");
+
+    // replace after a get; then a stale replace conflicts.
+    let live = kubectl_ok(kc, &["get", "cm", "settings", "-o", "yaml"]);
+    let edited = write(dir, &format!("{cluster}-cm.yaml"), &live.replace("mode: fast", "mode: slow"));
+    kubectl_ok(kc, &["replace", "-f", &edited]);
+    let (ok, _, err) = kubectl(kc, &["replace", "-f", &edited]);
+    assert!(!ok && err.contains("the object has been modified"), "{err}");
+
+    // Typed creates send protobuf bodies.
+    kubectl_ok(kc, &["create", "configmap", "lit", "--from-literal=k=v"]);
+    assert_eq!(kubectl_ok(kc, &["get", "cm", "lit", "-o", "jsonpath={.data.k}"]), "v");
+    kubectl_ok(kc, &["create", "secret", "generic", "s1", "--from-literal=pw=x"]);
+    kubectl_ok(kc, &["create", "namespace", "extra"]);
+    kubectl_ok(kc, &["create", "deployment", "d2", "--image=nginx", "--replicas=2", "-n", "extra"]);
+    assert_eq!(kubectl_ok(kc, &["get", "deploy", "d2", "-n", "extra", "-o", "jsonpath={.spec.replicas}"]), "2");
+    kubectl_ok(kc, &["create", "-f", &write(dir, &format!("{cluster}-job.yaml"), "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n")]);
+    let (ok, _, err) = kubectl(kc, &["create", "-f", &write(dir, &format!("{cluster}-bad.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad}\ndatta: {}\n")]);
+    assert!(!ok && err.contains("unknown field \"datta\""), "strict validation: {err}");
+
+    // Discovery-driven commands.
+    let res = kubectl_ok(kc, &["api-resources"]);
+    assert!(res.contains("deployments") && res.contains("leases") && res.contains("customresourcedefinitions"), "{res}");
+    let explain = kubectl_ok(kc, &["explain", "deployment.spec.template.spec.containers.image"]);
+    assert!(explain.contains("image") && explain.contains("string"), "{explain}");
+    assert_eq!(kubectl_ok(kc, &["auth", "can-i", "create", "deployments"]).trim(), "yes");
+    assert!(kubectl_ok(kc, &["auth", "whoami"]).contains("system:masters"));
+
+    // Delete waits for the object to go (informer watch on metadata.name), and wait --for=delete works.
+    kubectl_ok(kc, &["delete", "deploy", "web"]);
+    let (ok, out, _) = kubectl(kc, &["get", "deploy", "web"]);
+    assert!(!ok, "{out}");
+    kubectl_ok(kc, &["delete", "ns", "extra", "--wait=true", "--timeout=30s"]);
+    kubectl_ok(kc, &["wait", "--for=delete", "namespace/extra", "--timeout=30s"]);
+    kubectl_ok(kc, &["wait", "--for=jsonpath={.data.mode}=slow", "cm/settings", "--timeout=10s"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_workflow_in_root_and_in_a_second_cluster() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let dir = s.dir.path().to_path_buf();
+    let root = s.kubeconfig();
+    let r = root.clone();
+    let d = dir.clone();
+    tokio::task::spawn_blocking(move || workflow(&r, &d, "root")).await.unwrap();
+
+    let lc = "apiVersion: tenancy.kgate.dev/v1alpha1\nkind: LogicalCluster\nmetadata: {name: team-a}\n";
+    let r = root.clone();
+    tokio::task::spawn_blocking(move || {
+        let (ok, out, err) = kubectl_stdin(&r, &["apply", "-f", "-"], Some(lc));
+        assert!(ok, "{out}{err}");
+        kubectl_ok(&r, &["wait", "--for=condition=Ready", "logicalcluster/team-a", "--timeout=10s"]);
+    })
+    .await
+    .unwrap();
+    let team = s.kubeconfig_for("team-a");
+    let t = team.clone();
+    tokio::task::spawn_blocking(move || workflow(&t, &dir, "team-a")).await.unwrap();
+
+    // Same names in both clusters, each sees only its own.
+    let (r, t) = (root.clone(), team.clone());
+    tokio::task::spawn_blocking(move || {
+        kubectl_ok(&r, &["create", "cm", "mine", "--from-literal=owner=root"]);
+        kubectl_ok(&t, &["create", "cm", "mine", "--from-literal=owner=team-a"]);
+        assert_eq!(kubectl_ok(&r, &["get", "cm", "mine", "-o", "jsonpath={.data.owner}"]), "root");
+        assert_eq!(kubectl_ok(&t, &["get", "cm", "mine", "-o", "jsonpath={.data.owner}"]), "team-a");
+        let (ok, _, err) = kubectl(&t, &["get", "logicalclusters"]);
+        assert!(!ok && err.contains("doesn't have a resource type"), "{err}");
+        // Wildcard listing for administrators, each row's cluster in the annotation.
+        let raw = kubectl_ok(&r, &["get", "--raw", "/clusters/*/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dmine"]);
+        let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        let mut owners: Vec<&str> = v["items"].as_array().unwrap().iter().map(|i| i["metadata"]["annotations"]["kgate.dev/cluster"].as_str().unwrap()).collect();
+        owners.sort();
+        assert_eq!(owners, vec!["root", "team-a"]);
+    })
+    .await
+    .unwrap();
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_get_watch_prints_changes() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let kc = s.kubeconfig();
+    let bin = common::require_binary("kubectl", "install kubectl");
+    let home = s.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let child = std::process::Command::new(bin)
+        .args(["get", "cm", "-w", "--request-timeout=0"])
+        .env("KUBECONFIG", &kc)
+        .env("HOME", &home)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let k2 = kc.clone();
+    tokio::task::spawn_blocking(move || {
+        kubectl_ok(&k2, &["create", "cm", "watched"]);
+        kubectl_ok(&k2, &["delete", "cm", "watched"]);
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let _ = std::process::Command::new("kill").arg(child.id().to_string()).status();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().filter(|l| l.starts_with("watched")).count(), 2, "ADDED and DELETED rows: {text}");
+    s.stop().await;
+}
