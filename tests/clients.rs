@@ -1,0 +1,108 @@
+//! Real client libraries against kgate: the Python `kubernetes` client (typed and DynamicClient) and
+//! the Rust `kube` crate (typed Api, discovery, watcher), for root and for a second logical cluster.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Backend, TestServer};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, Config};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn python_client_and_dynamic_client() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("py-team").await;
+    let check = std::process::Command::new("python3").args(["-c", "import kubernetes"]).output().expect("python3 runs");
+    assert!(
+        check.status.success(),
+        "the Python `kubernetes` package is required: pip install kubernetes==37.0.2 (or run ./scripts/test.sh)"
+    );
+    let kc = s.kubeconfig();
+    let url = s.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/clients.py"))
+            .env("KGATE_KUBECONFIG", kc)
+            .env("KGATE_CLUSTER", "py-team")
+            .env("KGATE_URL", url)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    s.stop().await;
+}
+
+async fn kube_client(s: &TestServer, cluster: Option<&str>) -> Client {
+    let path = match cluster {
+        Some(c) => s.kubeconfig_for(c),
+        None => s.kubeconfig(),
+    };
+    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
+    let cfg = Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    Client::try_from(cfg).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_rs_typed_api_discovery_and_watcher() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("rs-team").await;
+    for cluster in [None, Some("rs-team")] {
+        let client = kube_client(&s, cluster).await;
+        let disc = kube::Discovery::new(client.clone()).run().await.expect("legacy discovery succeeds for every group");
+        assert!(disc.groups().any(|g| g.name() == "apps"));
+        let agg = kube::Discovery::new(client.clone()).run_aggregated().await.expect("aggregated discovery");
+        assert!(agg.groups().any(|g| g.name() == "rbac.authorization.k8s.io"));
+
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("rs".into());
+        cm.data = Some([("k".to_string(), "v".to_string())].into());
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+        let got = cms.get("rs").await.unwrap();
+        let expected_cluster = cluster.unwrap_or("root");
+        assert_eq!(got.metadata.annotations.unwrap()["kgate.dev/cluster"], expected_cluster);
+        let applied = cms
+            .patch("rs", &PatchParams::apply("rs-test").force(), &Patch::Apply(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "w"}})))
+            .await
+            .unwrap();
+        assert_eq!(applied.data.unwrap()["k"], "w");
+
+        // The watcher relists and streams; it sees a create made after it started.
+        let stream = watcher(cms.clone(), watcher::Config::default()).boxed();
+        let writer = cms.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some("rs-late".into());
+            writer.create(&PostParams::default(), &cm).await.unwrap();
+        });
+        let mut stream = stream;
+        let seen = tokio::time::timeout(Duration::from_secs(15), async {
+            while let Some(ev) = stream.try_next().await.unwrap() {
+                if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) = ev {
+                    if o.metadata.name.as_deref() == Some("rs-late") {
+                        return o.metadata.name;
+                    }
+                }
+            }
+            None
+        })
+        .await
+        .expect("watcher delivers in time");
+        assert_eq!(seen.as_deref(), Some("rs-late"));
+
+        let list = cms.list(&ListParams::default().limit(1)).await.unwrap();
+        assert_eq!(list.items.len(), 1);
+        assert!(list.metadata.continue_.is_some());
+        cms.delete("rs", &DeleteParams::default()).await.unwrap();
+        cms.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
+        assert!(cms.list(&ListParams::default()).await.unwrap().items.is_empty());
+    }
+    s.stop().await;
+}

@@ -1,0 +1,85 @@
+"""The Python `kubernetes` client (typed API and DynamicClient) against a running kgate.
+
+Run by tests/clients.rs with KGATE_KUBECONFIG (root admin), KGATE_CLUSTER (a second logical cluster)
+and KGATE_URL set. Exits non-zero with a message on the first failed expectation.
+"""
+import os
+import sys
+
+from kubernetes import client, config, watch
+from kubernetes.dynamic import DynamicClient
+from kubernetes.client.rest import ApiException
+
+
+def api_client(cluster=None, header=False):
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=os.environ["KGATE_KUBECONFIG"], client_configuration=cfg)
+    if cluster and not header:
+        cfg.host = f"{os.environ['KGATE_URL']}/clusters/{cluster}"
+    api = client.ApiClient(cfg)
+    if cluster and header:
+        api.set_default_header("X-Kubernetes-Cluster", cluster)
+    return api
+
+
+def check(cond, msg):
+    if not cond:
+        print(f"FAILED: {msg}", file=sys.stderr)
+        sys.exit(1)
+
+
+def exercise(api, label):
+    core = client.CoreV1Api(api)
+    name = "py-" + label
+    core.create_namespaced_config_map("default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels={"from": "python"}), data={"who": label}))
+    got = core.read_namespaced_config_map(name, "default")
+    check(got.data["who"] == label, f"{label}: read back")
+    check(got.metadata.annotations["kgate.dev/cluster"] == label_cluster(label), f"{label}: cluster annotation")
+    core.patch_namespaced_config_map(name, "default", {"data": {"patched": "yes"}})
+    check(core.read_namespaced_config_map(name, "default").data["patched"] == "yes", f"{label}: strategic patch")
+    try:
+        core.read_namespaced_config_map("does-not-exist", "default")
+        check(False, "404 expected")
+    except ApiException as e:
+        check(e.status == 404, f"{label}: 404 status")
+
+    dyn = DynamicClient(api)
+    cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
+    listed = cms.get(namespace="default", label_selector="from=python")
+    check([i.metadata.name for i in listed.items] == [name], f"{label}: dynamic list with selector")
+    deploys = dyn.resources.get(api_version="apps/v1", kind="Deployment")
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "dyn"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    deploys.create(body=body, namespace="default")
+    applied = deploys.server_side_apply(body={**body, "spec": {**body["spec"], "replicas": 3}}, namespace="default", field_manager="py", force_conflicts=True)
+    check(applied.spec.replicas == 3, f"{label}: server-side apply")
+    events = []
+    rv = cms.get(namespace="default").metadata.resourceVersion
+    core.create_namespaced_config_map("default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name + "-w")))
+    for ev in watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=2):
+        events.append((ev["type"], ev["object"].metadata.name))
+    check(("ADDED", name + "-w") in events, f"{label}: watch from resourceVersion saw the create: {events}")
+    cms.delete(namespace="default", label_selector="from=python")
+    check(cms.get(namespace="default", label_selector="from=python").items == [], f"{label}: delete collection")
+
+
+def label_cluster(label):
+    return "root" if label == "root" else os.environ["KGATE_CLUSTER"]
+
+
+def main():
+    exercise(api_client(), "root")
+    cluster = os.environ["KGATE_CLUSTER"]
+    exercise(api_client(cluster), cluster)
+    # By header instead of path: the object created through the path is visible, root's is not.
+    core = client.CoreV1Api(api_client(cluster, header=True))
+    names = [c.metadata.name for c in core.list_namespaced_config_map("default").items]
+    check("py-root" not in names, f"header-addressed cluster does not see root's objects: {names}")
+    core.create_namespaced_config_map("default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="by-header")))
+    via_path = client.CoreV1Api(api_client(cluster)).read_namespaced_config_map("by-header", "default")
+    check(via_path.metadata.annotations["kgate.dev/cluster"] == cluster, "header and path reach the same cluster")
+    print("python clients: ok")
+
+
+main()
