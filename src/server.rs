@@ -89,7 +89,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let tls = crate::http::server::tls_config(&cert_pem, &key_pem, &pki.ca.cert_pem)?;
     let store = open_store(&config).await?;
     let registry = Registry { store: store.clone(), prefix: config.etcd_prefix.clone() };
-    tenancy::bootstrap(&registry, crate::cluster::ROOT).await.map_err(|e| StartError::Bootstrap(e.message))?;
+    tenancy::bootstrap(&registry, crate::cluster::ROOT).await.map_err(|e| StartError::Bootstrap(e.message.clone()))?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let directory = Directory::new(registry.clone());
     let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;

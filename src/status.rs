@@ -19,9 +19,15 @@ pub struct Cause {
 }
 
 /// An error with Kubernetes semantics: an HTTP code, a `reason` and a message, rendered as `metav1.Status`.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{reason} ({code}): {message}")]
-pub struct ApiError {
+///
+/// Boxed so every `Result<_, ApiError>` on the request path stays one pointer wide; the fields are
+/// reached through `Deref`.
+#[derive(Debug, Clone)]
+pub struct ApiError(Box<ErrorFields>);
+
+/// The fields of an `ApiError`.
+#[derive(Debug, Clone)]
+pub struct ErrorFields {
     /// HTTP status code, equal to `Status.code`.
     pub code: u16,
     /// `Status.reason` (`NotFound`, `Conflict`, ...).
@@ -40,6 +46,27 @@ pub struct ApiError {
     pub retry_after: Option<u32>,
 }
 
+impl std::ops::Deref for ApiError {
+    type Target = ErrorFields;
+    fn deref(&self) -> &ErrorFields {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ApiError {
+    fn deref_mut(&mut self) -> &mut ErrorFields {
+        &mut self.0
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.reason, self.code, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
 /// Shorthand for results that end as a Status.
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -54,7 +81,7 @@ pub fn qualified(resource: &str, group: &str) -> String {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
+        ApiError(Box::new(ErrorFields {
             code,
             reason,
             message: message.into(),
@@ -63,7 +90,7 @@ impl ApiError {
             kind: None,
             causes: Vec::new(),
             retry_after: None,
-        }
+        }))
     }
 
     fn with_details(mut self, resource: &str, group: &str, name: &str) -> Self {

@@ -137,10 +137,8 @@ pub async fn start(
             }
         }
         let mut last_rev = start_rev;
-        if send_initial_end {
-            if tx.send(line("BOOKMARK", bookmark(&def, last_rev, true))).await.is_err() {
-                return;
-            }
+        if send_initial_end && tx.send(line("BOOKMARK", bookmark(&def, last_rev, true))).await.is_err() {
+            return;
         }
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);

@@ -68,7 +68,8 @@ async fn bad_input_gets_a_status_and_changes_nothing() {
     let (code, _) = post_raw("text/plain", b"hello").await;
     assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
 
-    let (code, st) = s.post(CM, &json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}})).await;
+    let (code, st) =
+        s.post(CM, &json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}})).await;
     assert_eq!(code, StatusCode::BAD_REQUEST);
     assert!(st["message"].as_str().unwrap().contains("does not match the expected API version"));
 
@@ -155,10 +156,13 @@ async fn patches_of_every_type() {
     let (code, o) = s.patch(&path, "application/merge-patch+json", &json!({"data": {"a": null, "c": "3"}})).await;
     assert_eq!(code, StatusCode::OK, "{o}");
     assert_eq!(o["data"], json!({"b": "2", "c": "3"}));
-    let (code, o) =
-        s.patch(&path, "application/json-patch+json", &json!([{"op": "replace", "path": "/data/b", "value": "x"}])).await;
+    let (code, o) = s
+        .patch(&path, "application/json-patch+json", &json!([{"op": "replace", "path": "/data/b", "value": "x"}]))
+        .await;
     assert_eq!((code, &o["data"]["b"]), (StatusCode::OK, &json!("x")));
-    let (code, o) = s.patch(&path, "application/json-patch+json", &json!([{"op": "test", "path": "/data/b", "value": "nope"}])).await;
+    let (code, o) = s
+        .patch(&path, "application/json-patch+json", &json!([{"op": "test", "path": "/data/b", "value": "nope"}]))
+        .await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{o}");
     let (code, o) = s.patch(&path, "application/strategic-merge-patch+json", &json!({"data": {"d": "4"}})).await;
     assert_eq!((code, &o["data"]["d"]), (StatusCode::OK, &json!("4")));
@@ -167,8 +171,13 @@ async fn patches_of_every_type() {
     let (code, _) = s.patch(&format!("{CM}/missing"), "application/merge-patch+json", &json!({})).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     // A resourceVersion in a patch is a precondition.
-    let (code, _) =
-        s.patch(&path, "application/merge-patch+json", &json!({"metadata": {"resourceVersion": "1"}, "data": {"z": "z"}})).await;
+    let (code, _) = s
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            &json!({"metadata": {"resourceVersion": "1"}, "data": {"z": "z"}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::CONFLICT);
 
     // Server-side apply creates, then conflicts with another manager, then force takes over.
@@ -226,7 +235,9 @@ async fn lists_select_and_paginate() {
     assert!(p3["metadata"].get("continue").is_none(), "last page has no continue");
     let names: Vec<String> = [&p1, &p2, &p3]
         .iter()
-        .flat_map(|p| p["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string()))
+        .flat_map(|p| {
+            p["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        })
         .collect();
     assert_eq!(names, (0..7).map(|i| format!("c{i}")).collect::<Vec<_>>(), "the late write is not in the snapshot");
     assert_eq!(p1["metadata"]["resourceVersion"], p3["metadata"]["resourceVersion"]);
@@ -237,7 +248,14 @@ async fn lists_select_and_paginate() {
 
     // Table output for kubectl get.
     let (code, table) = s
-        .req_with(&s.client, Method::GET, CM, None, None, &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")])
+        .req_with(
+            &s.client,
+            Method::GET,
+            CM,
+            None,
+            None,
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")],
+        )
         .await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(table["kind"], "Table");
@@ -255,7 +273,8 @@ async fn finalizers_defer_deletion_until_removed() {
     assert!(o["metadata"]["deletionTimestamp"].is_string(), "{o}");
     let (code, o) = s.get(&format!("{CM}/f")).await;
     assert_eq!(code, StatusCode::OK, "still there while finalizers remain: {o}");
-    let (code, _) = s.patch(&format!("{CM}/f"), "application/merge-patch+json", &json!({"metadata": {"finalizers": null}})).await;
+    let (code, _) =
+        s.patch(&format!("{CM}/f"), "application/merge-patch+json", &json!({"metadata": {"finalizers": null}})).await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(s.get(&format!("{CM}/f")).await.0, StatusCode::NOT_FOUND);
 
@@ -311,9 +330,16 @@ async fn status_and_scale_subresources() {
     assert_eq!(code, StatusCode::CREATED, "{o}");
     assert_eq!(o["metadata"]["generation"], 1);
     // Status through the main resource is ignored; through /status it is taken.
-    let (_, o) = s.patch(&format!("{base}/d"), "application/merge-patch+json", &json!({"status": {"replicas": 9}})).await;
+    let (_, o) =
+        s.patch(&format!("{base}/d"), "application/merge-patch+json", &json!({"status": {"replicas": 9}})).await;
     assert!(o["status"].get("replicas").is_none());
-    let (code, o) = s.patch(&format!("{base}/d/status"), "application/merge-patch+json", &json!({"status": {"replicas": 1}, "spec": {"replicas": 7}})).await;
+    let (code, o) = s
+        .patch(
+            &format!("{base}/d/status"),
+            "application/merge-patch+json",
+            &json!({"status": {"replicas": 1}, "spec": {"replicas": 7}}),
+        )
+        .await;
     assert_eq!(code, StatusCode::OK, "{o}");
     assert_eq!((o["status"]["replicas"].clone(), o["spec"]["replicas"].clone()), (json!(1), json!(2)));
     let (code, sc) = s.get(&format!("{base}/d/scale")).await;
@@ -321,7 +347,8 @@ async fn status_and_scale_subresources() {
     assert_eq!(sc["kind"], "Scale");
     assert_eq!(sc["spec"]["replicas"], 2);
     assert_eq!(sc["status"]["selector"], "app=d");
-    let (code, sc) = s.patch(&format!("{base}/d/scale"), "application/merge-patch+json", &json!({"spec": {"replicas": 4}})).await;
+    let (code, sc) =
+        s.patch(&format!("{base}/d/scale"), "application/merge-patch+json", &json!({"spec": {"replicas": 4}})).await;
     assert_eq!((code, &sc["spec"]["replicas"]), (StatusCode::OK, &json!(4)));
     let (_, o) = s.get(&format!("{base}/d")).await;
     assert_eq!(o["spec"]["replicas"], 4);
@@ -338,7 +365,14 @@ async fn cluster_addressing_and_isolation() {
     let (code, _) = s.post(&format!("/clusters/team-a{CM}"), &cm("same", json!({"owner": "a"}))).await;
     assert_eq!(code, StatusCode::CREATED);
     let (code, _) = s
-        .req_with(&s.client, Method::POST, CM, Some("application/json"), Some(serde_json::to_vec(&cm("same", json!({"owner": "ab"}))).unwrap()), &[("X-Kubernetes-Cluster", "team-a-b")])
+        .req_with(
+            &s.client,
+            Method::POST,
+            CM,
+            Some("application/json"),
+            Some(serde_json::to_vec(&cm("same", json!({"owner": "ab"}))).unwrap()),
+            &[("X-Kubernetes-Cluster", "team-a-b")],
+        )
         .await;
     assert_eq!(code, StatusCode::CREATED, "addressed by header");
     let (_, a) = s.get(&format!("/clusters/team-a{CM}/same")).await;
@@ -361,7 +395,8 @@ async fn cluster_addressing_and_isolation() {
     assert_eq!(ab["data"]["owner"], "ab");
 
     let hdr = |h: &'static str| [("X-Kubernetes-Cluster", h)];
-    let (code, st) = s.req_with(&s.client, Method::GET, &format!("/clusters/team-a{CM}"), None, None, &hdr("team-a-b")).await;
+    let (code, st) =
+        s.req_with(&s.client, Method::GET, &format!("/clusters/team-a{CM}"), None, None, &hdr("team-a-b")).await;
     assert_eq!((code, st["reason"].as_str()), (StatusCode::BAD_REQUEST, Some("BadRequest")));
     assert_eq!(s.get(&format!("/clusters/Nope{CM}")).await.0, StatusCode::BAD_REQUEST);
     assert_eq!(s.get(&format!("/clusters/nope{CM}")).await.0, StatusCode::NOT_FOUND);
@@ -384,7 +419,10 @@ async fn cluster_addressing_and_isolation() {
     assert_eq!(s.delete(&format!("/clusters/*{CM}/same")).await.0, StatusCode::METHOD_NOT_ALLOWED);
 
     // Tenancy types only in root.
-    assert_eq!(s.get("/clusters/team-a/apis/tenancy.kgate.dev/v1alpha1/logicalclusters").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        s.get("/clusters/team-a/apis/tenancy.kgate.dev/v1alpha1/logicalclusters").await.0,
+        StatusCode::NOT_FOUND
+    );
     s.stop().await;
 }
 
@@ -396,7 +434,16 @@ async fn anonymous_requests_get_401_except_health_and_version() {
         assert_eq!(code, StatusCode::OK, "{p}");
     }
     for p in ["/api", "/api/v1/namespaces", "/openapi/v3", "/clusters/root/api/v1/configmaps"] {
-        let (code, st) = s.req_with(&s.anonymous, Method::GET, p, None, None, &[("X-Remote-User", "admin"), ("X-Remote-Group", "system:masters")]).await;
+        let (code, st) = s
+            .req_with(
+                &s.anonymous,
+                Method::GET,
+                p,
+                None,
+                None,
+                &[("X-Remote-User", "admin"), ("X-Remote-Group", "system:masters")],
+            )
+            .await;
         assert_eq!((code, st["reason"].as_str()), (StatusCode::UNAUTHORIZED, Some("Unauthorized")), "{p}");
     }
     let (_, v) = s.get("/version").await;
@@ -413,7 +460,14 @@ async fn discovery_and_openapi_documents() {
     let etag = resp.headers()["etag"].to_str().unwrap().to_string();
     let body: Value = resp.json().await.unwrap();
     assert!(body["items"].as_array().unwrap().iter().any(|g| g["metadata"]["name"] == "apps"));
-    let again = s.client.get(format!("{}/apis", s.url)).header("accept", agg).header("if-none-match", &etag).send().await.unwrap();
+    let again = s
+        .client
+        .get(format!("{}/apis", s.url))
+        .header("accept", agg)
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
     // A tenant's discovery differs from root's (no tenancy group), so its ETag does too.
     let tenant = s.client.get(format!("{}/clusters/*/apis", s.url)).header("accept", agg).send().await.unwrap();
@@ -435,7 +489,11 @@ async fn discovery_and_openapi_documents() {
     assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Deployment");
     assert!(patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
     let stale = s.client.get(format!("{}/openapi/v3/apis/apps/v1?hash=old", s.url)).send().await.unwrap();
-    assert_eq!(stale.url().query().unwrap().strip_prefix("hash=").unwrap(), url.split("hash=").nth(1).unwrap(), "stale hash redirects");
+    assert_eq!(
+        stale.url().query().unwrap().strip_prefix("hash=").unwrap(),
+        url.split("hash=").nth(1).unwrap(),
+        "stale hash redirects"
+    );
     assert_eq!(s.get("/openapi/v2").await.0, StatusCode::NOT_FOUND);
     s.stop().await;
 }

@@ -68,7 +68,11 @@ async fn kube_rs_typed_api_discovery_and_watcher() {
         let expected_cluster = cluster.unwrap_or("root");
         assert_eq!(got.metadata.annotations.unwrap()["kgate.dev/cluster"], expected_cluster);
         let applied = cms
-            .patch("rs", &PatchParams::apply("rs-test").force(), &Patch::Apply(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "w"}})))
+            .patch(
+                "rs",
+                &PatchParams::apply("rs-test").force(),
+                &Patch::Apply(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "w"}})),
+            )
             .await
             .unwrap();
         assert_eq!(applied.data.unwrap()["k"], "w");

@@ -52,7 +52,10 @@ fn workflow(kc: &Path, dir: &Path, cluster: &str) {
     assert!(out.contains("deployment.apps/web created"), "{out}");
 
     // Re-apply with a changed container list: sidecar removed, image bumped, env var dropped.
-    let v2 = DEPLOY_V1.replace("nginx:1.25", "nginx:1.26").replace("\n      - name: sidecar\n        image: busybox", "").replace(", {name: B, value: \"2\"}", "");
+    let v2 = DEPLOY_V1
+        .replace("nginx:1.25", "nginx:1.26")
+        .replace("\n      - name: sidecar\n        image: busybox", "")
+        .replace(", {name: B, value: \"2\"}", "");
     let f2 = write(dir, &format!("{cluster}-v2.yaml"), &v2);
     let (_, diff, _) = kubectl(kc, &["diff", "-f", &f2]);
     assert!(diff.contains("+        image: nginx:1.26") && diff.contains("-      - image: busybox"), "{diff}");
@@ -71,11 +74,26 @@ fn workflow(kc: &Path, dir: &Path, cluster: &str) {
     assert_eq!(kubectl_ok(kc, &["get", "cm", "-l", "tier=gold", "-o", "name"]).trim(), "configmap/settings");
     kubectl_ok(kc, &["patch", "cm", "settings", "-p", r#"{"data":{"smp":"1"}}"#]);
     kubectl_ok(kc, &["patch", "cm", "settings", "--type=merge", "-p", r#"{"data":{"merge":"1"}}"#]);
-    kubectl_ok(kc, &["patch", "cm", "settings", "--type=json", "-p", r#"[{"op":"add","path":"/data/json","value":"1"}]"#]);
-    kubectl_ok(kc, &["patch", "deploy", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"nginx:1.27"}]}}}}"#]);
+    kubectl_ok(
+        kc,
+        &["patch", "cm", "settings", "--type=json", "-p", r#"[{"op":"add","path":"/data/json","value":"1"}]"#],
+    );
+    kubectl_ok(
+        kc,
+        &[
+            "patch",
+            "deploy",
+            "web",
+            "-p",
+            r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"nginx:1.27"}]}}}}"#,
+        ],
+    );
     let data = kubectl_ok(kc, &["get", "cm", "settings", "-o", "jsonpath={.data.smp}{.data.merge}{.data.json}"]);
     assert_eq!(data, "111");
-    assert_eq!(kubectl_ok(kc, &["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]), "nginx:1.27");
+    assert_eq!(
+        kubectl_ok(kc, &["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]),
+        "nginx:1.27"
+    );
     kubectl_ok(kc, &["scale", "deploy", "web", "--replicas=5"]);
     assert_eq!(kubectl_ok(kc, &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]), "5");
 
@@ -94,12 +112,26 @@ fn workflow(kc: &Path, dir: &Path, cluster: &str) {
     kubectl_ok(kc, &["create", "deployment", "d2", "--image=nginx", "--replicas=2", "-n", "extra"]);
     assert_eq!(kubectl_ok(kc, &["get", "deploy", "d2", "-n", "extra", "-o", "jsonpath={.spec.replicas}"]), "2");
     kubectl_ok(kc, &["create", "-f", &write(dir, &format!("{cluster}-job.yaml"), "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n")]);
-    let (ok, _, err) = kubectl(kc, &["create", "-f", &write(dir, &format!("{cluster}-bad.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad}\ndatta: {}\n")]);
+    let (ok, _, err) = kubectl(
+        kc,
+        &[
+            "create",
+            "-f",
+            &write(
+                dir,
+                &format!("{cluster}-bad.yaml"),
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad}\ndatta: {}\n",
+            ),
+        ],
+    );
     assert!(!ok && err.contains("unknown field \"datta\""), "strict validation: {err}");
 
     // Discovery-driven commands.
     let res = kubectl_ok(kc, &["api-resources"]);
-    assert!(res.contains("deployments") && res.contains("leases") && res.contains("customresourcedefinitions"), "{res}");
+    assert!(
+        res.contains("deployments") && res.contains("leases") && res.contains("customresourcedefinitions"),
+        "{res}"
+    );
     let explain = kubectl_ok(kc, &["explain", "deployment.spec.template.spec.containers.image"]);
     assert!(explain.contains("image") && explain.contains("string"), "{explain}");
     assert_eq!(kubectl_ok(kc, &["auth", "can-i", "create", "deployments"]).trim(), "yes");
@@ -146,9 +178,17 @@ async fn kubectl_workflow_in_root_and_in_a_second_cluster() {
         let (ok, _, err) = kubectl(&t, &["get", "logicalclusters"]);
         assert!(!ok && err.contains("doesn't have a resource type"), "{err}");
         // Wildcard listing for administrators, each row's cluster in the annotation.
-        let raw = kubectl_ok(&r, &["get", "--raw", "/clusters/*/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dmine"]);
+        let raw = kubectl_ok(
+            &r,
+            &["get", "--raw", "/clusters/*/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dmine"],
+        );
         let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
-        let mut owners: Vec<&str> = v["items"].as_array().unwrap().iter().map(|i| i["metadata"]["annotations"]["kgate.dev/cluster"].as_str().unwrap()).collect();
+        let mut owners: Vec<&str> = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["annotations"]["kgate.dev/cluster"].as_str().unwrap())
+            .collect();
         owners.sort();
         assert_eq!(owners, vec!["root", "team-a"]);
     })

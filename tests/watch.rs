@@ -58,7 +58,7 @@ async fn resume_selectors_and_deletes_on_both_backends() {
 
         // From "now" (no resourceVersion): current state first as ADDED.
         let mut all = watch(&s, "").await;
-        let mut initial = vec![next(&mut all).await, next(&mut all).await];
+        let mut initial = [next(&mut all).await, next(&mut all).await];
         initial.sort_by_key(|e| name(e).to_string());
         assert_eq!((initial[0]["type"].as_str(), name(&initial[0])), (Some("ADDED"), "a"));
         assert_eq!(name(&initial[1]), "b");
@@ -71,7 +71,8 @@ async fn resume_selectors_and_deletes_on_both_backends() {
         // A selector watch sees objects enter and leave the selection.
         let mut selected = watch(&s, "labelSelector=team%3Dx&resourceVersion=0").await;
         assert_eq!(name(&next(&mut selected).await), "a");
-        s.patch(&format!("{CM}/b"), "application/merge-patch+json", &json!({"metadata": {"labels": {"team": "x"}}})).await;
+        s.patch(&format!("{CM}/b"), "application/merge-patch+json", &json!({"metadata": {"labels": {"team": "x"}}}))
+            .await;
         let ev = next_change(&mut selected).await;
         assert_eq!((ev["type"].as_str(), name(&ev)), (Some("ADDED"), "b"));
         s.patch(&format!("{CM}/a"), "application/merge-patch+json", &json!({"metadata": {"labels": null}})).await;
@@ -103,8 +104,11 @@ async fn resume_selectors_and_deletes_on_both_backends() {
 async fn send_initial_events_ends_with_the_marked_bookmark() {
     let s = TestServer::start(Backend::Embedded).await;
     s.post(CM, &json!({"metadata": {"name": "one"}})).await;
-    let mut rx =
-        watch(&s, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true").await;
+    let mut rx = watch(
+        &s,
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true",
+    )
+    .await;
     assert_eq!(name(&next(&mut rx).await), "one");
     let bm = next(&mut rx).await;
     assert_eq!(bm["type"], "BOOKMARK");
@@ -152,7 +156,12 @@ async fn wildcard_watch_sees_every_cluster_with_its_name() {
     let s = TestServer::start(Backend::Embedded).await;
     s.create_cluster("w1").await;
     s.create_cluster("w2").await;
-    let resp = s.client.get(format!("{}/clusters/*/api/v1/configmaps?watch=true&resourceVersion=0", s.url)).send().await.unwrap();
+    let resp = s
+        .client
+        .get(format!("{}/clusters/*/api/v1/configmaps?watch=true&resourceVersion=0", s.url))
+        .send()
+        .await
+        .unwrap();
     let mut stream = resp.bytes_stream();
     s.post(&format!("/clusters/w1{CM}"), &json!({"metadata": {"name": "x"}})).await;
     s.post(&format!("/clusters/w2{CM}"), &json!({"metadata": {"name": "x"}})).await;

