@@ -136,6 +136,24 @@ async fn through_kgate(s: &TestServer, what: &str, conc: usize, ns: &str) -> f64
     }
 }
 
+/// What a create is on etcd: a put guarded by `create_revision == 0` (kube-apiserver's etcd3 store
+/// does the same transaction), so this is the ceiling for creates on etcd, not a plain put.
+async fn raw_etcd_txn_create(endpoint: &str, conc: usize) -> f64 {
+    let client = Client::connect([endpoint], None).await.unwrap();
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    measure(conc, move |i| {
+        let mut c = client.clone();
+        let k = format!("/bench-txn/{run}/{i}");
+        async move {
+            let t = etcd_client::Txn::new()
+                .when([etcd_client::Compare::create_revision(k.clone(), etcd_client::CompareOp::Equal, 0)])
+                .and_then([etcd_client::TxnOp::put(k, vec![b'x'; 200], None)]);
+            c.txn(t).await.unwrap();
+        }
+    })
+    .await
+}
+
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap()

@@ -276,7 +276,12 @@ impl Registry {
         };
         let ns_def = crate::resources::find("", "v1", "namespaces").expect("namespaces are built in");
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", ctx.cluster, None, ns);
-        match self.store.get(&key).await? {
+        // A relaxed read first; only a miss pays for a quorum read (the namespace may be brand new).
+        let found = match self.store.get_relaxed(&key).await? {
+            Some(kv) => Some(kv),
+            None => self.store.get(&key).await?,
+        };
+        match found {
             None => Err(ApiError::not_found("namespaces", "", ns)),
             Some(kv) => {
                 let obj = self.decode(&ns_def, ctx.cluster, &kv)?;

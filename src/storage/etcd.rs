@@ -120,6 +120,11 @@ impl Store for EtcdStore {
         resp.kvs().first().map(kv_of).transpose()
     }
 
+    async fn get_relaxed(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        let resp = self.c().get(key, Some(GetOptions::new().with_serializable())).await.map_err(map_err)?;
+        resp.kvs().first().map(kv_of).transpose()
+    }
+
     async fn range(&self, req: RangeRequest) -> Result<RangeResult, StoreError> {
         let start = req.start.clone().unwrap_or_else(|| req.prefix.clone());
         let mut opts = GetOptions::new().with_range(prefix_end(&req.prefix));

@@ -129,6 +129,12 @@ pub enum StoreError {
 pub trait Store: Send + Sync + 'static {
     /// Read one key at the latest revision.
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError>;
+    /// Read one key from the nearest replica without a quorum round: possibly stale, never from the
+    /// future. For checks that re-read with `get` on a miss (as kube-apiserver's namespace lifecycle
+    /// admission reads its cache first and the store only on a miss).
+    async fn get_relaxed(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        self.get(key).await
+    }
     /// Read keys under a prefix, in key order, optionally at a past revision.
     async fn range(&self, req: RangeRequest) -> Result<RangeResult, StoreError>;
     /// Create a key that must not exist.
