@@ -255,9 +255,20 @@ async fn main() {
     }
     let c64 = rows.iter().find(|r| r.what == "create" && r.conc == 64).unwrap();
     println!(
-        "target: creates through kgate on etcd at concurrency 64 >= 0.5x raw etcd puts: {:.2}x",
-        c64.kgate_etcd / c64.etcd
+        "target: creates through kgate at concurrency 64 >= 0.5x raw etcd puts: on etcd {:.2}x, embedded {:.2}x",
+        c64.kgate_etcd / c64.etcd,
+        c64.kgate_embedded / c64.etcd
     );
+    println!("\nthe ceiling for creates on etcd: raw compare-and-put transactions");
+    for conc in CONCURRENCY {
+        let txn = raw_etcd_txn_create(&endpoint, conc).await;
+        let row = rows.iter().find(|r| r.what == "create" && r.conc == conc).unwrap();
+        println!(
+            "conc {conc:>3}: raw txn {txn:>8.0}/s; kgate creates on etcd {:>8.0}/s ({:.2}x of raw txn)",
+            row.kgate_etcd,
+            row.kgate_etcd / txn
+        );
+    }
     on_etcd.stop().await;
     embedded.stop().await;
     idle_memory().await;
