@@ -418,6 +418,11 @@ async fn cluster_addressing_and_isolation() {
     assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(s.delete(&format!("/clusters/*{CM}/same")).await.0, StatusCode::METHOD_NOT_ALLOWED);
 
+    // root is reserved: a LogicalCluster named root could only be used to purge it.
+    let (code, _) =
+        s.post("/apis/tenancy.kgate.dev/v1alpha1/logicalclusters", &json!({"metadata": {"name": "root"}})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+
     // Tenancy types only in root.
     assert_eq!(
         s.get("/clusters/team-a/apis/tenancy.kgate.dev/v1alpha1/logicalclusters").await.0,

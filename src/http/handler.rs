@@ -437,6 +437,19 @@ async fn resource(
         }
         ("create", None, None) => {
             let obj = body::decode_object(content_type.as_deref(), &body)?;
+            if def.group == resources::TENANCY_GROUP && crate::meta::meta_str(&obj, "name") == Some(ROOT) {
+                // root always exists; a LogicalCluster for it could only ever be used to purge it.
+                return Err(ApiError::invalid(
+                    &def.kind,
+                    &def.group,
+                    ROOT,
+                    vec![crate::status::cause(
+                        "FieldValueInvalid",
+                        "metadata.name",
+                        "Invalid value: \"root\": the root logical cluster is reserved",
+                    )],
+                ));
+            }
             let opts = WriteOptions::from_query(&q)?;
             let w = reg.create(&ctx, obj, &opts).await?;
             if def.group == resources::TENANCY_GROUP && !opts.dry_run {

@@ -399,13 +399,11 @@ impl Registry {
 
     /// Create the `default` ServiceAccount in a namespace if it is missing.
     pub async fn ensure_default_service_account(&self, cluster: &str, ns: &str) -> ApiResult<()> {
-        let def = crate::resources::find("", "v1", "serviceaccounts").expect("built in");
         let key = crate::storage::keys::object(&self.prefix, "core", "serviceaccounts", cluster, Some(ns), "default");
         let obj = json!({
             "apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": "default", "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339()}
         });
-        let _ = def;
         match self.store.create(&key, super::encode(&obj)).await {
             Ok(_) | Err(StoreError::AlreadyExists) => Ok(()),
             Err(e) => Err(e.into()),
