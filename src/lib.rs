@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod patch;
 pub mod pki;
 pub mod proto;
+pub mod rbac;
 pub mod registry;
 pub mod request;
 pub mod resources;

@@ -40,7 +40,21 @@ impl Metrics {
     /// Record one request. Resource and verb come from a fixed set (the served types), so label
     /// cardinality is bounded.
     pub fn observe(&self, method: &Method, verb: &str, resource: &str, code: u16, elapsed: Duration) {
-        let verb = if verb.is_empty() { method.as_str() } else { verb };
+        // Label values come from fixed sets only: a client-chosen method must not mint new series.
+        let verb = if !verb.is_empty() {
+            verb
+        } else {
+            match *method {
+                Method::GET => "GET",
+                Method::POST => "POST",
+                Method::PUT => "PUT",
+                Method::PATCH => "PATCH",
+                Method::DELETE => "DELETE",
+                Method::HEAD => "HEAD",
+                Method::OPTIONS => "OPTIONS",
+                _ => "OTHER",
+            }
+        };
         self.requests.with_label_values(&[verb, resource, &code.to_string()]).inc();
         if verb != "watch" {
             self.latency.with_label_values(&[verb, resource]).observe(elapsed.as_secs_f64());

@@ -44,14 +44,12 @@ impl Directory {
         if name == ROOT || self.known.contains(name) {
             return Ok(true);
         }
+        // Only the watch task writes `known`: inserting here could resurrect a cluster whose delete the
+        // watch has already applied.
         match self.registry.store.get(&self.key(name)).await? {
             Some(kv) => {
                 let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
-                let live = obj["metadata"].get("deletionTimestamp").is_none();
-                if live {
-                    self.known.insert(name.to_string());
-                }
-                Ok(live)
+                Ok(obj["metadata"].get("deletionTimestamp").is_none())
             }
             None => Ok(false),
         }
@@ -131,10 +129,68 @@ pub async fn bootstrap(registry: &Registry, cluster: &str) -> ApiResult<()> {
     Ok(())
 }
 
-/// Mark a LogicalCluster Ready once its cluster is bootstrapped.
-pub fn ready_status() -> Value {
-    json!({
+/// Bootstrap a just-created LogicalCluster's cluster, then record it Ready; returns the object.
+pub async fn initialize(registry: &Registry, mut obj: Value) -> ApiResult<Value> {
+    let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+    bootstrap(registry, &name).await?;
+    let def = resources::logical_cluster_def();
+    let key = keys::object(&registry.prefix, def.storage_group(), &def.plural, ROOT, None, &name);
+    let Some(kv) = registry.store.get(&key).await? else { return Ok(obj) };
+    let mut ready = registry.decode(&def, ROOT, &kv)?;
+    ready["status"] = json!({
         "phase": "Ready",
         "conditions": [{"type": "Ready", "status": "True", "reason": "Initialized", "message": "the logical cluster is serving", "lastTransitionTime": now_rfc3339()}]
-    })
+    });
+    // Losing this race to a concurrent writer only leaves the status for that writer's version.
+    if let Ok(rev) = registry.store.update(&key, crate::registry::encode(&ready), kv.mod_revision).await {
+        crate::registry::decorate(&mut ready, &def, ROOT, rev);
+        obj = ready;
+    }
+    Ok(obj)
+}
+
+/// Remove every key of a deleted logical cluster in the background (never root's).
+pub fn spawn_purge(registry: Registry, cluster: String) {
+    if cluster == ROOT {
+        return;
+    }
+    tokio::spawn(async move {
+        if let Err(e) = purge(&registry, &cluster).await {
+            tracing::warn!(error = %e, cluster = %cluster, "purging a deleted logical cluster");
+        }
+    });
+}
+
+/// Delete every key under a cluster, resource by resource, in batches of 500, until a whole pass finds
+/// nothing (objects written concurrently by requests that raced the delete are caught by later passes).
+pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
+    if cluster == ROOT {
+        return Ok(());
+    }
+    for _pass in 0..10 {
+        let mut found = 0usize;
+        for def in resources::builtins() {
+            let prefix = registry.collection(def, Some(cluster), None);
+            loop {
+                let page = registry
+                    .store
+                    .range(RangeRequest { prefix: prefix.clone(), limit: 500, ..Default::default() })
+                    .await?;
+                found += page.kvs.len();
+                for kv in &page.kvs {
+                    match registry.store.delete(&kv.key, None).await {
+                        Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                if page.kvs.is_empty() {
+                    break;
+                }
+            }
+        }
+        if found == 0 {
+            return Ok(());
+        }
+    }
+    Ok(())
 }

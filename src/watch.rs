@@ -123,6 +123,7 @@ pub async fn start(
     let render = req.render.clone();
     let opts = req.opts.clone();
     let fixed_cluster = req.cluster.clone();
+    let namespace = req.namespace.clone();
     tokio::spawn(async move {
         let mut first = true;
         let emit = |kind: &str, obj: &Value, first: &mut bool| {
@@ -170,7 +171,7 @@ pub async fn start(
                 Some(Ok(ev)) => ev,
             };
             last_rev = last_rev.max(ev.revision());
-            let out = match translate(&registry, &def, fixed_cluster.as_deref(), &opts, ev) {
+            let out = match translate(&registry, &def, fixed_cluster.as_deref(), namespace.as_deref(), &opts, ev) {
                 Ok(Some((kind, obj))) => emit(kind, &obj, &mut first),
                 Ok(None) => continue,
                 Err(e) => error_line(&e),
@@ -188,6 +189,7 @@ fn translate(
     registry: &Registry,
     def: &ResourceDef,
     cluster: Option<&str>,
+    namespace: Option<&str>,
     opts: &ListOptions,
     ev: WatchEvent,
 ) -> ApiResult<Option<(&'static str, Value)>> {
@@ -197,7 +199,10 @@ fn translate(
             None => registry.cluster_of(def, key).map(str::to_string),
         }
     };
-    let passes = |obj: &Value| crate::registry::matches(def, obj, opts);
+    let passes = |obj: &Value| {
+        crate::registry::matches(def, obj, opts)
+            && (cluster.is_some() || namespace.is_none() || crate::meta::meta_str(obj, "namespace") == namespace)
+    };
     match ev {
         WatchEvent::Progress(_) => Ok(None),
         WatchEvent::Put { kv, prev } => {
@@ -205,17 +210,22 @@ fn translate(
                 return Ok(None);
             };
             let new = registry.decode(def, &c, &kv)?;
-            let was = match &prev {
-                Some(p) => passes(&registry.decode(def, &c, p)?),
-                None => false,
+            let old = match &prev {
+                Some(p) => Some(registry.decode(def, &c, p)?).filter(|o| passes(o)),
+                None => None,
             };
             let now = passes(&new);
-            Ok(match (was, now) {
-                (false, true) => Some(("ADDED", new)),
-                (true, true) => Some(("MODIFIED", new)),
-                // Leaving the selection: DELETED with the new state, as kube-apiserver's cacher does.
-                (true, false) => Some(("DELETED", new)),
-                (false, false) => None,
+            Ok(match (old, now) {
+                (None, true) => Some(("ADDED", new)),
+                (Some(_), true) => Some(("MODIFIED", new)),
+                // Leaving the selection: DELETED with the last state that matched, at the new
+                // resourceVersion, as kube-apiserver's cacher sends it.
+                (Some(mut last), false) => {
+                    crate::meta::metadata_mut(&mut last)
+                        .insert("resourceVersion".into(), json!(kv.mod_revision.to_string()));
+                    Some(("DELETED", last))
+                }
+                (None, false) => None,
             })
         }
         WatchEvent::Delete { revision, prev, key } => {

@@ -502,3 +502,91 @@ async fn discovery_and_openapi_documents() {
     assert_eq!(s.get("/openapi/v2").await.0, StatusCode::NOT_FOUND);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn lifecycle_rules_found_in_review() {
+    let s = TestServer::start(Backend::Embedded).await;
+    // The initial namespaces cannot be deleted.
+    let (code, st) = s.delete("/api/v1/namespaces/default").await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    // A PUT carrying another object's uid is a failed precondition.
+    s.post(CM, &cm("u", json!({}))).await;
+    let (_, mut o) = s.get(&format!("{CM}/u")).await;
+    o["metadata"]["uid"] = json!("not-the-uid");
+    let (code, st) = s.put(&format!("{CM}/u"), &o).await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    assert!(st["message"].as_str().unwrap().contains("Precondition failed: UID in precondition"));
+    // deletecollection of a namespaced resource needs a namespace.
+    assert_eq!(s.delete("/api/v1/configmaps").await.0, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(s.get(&format!("{CM}/u")).await.0, StatusCode::OK);
+
+    // Changing a terminating namespace does not remove it before its contents are gone.
+    s.post("/api/v1/namespaces", &json!({"metadata": {"name": "t1"}})).await;
+    s.post("/api/v1/namespaces/t1/configmaps", &cm("inside", json!({}))).await;
+    s.delete("/api/v1/namespaces/t1").await;
+    let (code, _) = s
+        .patch("/api/v1/namespaces/t1", "application/merge-patch+json", &json!({"metadata": {"labels": {"a": "b"}}}))
+        .await;
+    assert!(code == StatusCode::OK || code == StatusCode::NOT_FOUND, "{code}");
+    for _ in 0..100 {
+        if s.get("/api/v1/namespaces/t1").await.0 == StatusCode::NOT_FOUND {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(s.get("/api/v1/namespaces/t1/configmaps/inside").await.0, StatusCode::NOT_FOUND, "contents went first");
+
+    // Server-side apply of a LogicalCluster bootstraps it like a POST; root stays reserved on that path too.
+    let lc = |n: &str| json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": n}});
+    let (code, o) = s
+        .patch(
+            "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters/applied?fieldManager=t",
+            "application/apply-patch+yaml",
+            &lc("applied"),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{o}");
+    assert_eq!(o["status"]["phase"], "Ready");
+    assert_eq!(s.get("/clusters/applied/api/v1/namespaces/default").await.0, StatusCode::OK);
+    let (code, _) = s
+        .patch(
+            "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters/root?fieldManager=t",
+            "application/apply-patch+yaml",
+            &lc("root"),
+        )
+        .await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // Deleting a logical cluster removes every key under it, and only its keys.
+    s.create_cluster("applied-b").await;
+    s.post(&format!("/clusters/applied{CM}"), &cm("x", json!({}))).await;
+    s.post(&format!("/clusters/applied-b{CM}"), &cm("x", json!({}))).await;
+    let (code, _) = s.delete("/apis/tenancy.kgate.dev/v1alpha1/logicalclusters/applied").await;
+    assert_eq!(code, StatusCode::OK);
+    let store = s.running_store();
+    let prefix = |c: &str| format!("{}/core/configmaps/{c}/", s.running_prefix());
+    for _ in 0..100 {
+        let left = store
+            .range(kgate::storage::RangeRequest { prefix: prefix("applied"), ..Default::default() })
+            .await
+            .unwrap();
+        if left.kvs.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for def in kgate::resources::builtins() {
+        let p = format!("{}/{}/{}/applied/", s.running_prefix(), def.storage_group(), def.plural);
+        let left = store.range(kgate::storage::RangeRequest { prefix: p.clone(), ..Default::default() }).await.unwrap();
+        assert!(left.kvs.is_empty(), "{p} still has keys");
+    }
+    assert_eq!(s.get(&format!("/clusters/applied-b{CM}/x")).await.0, StatusCode::OK, "a-b untouched");
+    assert_eq!(s.get(&format!("/clusters/applied{CM}")).await.0, StatusCode::NOT_FOUND);
+
+    // Wildcard lists honour the namespace in the path.
+    s.post("/api/v1/namespaces", &json!({"metadata": {"name": "other"}})).await;
+    s.post("/api/v1/namespaces/other/configmaps", &cm("elsewhere", json!({}))).await;
+    let (_, all) = s.get(&format!("/clusters/*{CM}")).await;
+    assert!(all["items"].as_array().unwrap().iter().all(|i| i["metadata"]["namespace"] == "default"), "{all}");
+    s.stop().await;
+}

@@ -76,12 +76,21 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
         .update(&k("a/item1"), b"changed".to_vec(), store.get(&k("a/item1")).await.unwrap().unwrap().mod_revision)
         .await
         .unwrap();
+    store.create(&k("a/item9-new"), b"new".to_vec()).await.unwrap();
     let past =
         store.range(RangeRequest { prefix: k("a/"), revision: Some(before), ..Default::default() }).await.unwrap();
-    assert_eq!(past.kvs.len(), 6);
+    assert_eq!(past.kvs.len(), 6, "keys created later are not in the past");
+    let page = store
+        .range(RangeRequest { prefix: k("a/"), start: Some(k("a/item0")), limit: 2, revision: Some(before) })
+        .await
+        .unwrap();
+    let names: Vec<String> = page.kvs.iter().map(|kv| kv.key.clone()).collect();
+    assert_eq!(names, vec![k("a/item0"), k("a/item1")], "a past page starts at the start key, deleted keys included");
+    assert_eq!(page.kvs[1].value, vec![1], "with their values of then");
+    assert!(page.more);
     assert_eq!(past.kvs.iter().find(|kv| kv.key == k("a/item1")).unwrap().value, vec![1]);
     let now = store.range(RangeRequest { prefix: k("a/"), ..Default::default() }).await.unwrap();
-    assert_eq!(now.kvs.len(), 5);
+    assert_eq!(now.kvs.len(), 6);
 
     // Delete preconditions.
     let cur = store.get(&k("a/item2")).await.unwrap().unwrap();
@@ -102,6 +111,7 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
         }
         other => panic!("expected update, got {other:?}"),
     }
+    assert!(matches!(next_change(&mut w).await, WatchEvent::Put { prev: None, .. }), "the later create");
     store.create(&k("a-b/z"), b"not mine".to_vec()).await.unwrap();
     let live = store.create(&k("a/live"), b"L".to_vec()).await.unwrap();
     match next_change(&mut w).await {

@@ -6,6 +6,9 @@ use serde_json::Value;
 
 use crate::status::{ApiError, ApiResult};
 
+/// Longest a client may take to send its body.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Largest accepted body: 3 MiB, etcd's default request limit.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
@@ -15,7 +18,11 @@ where
     B: http_body::Body<Data = Bytes> + Send,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
-    match Limited::new(body, MAX_BODY).collect().await {
+    let read = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY).collect()).await;
+    let Ok(read) = read else {
+        return Err(ApiError::timeout("timed out reading the request body"));
+    };
+    match read {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::too_large(MAX_BODY)),
         Err(e) => Err(ApiError::bad_request(format!("reading the request body: {e}"))),

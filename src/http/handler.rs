@@ -23,7 +23,7 @@ use crate::registry::{Ctx, DeleteOptions, ListOptions, Registry, WriteOptions};
 use crate::request::{self, Query, ResourcePath, Route};
 use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
-use crate::tenancy::{self, Directory};
+use crate::tenancy::Directory;
 
 /// The Kubernetes version kgate serves; kubectl's dispatcher picks its build from `minor`.
 pub const KUBE_MAJOR: &str = "1";
@@ -437,27 +437,7 @@ async fn resource(
         }
         ("create", None, None) => {
             let obj = body::decode_object(content_type.as_deref(), &body)?;
-            if def.group == resources::TENANCY_GROUP && crate::meta::meta_str(&obj, "name") == Some(ROOT) {
-                // root always exists; a LogicalCluster for it could only ever be used to purge it.
-                return Err(ApiError::invalid(
-                    &def.kind,
-                    &def.group,
-                    ROOT,
-                    vec![crate::status::cause(
-                        "FieldValueInvalid",
-                        "metadata.name",
-                        "Invalid value: \"root\": the root logical cluster is reserved",
-                    )],
-                ));
-            }
-            let opts = WriteOptions::from_query(&q)?;
-            let w = reg.create(&ctx, obj, &opts).await?;
-            if def.group == resources::TENANCY_GROUP && !opts.dry_run {
-                let w = after_logical_cluster_create(state, w).await?;
-                written(w)
-            } else {
-                written(w)
-            }
+            written(reg.create(&ctx, obj, &WriteOptions::from_query(&q)?).await?)
         }
         ("update", Some(n), Some("scale")) => {
             let obj = body::decode_object(content_type.as_deref(), &body)?;
@@ -482,13 +462,10 @@ async fn resource(
             })?;
             written(reg.patch(&ctx, n, pt, &body, &WriteOptions::from_query(&q)?, sub).await?)
         }
-        ("delete", Some(n), None) => {
-            let dopts = delete_options(&body, &q)?;
-            let w = reg.delete(&ctx, n, &dopts).await?;
-            if def.group == resources::TENANCY_GROUP && !dopts.dry_run {
-                spawn_cluster_purge(state, n.to_string());
-            }
-            written(w)
+        ("delete", Some(n), None) => written(reg.delete(&ctx, n, &delete_options(&body, &q)?).await?),
+        ("deletecollection", None, None) if def.namespaced && rp.namespace.is_none() => {
+            // As kube-apiserver: deletecollection of a namespaced resource needs a namespace.
+            return Err(ApiError::method_not_allowed("deletecollection", &def.plural));
         }
         ("deletecollection", None, None) => {
             let dopts = delete_options(&body, &q)?;
@@ -510,55 +487,6 @@ fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
         )
     };
     DeleteOptions::parse(v.as_ref(), q)
-}
-
-/// A new LogicalCluster: bootstrap its cluster, then report it Ready.
-async fn after_logical_cluster_create(
-    state: &AppState,
-    mut w: crate::registry::Written,
-) -> ApiResult<crate::registry::Written> {
-    let name = crate::meta::meta_str(&w.body, "name").unwrap_or_default().to_string();
-    tenancy::bootstrap(&state.registry, &name).await?;
-    let def = resources::logical_cluster_def();
-    let key = crate::storage::keys::object(&state.registry.prefix, def.storage_group(), &def.plural, ROOT, None, &name);
-    if let Some(kv) = state.registry.store.get(&key).await? {
-        let mut obj = state.registry.decode(&def, ROOT, &kv)?;
-        obj["status"] = tenancy::ready_status();
-        if let Ok(rev) = state.registry.store.update(&key, crate::registry::encode(&obj), kv.mod_revision).await {
-            crate::registry::decorate(&mut obj, &def, ROOT, rev);
-            w.body = obj;
-        }
-    }
-    Ok(w)
-}
-
-/// Remove every key of a deleted logical cluster, in bounded batches, in the background.
-fn spawn_cluster_purge(state: &Arc<AppState>, cluster: String) {
-    let reg = state.registry.clone();
-    tokio::spawn(async move {
-        for def in resources::builtins() {
-            let prefix = reg.collection(def, Some(&cluster), None);
-            loop {
-                let page = match reg
-                    .store
-                    .range(crate::storage::RangeRequest { prefix: prefix.clone(), limit: 500, ..Default::default() })
-                    .await
-                {
-                    Ok(p) => p,
-                    Err(e) => {
-                        tracing::warn!(error = %e, cluster = %cluster, "purging a deleted cluster");
-                        return;
-                    }
-                };
-                for kv in &page.kvs {
-                    let _ = reg.store.delete(&kv.key, None).await;
-                }
-                if !page.more {
-                    break;
-                }
-            }
-        }
-    });
 }
 
 /// SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview: answered, never stored.

@@ -103,6 +103,8 @@ pub async fn serve(
                 async move { Ok::<_, Infallible>(handle(state, conn, req).await) }
             });
             let mut builder = auto::Builder::new(TokioExecutor::new());
+            // A client that never finishes its request headers must not hold a task forever.
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
             builder
                 .http2()
                 .timer(TokioTimer::new())

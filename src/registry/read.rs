@@ -136,7 +136,11 @@ impl Registry {
                 };
                 let obj = self.decode(def, obj_cluster, kv)?;
                 last_key = Some(kv.key.clone());
-                if matches(def, &obj, opts) {
+                // Wildcard keys are not narrowed by namespace (the cluster segment comes first).
+                let in_namespace = cluster.is_some()
+                    || ctx.namespace.is_none()
+                    || crate::meta::meta_str(&obj, "namespace") == ctx.namespace;
+                if in_namespace && matches(def, &obj, opts) {
                     items.push(obj);
                     if opts.limit > 0 && items.len() == opts.limit {
                         break;

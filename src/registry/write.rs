@@ -287,8 +287,8 @@ impl Registry {
                 let obj = self.decode(&ns_def, ctx.cluster, &kv)?;
                 if obj["status"]["phase"] == "Terminating" {
                     let mut e = ApiError::forbidden(format!(
-                        "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                        ctx.def.plural, "",
+                        "{} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                        ctx.def.plural,
                     ));
                     e.kind = Some(ctx.def.plural.clone());
                     return Err(e);
@@ -340,6 +340,18 @@ impl Registry {
             validate_meta(ctx, &obj)?;
             meta::metadata_mut(&mut obj).remove("namespace");
         }
+        if def.group == crate::resources::TENANCY_GROUP && meta::meta_str(&obj, "name") == Some(crate::cluster::ROOT) {
+            // root always exists; a LogicalCluster for it could only ever be used to purge it.
+            return Err(invalid(
+                def,
+                crate::cluster::ROOT,
+                vec![cause(
+                    "FieldValueInvalid",
+                    "metadata.name",
+                    "Invalid value: \"root\": the root logical cluster is reserved",
+                )],
+            ));
+        }
         self.check_namespace(ctx).await?;
         apply_defaults(def, &mut obj);
         {
@@ -373,7 +385,7 @@ impl Registry {
             match self.store.create(&key, super::encode(&obj)).await {
                 Ok(rev) => {
                     super::decorate(&mut obj, def, ctx.cluster, rev);
-                    self.after_create(ctx, &obj).await;
+                    let obj = self.after_create(ctx, obj).await?;
                     return Ok(Written { code: 201, body: obj, warnings });
                 }
                 Err(StoreError::AlreadyExists) if generate && attempts < 8 => {
@@ -387,14 +399,19 @@ impl Registry {
         }
     }
 
-    /// Side effects kube's controllers would produce at once: a `default` ServiceAccount per namespace.
-    async fn after_create(&self, ctx: &Ctx<'_>, obj: &Value) {
+    /// Side effects controllers would produce at once, on every create path (POST and apply): a
+    /// `default` ServiceAccount per namespace; a new logical cluster's namespaces and its Ready status.
+    async fn after_create(&self, ctx: &Ctx<'_>, obj: Value) -> ApiResult<Value> {
         if ctx.def.group.is_empty() && ctx.def.kind == "Namespace" {
-            let ns = meta::meta_str(obj, "name").unwrap_or_default();
+            let ns = meta::meta_str(&obj, "name").unwrap_or_default();
             if let Err(e) = self.ensure_default_service_account(ctx.cluster, ns).await {
                 tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "creating default service account");
             }
         }
+        if ctx.def.group == crate::resources::TENANCY_GROUP {
+            return crate::tenancy::initialize(self, obj).await;
+        }
+        Ok(obj)
     }
 
     /// Create the `default` ServiceAccount in a namespace if it is missing.
@@ -434,14 +451,22 @@ impl Registry {
             if dry_run {
                 return Ok((desired, true));
             }
-            // Finalizers all gone from an object being deleted: the update is the delete.
-            if meta::meta_str(&desired, "deletionTimestamp").is_some() && meta::finalizers(&desired).is_empty() {
+            // Finalizers all gone from an object being deleted: the update is the delete. Not for
+            // namespaces, whose finalizers live in spec and which only their cleanup removes.
+            let is_namespace = ctx.def.group.is_empty() && ctx.def.kind == "Namespace";
+            if !is_namespace
+                && meta::meta_str(&desired, "deletionTimestamp").is_some()
+                && meta::finalizers(&desired).is_empty()
+            {
                 match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                     Ok((rev, _)) => {
                         super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
                         return Ok((desired, true));
                     }
                     Err(StoreError::Conflict { .. }) => continue,
+                    Err(StoreError::NotFound) => {
+                        return Err(ApiError::not_found(&ctx.def.plural, &ctx.def.group, name))
+                    }
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -543,6 +568,7 @@ impl Registry {
             validate_meta(ctx, &obj)?;
         }
         let wanted_rv = meta::meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
+        let wanted_uid = meta::meta_str(&obj, "uid").filter(|s| !s.is_empty()).map(str::to_string);
         let manager = opts.manager(ctx.user_agent);
         let (body, _) = self
             .guaranteed_update(ctx, name, opts.dry_run, |current| {
@@ -550,6 +576,15 @@ impl Registry {
                     if meta::meta_str(current, "resourceVersion") != Some(rv.as_str()) {
                         return Err(ApiError::stale(&def.plural, &def.group, name));
                     }
+                }
+                let have = meta::meta_str(current, "uid").unwrap_or_default();
+                if let Some(want) = wanted_uid.as_deref().filter(|u| *u != have) {
+                    return Err(ApiError::conflict(
+                        &def.plural,
+                        &def.group,
+                        name,
+                        &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {have}"),
+                    ));
                 }
                 self.prepare_update(ctx, current, obj.clone(), subresource, &manager).map(Some)
             })
@@ -752,10 +787,22 @@ impl Registry {
                 }
             }
             let is_namespace = def.group.is_empty() && def.kind == "Namespace";
+            if is_namespace && crate::tenancy::INITIAL_NAMESPACES.contains(&name) {
+                let mut e = ApiError::forbidden(format!(
+                    "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+                ));
+                e.name = Some(name.to_string());
+                e.kind = Some("namespaces".into());
+                return Err(e);
+            }
             let has_finalizers = !meta::finalizers(&current).is_empty();
             if is_namespace || has_finalizers {
                 // Deferred delete: mark it, return the object; it goes when its finalizers are gone.
                 if meta::meta_str(&current, "deletionTimestamp").is_some() {
+                    if is_namespace && !opts.dry_run {
+                        // Cleanup is idempotent; a repeated delete restarts one that stopped.
+                        self.spawn_namespace_cleanup(ctx.cluster.to_string(), name.to_string());
+                    }
                     return Ok(Written { code: 200, body: current, warnings: vec![] });
                 }
                 let mut next = current.clone();
@@ -788,11 +835,14 @@ impl Registry {
             }
             match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                 Ok(_) => {
+                    if def.group == crate::resources::TENANCY_GROUP {
+                        crate::tenancy::spawn_purge(self.clone(), name.to_string());
+                    }
                     return Ok(Written {
                         code: 200,
                         body: success_status(&def.plural, &def.group, name, Some(&uid)),
                         warnings: vec![],
-                    })
+                    });
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&def.plural, &def.group, name)),
@@ -840,24 +890,36 @@ impl Registry {
         });
     }
 
-    /// Delete everything in a namespace, then the namespace itself.
+    /// Delete everything in a namespace, then the namespace itself. Passes repeat until one finds
+    /// nothing, so objects created by requests that raced the termination are removed too.
     pub async fn finalize_namespace(&self, cluster: &str, namespace: &str) -> ApiResult<()> {
-        for def in crate::resources::for_cluster(cluster).filter(|d| d.namespaced && !d.is_virtual()) {
-            let prefix = self.collection(def, Some(cluster), Some(namespace));
-            loop {
-                let page = self
-                    .store
-                    .range(crate::storage::RangeRequest { prefix: prefix.clone(), limit: 500, ..Default::default() })
-                    .await?;
-                for kv in &page.kvs {
-                    match self.store.delete(&kv.key, None).await {
-                        Ok(_) | Err(StoreError::NotFound) => {}
-                        Err(e) => return Err(e.into()),
+        for _pass in 0..10 {
+            let mut found = 0usize;
+            for def in crate::resources::for_cluster(cluster).filter(|d| d.namespaced && !d.is_virtual()) {
+                let prefix = self.collection(def, Some(cluster), Some(namespace));
+                loop {
+                    let page = self
+                        .store
+                        .range(crate::storage::RangeRequest {
+                            prefix: prefix.clone(),
+                            limit: 500,
+                            ..Default::default()
+                        })
+                        .await?;
+                    found += page.kvs.len();
+                    for kv in &page.kvs {
+                        match self.store.delete(&kv.key, None).await {
+                            Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    if page.kvs.is_empty() {
+                        break;
                     }
                 }
-                if !page.more {
-                    break;
-                }
+            }
+            if found == 0 {
+                break;
             }
         }
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, namespace);

@@ -342,38 +342,55 @@ fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreE
     if at < compacted {
         return Err(StoreError::Compacted { requested: at, compacted });
     }
-    // Past revision: current state, then undo newer changes newest first.
-    let mut state: BTreeMap<String, KeyValue> = BTreeMap::new();
-    for item in kv.range(req.prefix.as_str()..end.as_str()).map_err(internal)? {
-        let (k, v) = item.map_err(internal)?;
-        state.insert(k.value().to_string(), decode_kv(k.value(), v.value())?);
-    }
+    // Past revision: the value at `at` of every key changed since is the `prev` of its first later
+    // event. That overlay (proportional to writes since `at`, not to the prefix) is merged with a
+    // bounded walk of the current keys.
+    let mut overlay: BTreeMap<String, Option<KeyValue>> = BTreeMap::new();
     let log = txn.open_table(LOG).map_err(internal)?;
-    for item in log.range((at as u64 + 1)..).map_err(internal)?.rev() {
+    for item in log.range((at as u64 + 1)..).map_err(internal)? {
         let (r, raw) = item.map_err(internal)?;
-        match decode_event(r.value() as i64, raw.value())? {
-            WatchEvent::Put { kv, prev } if kv.key.starts_with(&req.prefix) => match prev {
-                Some(p) => {
-                    state.insert(p.key.clone(), p);
-                }
-                None => {
-                    state.remove(&kv.key);
-                }
-            },
-            WatchEvent::Delete { prev: Some(p), key, .. } if key.starts_with(&req.prefix) => {
-                state.insert(key, p);
-            }
-            _ => {}
+        let (key, prev) = match decode_event(r.value() as i64, raw.value())? {
+            WatchEvent::Put { kv, prev } => (kv.key, prev),
+            WatchEvent::Delete { key, prev, .. } => (key, prev),
+            WatchEvent::Progress(_) => continue,
+        };
+        if key.starts_with(&req.prefix) && key >= start {
+            overlay.entry(key).or_insert(prev);
         }
     }
     let mut kvs = Vec::new();
     let mut more = false;
-    for (_, v) in state.range(start..) {
+    let mut current_keys = kv.range(start.as_str()..end.as_str()).map_err(internal)?.peekable();
+    let mut changed = overlay.into_iter().peekable();
+    loop {
+        // Next key in order from either side; the overlay wins for keys present in both.
+        let next_current = match current_keys.peek() {
+            Some(Ok((k, _))) => Some(k.value().to_string()),
+            Some(Err(_)) => return Err(internal("reading keys")),
+            None => None,
+        };
+        let take_overlay = match (&next_current, changed.peek()) {
+            (None, None) => break,
+            (Some(c), Some((o, _))) => o <= c,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+        };
+        let value = if take_overlay {
+            let (k, v) = changed.next().expect("peeked");
+            if next_current.as_deref() == Some(k.as_str()) {
+                current_keys.next();
+            }
+            v
+        } else {
+            let (k, v) = current_keys.next().expect("peeked").map_err(internal)?;
+            Some(decode_kv(k.value(), v.value())?)
+        };
+        let Some(v) = value else { continue };
         if req.limit > 0 && kvs.len() == req.limit {
             more = true;
             break;
         }
-        kvs.push(v.clone());
+        kvs.push(v);
     }
     Ok(RangeResult { kvs, more, revision: at })
 }
@@ -381,7 +398,10 @@ fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreE
 /// Log events under `prefix` in `(after, upto]`.
 fn read_log(shared: &Shared, prefix: &str, after: Revision, upto: Revision) -> Result<Vec<WatchEvent>, StoreError> {
     let txn = shared.db.begin_read().map_err(internal)?;
-    let compacted = shared.compacted.load(Ordering::Acquire);
+    // The compaction point must come from the same snapshot as the log: the in-memory copy is
+    // updated only after the commit that deleted history, so it could hide a gap.
+    let meta = txn.open_table(META).map_err(internal)?;
+    let compacted = meta.get(META_COMPACTED).map_err(internal)?.map(|v| v.value() as i64).unwrap_or(0);
     if after < compacted {
         return Err(StoreError::Compacted { requested: after, compacted });
     }
@@ -506,7 +526,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn healthy(&self) -> bool {
-        true
+        self.writer.as_ref().is_some_and(|w| !w.is_finished())
     }
 }
 

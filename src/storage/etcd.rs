@@ -306,7 +306,10 @@ impl EtcdWatch {
                         }));
                     }
                     if resp.canceled() {
+                        tracing::warn!(prefix = %self.prefix, reason = resp.cancel_reason(), "etcd canceled a watch; resuming");
                         self.inner = None;
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
                         continue;
                     }
                     let mut last = self.after;

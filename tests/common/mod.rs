@@ -125,6 +125,8 @@ pub struct TestServer {
     pub client: reqwest::Client,
     /// An HTTP client with no credentials.
     pub anonymous: reqwest::Client,
+    /// The key prefix the server stores under.
+    pub prefix: String,
 }
 
 fn pem(dir: &Path, f: &str) -> String {
@@ -148,18 +150,23 @@ impl TestServer {
             listen: "127.0.0.1:0".parse().unwrap(),
             data_dir: dir.path().to_path_buf(),
             etcd_servers,
-            etcd_prefix: prefix,
+            etcd_prefix: prefix.clone(),
             ..Default::default()
         };
         let running = kgate::server::start(config).await.expect("server starts");
         let url = running.url.clone();
         let (client, anonymous) = clients(dir.path());
-        TestServer { running, url, dir, client, anonymous }
+        TestServer { running, url, dir, client, anonymous, prefix }
     }
 
     /// The store the server runs on (a second handle for tests that act on it directly).
     pub fn running_store(&self) -> std::sync::Arc<dyn kgate::storage::Store> {
         self.running.store.clone()
+    }
+
+    /// The server's key prefix.
+    pub fn running_prefix(&self) -> String {
+        self.prefix.clone()
     }
 
     /// Path of the admin kubeconfig.
