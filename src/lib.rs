@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod authz;
 pub mod cluster;
 pub mod config;
 pub mod discovery;
@@ -27,4 +28,5 @@ pub mod status;
 pub mod storage;
 pub mod table;
 pub mod tenancy;
+pub mod token;
 pub mod watch;

@@ -93,8 +93,18 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let directory = Directory::new(registry.clone());
     let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
-    let state = Arc::new(AppState::new(registry.clone(), directory.clone(), shutdown_rx.clone(), metrics));
+    let signer = crate::token::Signer::load_or_create(store.as_ref(), &config.etcd_prefix).await?;
+    let authz = Arc::new(crate::authz::Authorizer::new(registry.clone()));
+    let state = Arc::new(AppState::new(
+        registry.clone(),
+        directory.clone(),
+        shutdown_rx.clone(),
+        metrics,
+        authz.clone(),
+        signer,
+    ));
     let background = vec![
+        tokio::spawn(authz.watch_invalidations()),
         tokio::spawn(directory.run()),
         tokio::spawn(compactor(store.clone(), config.compaction_interval)),
         tokio::spawn(resume_namespace_deletions(registry)),

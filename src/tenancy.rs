@@ -126,6 +126,24 @@ pub async fn bootstrap(registry: &Registry, cluster: &str) -> ApiResult<()> {
         }
         registry.ensure_default_service_account(cluster, ns).await?;
     }
+    // kube-apiserver's bootstrap policy: cluster-admin for system:masters, admin/edit/view for
+    // RoleBindings, discovery for everyone authenticated.
+    for (plural, objs) in [
+        ("clusterroles", crate::rbac::default_cluster_roles()),
+        ("clusterrolebindings", crate::rbac::default_cluster_role_bindings()),
+    ] {
+        for mut obj in objs {
+            let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+            let meta = crate::meta::metadata_mut(&mut obj);
+            meta.entry("uid").or_insert_with(|| json!(uuid::Uuid::new_v4().to_string()));
+            meta.entry("creationTimestamp").or_insert_with(|| json!(now_rfc3339()));
+            let key = keys::object(&registry.prefix, "rbac.authorization.k8s.io", plural, cluster, None, &name);
+            match registry.store.create(&key, crate::registry::encode(&obj)).await {
+                Ok(_) | Err(StoreError::AlreadyExists) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
     Ok(())
 }
 

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use super::body;
 use super::respond::{self, Body};
 use crate::auth::{self, Identity};
+use crate::authz::Authorizer;
 use crate::cluster::{self, ClusterTarget, ROOT};
 use crate::discovery::{Aggregated, Discovery};
 use crate::metrics::Metrics;
@@ -24,6 +25,7 @@ use crate::request::{self, Query, ResourcePath, Route};
 use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
 use crate::tenancy::Directory;
+use crate::token::{Claims, Signer};
 
 /// The Kubernetes version kgate serves; kubectl's dispatcher picks its build from `minor`.
 pub const KUBE_MAJOR: &str = "1";
@@ -40,6 +42,10 @@ pub struct AppState {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Request metrics.
     pub metrics: Metrics,
+    /// RBAC decisions.
+    pub authz: Arc<Authorizer>,
+    /// Signs and verifies ServiceAccount tokens.
+    pub signer: Signer,
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
@@ -65,12 +71,16 @@ impl AppState {
         directory: Directory,
         shutdown: tokio::sync::watch::Receiver<bool>,
         metrics: Metrics,
+        authz: Arc<Authorizer>,
+        signer: Signer,
     ) -> Self {
         AppState {
             registry,
             directory,
             shutdown,
             metrics,
+            authz,
+            signer,
             discovery: [OnceLock::new(), OnceLock::new()],
             openapi: DashMap::new(),
         }
@@ -129,7 +139,18 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
         }
         _ => {}
     }
-    let who = conn.identity.clone().ok_or_else(ApiError::unauthorized)?;
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_string());
+    // A verified client certificate wins (kube-apiserver tries x509 first); then a bearer token.
+    let who = match (&conn.identity, bearer) {
+        (Some(id), _) => id.clone(),
+        (None, Some(token)) => authenticate_token(state, &token, &target).await?,
+        (None, None) => return Err(ApiError::unauthorized()),
+    };
     if let ClusterTarget::Named(name) = &target {
         if !state.directory.exists(name).await? {
             return Err(ApiError::not_found("logicalclusters", resources::TENANCY_GROUP, name));
@@ -154,7 +175,7 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
     match route {
         Route::Version | Route::Health(_) => unreachable!("answered above"),
         Route::Metrics => {
-            if !who.is_master() {
+            if !state.authz.authorize_path(&who, target.name().unwrap_or(ROOT), "get", "/metrics").await? {
                 return Err(ApiError::forbidden(format!(
                     "forbidden: User \"{}\" cannot get path \"/metrics\"",
                     who.user
@@ -343,7 +364,9 @@ async fn resource(
         namespace: rp.namespace.as_deref(),
         name: rp.name.as_deref(),
     };
-    auth::authorize(who, &attrs).map_err(ApiError::forbidden)?;
+    // Wildcard requests are judged by root's RBAC.
+    let authz_cluster = target.name().unwrap_or(ROOT);
+    state.authz.authorize(who, authz_cluster, &attrs).await?.map_err(ApiError::forbidden)?;
     let cluster = match target {
         ClusterTarget::Wildcard => {
             if verb != "list" && verb != "watch" {
@@ -374,12 +397,20 @@ async fn resource(
     let body = body::read(req.into_body()).await?;
 
     if def.is_virtual() {
-        return Ok((review(&def, who, content_type.as_deref(), &body)?, labels));
+        return Ok((review(state, &def, who, authz_cluster, content_type.as_deref(), &body).await?, labels));
     }
     let name = rp.name.as_deref();
     let sub = rp.subresource.as_deref();
     match sub {
         None | Some("status") | Some("scale") => {}
+        Some("token") if def.group.is_empty() && def.plural == "serviceaccounts" => {
+            return match (verb, name) {
+                ("create", Some(n)) => {
+                    Ok((token_request(state, &ctx, n, content_type.as_deref(), &body).await?, labels))
+                }
+                _ => Err(ApiError::method_not_allowed(verb, "serviceaccounts/token")),
+            };
+        }
         Some(_) => return Err(ApiError::path_not_found()),
     }
     if sub == Some("status") && !def.status || sub == Some("scale") && def.scale.is_none() {
@@ -474,6 +505,10 @@ async fn resource(
         }
         _ => return Err(ApiError::method_not_allowed(method.as_str(), &def.plural)),
     };
+    if def.group == "rbac.authorization.k8s.io" && !matches!(verb, "get" | "list" | "watch") {
+        // Read-your-writes for RBAC on this replica; the invalidation watch covers the others.
+        state.authz.invalidate(&cluster_str);
+    }
     Ok((resp, labels))
 }
 
@@ -489,17 +524,119 @@ fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
     DeleteOptions::parse(v.as_ref(), q)
 }
 
+/// Authenticate a ServiceAccount token. It is valid only for the cluster it was issued in, only while
+/// its ServiceAccount (same uid) exists, and only before it expires; anything else is 401 before any
+/// other work.
+async fn authenticate_token(state: &AppState, token: &str, target: &ClusterTarget) -> ApiResult<Identity> {
+    let claims: Claims =
+        state.signer.verify(token, chrono::Utc::now().timestamp()).map_err(|_| ApiError::unauthorized())?;
+    if target.name() != Some(claims.cluster.as_str()) {
+        return Err(ApiError::unauthorized());
+    }
+    let key = crate::storage::keys::object(
+        &state.registry.prefix,
+        "core",
+        "serviceaccounts",
+        &claims.cluster,
+        Some(&claims.ns),
+        &claims.sa,
+    );
+    let live = state.registry.store.get(&key).await?;
+    let same_account = live
+        .and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
+        .is_some_and(|o| o["metadata"]["uid"].as_str() == Some(claims.uid.as_str()));
+    if !same_account {
+        return Err(ApiError::unauthorized());
+    }
+    Ok(Identity {
+        user: claims.sub,
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{}", claims.ns),
+            "system:authenticated".into(),
+        ],
+    })
+}
+
+/// Shortest and longest token lifetimes a TokenRequest may ask for.
+const TOKEN_MIN_SECONDS: i64 = 600;
+const TOKEN_MAX_SECONDS: i64 = 366 * 24 * 3600;
+const TOKEN_DEFAULT_SECONDS: i64 = 3600;
+
+/// `POST .../serviceaccounts/<name>/token` (`kubectl create token`): a token bound to this cluster and
+/// this ServiceAccount's uid.
+async fn token_request(
+    state: &AppState,
+    ctx: &Ctx<'_>,
+    name: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> ApiResult<Response<Body>> {
+    let req = body::decode_object(content_type, body)?;
+    let sa = state.registry.get(ctx, name).await?;
+    let uid = crate::meta::meta_str(&sa, "uid").unwrap_or_default().to_string();
+    let ns = ctx.namespace.unwrap_or_default().to_string();
+    let seconds = match req["spec"]["expirationSeconds"].as_i64() {
+        None => TOKEN_DEFAULT_SECONDS,
+        Some(s) if (TOKEN_MIN_SECONDS..=TOKEN_MAX_SECONDS).contains(&s) => s,
+        Some(s) => {
+            return Err(ApiError::invalid(
+                "TokenRequest",
+                "authentication.k8s.io",
+                name,
+                vec![crate::status::cause(
+                    "FieldValueInvalid",
+                    "spec.expirationSeconds",
+                    format!(
+                        "Invalid value: {s}: may not specify a duration less than 10 minutes or longer than a year"
+                    ),
+                )],
+            ))
+        }
+    };
+    let now = chrono::Utc::now();
+    let claims = Claims {
+        iss: "kgate".into(),
+        sub: format!("system:serviceaccount:{ns}:{name}"),
+        cluster: ctx.cluster.to_string(),
+        ns: ns.clone(),
+        sa: name.to_string(),
+        uid,
+        iat: now.timestamp(),
+        exp: now.timestamp() + seconds,
+    };
+    let token = state.signer.sign(&claims);
+    let expires = (now + chrono::Duration::seconds(seconds)).format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let mut spec = req.get("spec").cloned().unwrap_or(json!({}));
+    spec["expirationSeconds"] = json!(seconds);
+    Ok(respond::json(
+        201,
+        &json!({
+            "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": crate::meta::now_rfc3339()},
+            "spec": spec,
+            "status": {"token": token, "expirationTimestamp": expires},
+        }),
+    ))
+}
+
 /// SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview: answered, never stored.
-fn review(def: &ResourceDef, who: &Identity, content_type: Option<&str>, body: &[u8]) -> ApiResult<Response<Body>> {
+async fn review(
+    state: &AppState,
+    def: &ResourceDef,
+    who: &Identity,
+    cluster: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> ApiResult<Response<Body>> {
     let mut obj = body::decode_object(content_type, body)?;
     obj["apiVersion"] = json!(def.api_version());
     obj["kind"] = json!(def.kind);
     match def.kind.as_str() {
         "SelfSubjectAccessReview" => {
             let spec = obj.get("spec").cloned().unwrap_or(json!({}));
-            let ra = spec.get("resourceAttributes");
-            let allowed = match ra {
-                Some(ra) => {
+            let allowed = match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
+                (Some(ra), _) => {
                     let s = |k: &str| ra.get(k).and_then(Value::as_str).filter(|x| !x.is_empty());
                     let attrs = auth::Attributes {
                         verb: s("verb").unwrap_or("get"),
@@ -509,21 +646,20 @@ fn review(def: &ResourceDef, who: &Identity, content_type: Option<&str>, body: &
                         namespace: s("namespace"),
                         name: s("name"),
                     };
-                    auth::authorize(who, &attrs).is_ok()
+                    state.authz.authorize(who, cluster, &attrs).await?.is_ok()
                 }
-                None => who.is_master(),
+                (None, Some(nra)) => {
+                    let verb = nra["verb"].as_str().unwrap_or("get");
+                    let path = nra["path"].as_str().unwrap_or("/");
+                    state.authz.authorize_path(who, cluster, verb, path).await?
+                }
+                (None, None) => who.is_master(),
             };
             obj["status"] = json!({"allowed": allowed});
         }
         "SelfSubjectRulesReview" => {
-            let (resource_rules, non_resource_rules) = if who.is_master() {
-                (
-                    json!([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]),
-                    json!([{"verbs": ["*"], "nonResourceURLs": ["*"]}]),
-                )
-            } else {
-                (json!([]), json!([]))
-            };
+            let ns = obj["spec"]["namespace"].as_str().unwrap_or("default").to_string();
+            let (resource_rules, non_resource_rules) = state.authz.rules_for(who, cluster, &ns).await?;
             obj["status"] =
                 json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false});
         }
