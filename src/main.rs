@@ -1,4 +1,4 @@
-//! The `kgate` command: `serve` runs the server; the other commands talk to a running one.
+//! The `kgate` command: `serve` runs the server; `cluster` and `kubeconfig` talk to a running one.
 
 use std::path::PathBuf;
 
@@ -15,6 +15,57 @@ struct Cli {
 enum Command {
     /// Run the server.
     Serve(ServeArgs),
+    /// Create, list or delete logical clusters on a running server.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
+        /// Admin kubeconfig (default: $KUBECONFIG, then ./kgate-data/admin.kubeconfig).
+        #[arg(long, global = true)]
+        kubeconfig: Option<PathBuf>,
+    },
+    /// Print a kubeconfig for one logical cluster, with a ServiceAccount token bound to it.
+    Kubeconfig(KubeconfigArgs),
+}
+
+#[derive(Subcommand)]
+enum ClusterAction {
+    /// Create a logical cluster and wait until it serves.
+    Create {
+        /// Its name (a DNS-1123 label).
+        name: String,
+    },
+    /// List logical clusters.
+    List,
+    /// Delete a logical cluster and everything in it.
+    Delete {
+        /// Its name.
+        name: String,
+        /// Wait until it no longer serves.
+        #[arg(long)]
+        wait: bool,
+    },
+}
+
+#[derive(clap::Args)]
+struct KubeconfigArgs {
+    /// The logical cluster.
+    #[arg(long)]
+    cluster: String,
+    /// The ServiceAccount the token is for, NAMESPACE/NAME (created if missing).
+    #[arg(long, default_value = "default/kgate-user")]
+    service_account: String,
+    /// What it may do in the cluster: admin (everything), edit or view.
+    #[arg(long, default_value = "admin")]
+    role: String,
+    /// Token lifetime (e.g. 30m, 24h, 7d).
+    #[arg(long, default_value = "24h")]
+    duration: String,
+    /// Server URL to write into the kubeconfig (default: the admin kubeconfig's).
+    #[arg(long)]
+    server: Option<String>,
+    /// Admin kubeconfig (default: $KUBECONFIG, then ./kgate-data/admin.kubeconfig).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -57,6 +108,35 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     match cli.command {
         Command::Serve(a) => rt.block_on(serve(a)),
+        Command::Cluster { action, kubeconfig } => {
+            let admin = kgate::cli::Admin::from_kubeconfig(&kgate::cli::kubeconfig_path(kubeconfig))?;
+            let out = rt.block_on(async {
+                match action {
+                    ClusterAction::Create { name } => kgate::cli::cluster_create(&admin, &name).await,
+                    ClusterAction::List => kgate::cli::cluster_list(&admin).await,
+                    ClusterAction::Delete { name, wait } => kgate::cli::cluster_delete(&admin, &name, wait).await,
+                }
+            })?;
+            println!("{}", out.trim_end());
+            Ok(())
+        }
+        Command::Kubeconfig(a) => {
+            let admin = kgate::cli::Admin::from_kubeconfig(&kgate::cli::kubeconfig_path(a.kubeconfig))?;
+            let (namespace, service_account) = a
+                .service_account
+                .split_once('/')
+                .ok_or_else(|| anyhow::anyhow!("--service-account must be NAMESPACE/NAME"))?;
+            let req = kgate::cli::KubeconfigRequest {
+                cluster: &a.cluster,
+                namespace,
+                service_account,
+                role: &a.role,
+                seconds: kgate::cli::parse_duration(&a.duration)?,
+                server: a.server.as_deref(),
+            };
+            print!("{}", rt.block_on(kgate::cli::kubeconfig(&admin, &req))?);
+            Ok(())
+        }
     }
 }
 
