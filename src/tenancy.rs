@@ -185,30 +185,7 @@ pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
     if cluster == ROOT {
         return Ok(());
     }
-    for _pass in 0..10 {
-        let mut found = 0usize;
-        for def in resources::builtins() {
-            let prefix = registry.collection(def, Some(cluster), None);
-            loop {
-                let page = registry
-                    .store
-                    .range(RangeRequest { prefix: prefix.clone(), limit: 500, ..Default::default() })
-                    .await?;
-                found += page.kvs.len();
-                for kv in &page.kvs {
-                    match registry.store.delete(&kv.key, None).await {
-                        Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                if page.kvs.is_empty() {
-                    break;
-                }
-            }
-        }
-        if found == 0 {
-            return Ok(());
-        }
-    }
-    Ok(())
+    let prefixes: Vec<String> =
+        resources::builtins().iter().map(|d| registry.collection(d, Some(cluster), None)).collect();
+    registry.delete_prefixes(&prefixes).await
 }

@@ -890,13 +890,13 @@ impl Registry {
         });
     }
 
-    /// Delete everything in a namespace, then the namespace itself. Passes repeat until one finds
-    /// nothing, so objects created by requests that raced the termination are removed too.
-    pub async fn finalize_namespace(&self, cluster: &str, namespace: &str) -> ApiResult<()> {
+    /// Delete every key under `prefixes` in batches of 500, in passes until one finds nothing, so keys
+    /// written by requests that raced the deletion go too. Shared by namespace cleanup and the purge of
+    /// a deleted logical cluster.
+    pub async fn delete_prefixes(&self, prefixes: &[String]) -> ApiResult<()> {
         for _pass in 0..10 {
             let mut found = 0usize;
-            for def in crate::resources::for_cluster(cluster).filter(|d| d.namespaced && !d.is_virtual()) {
-                let prefix = self.collection(def, Some(cluster), Some(namespace));
+            for prefix in prefixes {
                 loop {
                     let page = self
                         .store
@@ -922,6 +922,17 @@ impl Registry {
                 break;
             }
         }
+        Ok(())
+    }
+
+    /// Delete everything in a namespace, then the namespace itself. Passes repeat until one finds
+    /// nothing, so objects created by requests that raced the termination are removed too.
+    pub async fn finalize_namespace(&self, cluster: &str, namespace: &str) -> ApiResult<()> {
+        let prefixes: Vec<String> = crate::resources::for_cluster(cluster)
+            .filter(|d| d.namespaced && !d.is_virtual())
+            .map(|d| self.collection(d, Some(cluster), Some(namespace)))
+            .collect();
+        self.delete_prefixes(&prefixes).await?;
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, namespace);
         match self.store.delete(&key, None).await {
             Ok(_) | Err(StoreError::NotFound) => Ok(()),
