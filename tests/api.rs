@@ -564,22 +564,24 @@ async fn lifecycle_rules_found_in_review() {
     let (code, _) = s.delete("/apis/tenancy.kgate.dev/v1alpha1/logicalclusters/applied").await;
     assert_eq!(code, StatusCode::OK);
     let store = s.running_store();
-    let prefix = |c: &str| format!("{}/core/configmaps/{c}/", s.running_prefix());
-    for _ in 0..100 {
-        let left = store
-            .range(kgate::storage::RangeRequest { prefix: prefix("applied"), ..Default::default() })
-            .await
-            .unwrap();
-        if left.kvs.is_empty() {
+    // The purge runs in the background, resource type by resource type: wait for all of them.
+    let mut left_over = Vec::new();
+    for _ in 0..200 {
+        left_over.clear();
+        for def in kgate::resources::builtins() {
+            let p = format!("{}/{}/{}/applied/", s.running_prefix(), def.storage_group(), def.plural);
+            let left =
+                store.range(kgate::storage::RangeRequest { prefix: p.clone(), ..Default::default() }).await.unwrap();
+            if !left.kvs.is_empty() {
+                left_over.push(p);
+            }
+        }
+        if left_over.is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    for def in kgate::resources::builtins() {
-        let p = format!("{}/{}/{}/applied/", s.running_prefix(), def.storage_group(), def.plural);
-        let left = store.range(kgate::storage::RangeRequest { prefix: p.clone(), ..Default::default() }).await.unwrap();
-        assert!(left.kvs.is_empty(), "{p} still has keys");
-    }
+    assert!(left_over.is_empty(), "still has keys: {left_over:?}");
     assert_eq!(s.get(&format!("/clusters/applied-b{CM}/x")).await.0, StatusCode::OK, "a-b untouched");
     assert_eq!(s.get(&format!("/clusters/applied{CM}")).await.0, StatusCode::NOT_FOUND);
 
