@@ -46,6 +46,8 @@ pub struct AppState {
     pub authz: Arc<Authorizer>,
     /// Signs and verifies ServiceAccount tokens.
     pub signer: Signer,
+    /// The watch cache: every watch, and the reads it can serve.
+    pub cache: Arc<crate::watch::cache::WatchCache>,
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
@@ -75,6 +77,7 @@ impl AppState {
         signer: Signer,
     ) -> Self {
         AppState {
+            cache: crate::watch::cache::WatchCache::new(registry.clone(), shutdown.clone()),
             registry,
             directory,
             shutdown,
@@ -425,13 +428,47 @@ async fn resource(
         ("get", Some(n), Some("scale")) => {
             respond::json(200, &crate::registry::scale_of(&def, &reg.get(&ctx, n).await?)?)
         }
+        ("get", Some(n), None) if q.get("resourceVersion") == Some("0") => {
+            // Any recent state will do: the watch cache answers without a store read.
+            let Some(json) = crate::watch::read::get_any(&state.cache, &def, &reg.key(&ctx, n)).await? else {
+                return Err(ApiError::not_found(&def.plural, &def.group, n));
+            };
+            match shape {
+                respond::Shape::Plain => respond::bytes(200, "application/json", json),
+                _ => {
+                    let obj: Value = serde_json::from_slice(&json).map_err(ApiError::internal)?;
+                    respond::json(200, &respond::render_object(&def, &obj, shape, include, true))
+                }
+            }
+        }
         ("get", Some(n), _) => {
             let obj = reg.get(&ctx, n).await?;
             respond::json(200, &respond::render_object(&def, &obj, shape, include, true))
         }
         ("list", None, None) => {
             let opts = ListOptions::from_query(&q, false)?;
-            let list = reg.list(&ctx, cluster.as_deref(), &opts).await?;
+            let ns = rp.namespace.as_deref();
+            if let Some(l) = crate::watch::read::list(&state.cache, reg, &def, cluster.as_deref(), ns, &opts).await? {
+                let mut meta = json!({"resourceVersion": l.revision.to_string()});
+                if let Some(c) = l.continue_token {
+                    meta["continue"] = json!(c);
+                }
+                return Ok((
+                    match shape {
+                        respond::Shape::Plain => respond::raw_list(&def, &meta, &l.items),
+                        _ => {
+                            let items = l
+                                .items
+                                .iter()
+                                .map(|b| serde_json::from_slice(b).map_err(ApiError::internal))
+                                .collect::<ApiResult<Vec<Value>>>()?;
+                            respond::json(200, &respond::render_list(&def, items, meta, shape, include))
+                        }
+                    },
+                    labels,
+                ));
+            }
+            let list = reg.list(&def, cluster.as_deref(), ns, &opts).await?;
             let mut meta = json!({"resourceVersion": list.revision.to_string()});
             if let Some(c) = list.continue_token {
                 meta["continue"] = json!(c);
@@ -445,9 +482,14 @@ async fn resource(
                 opts.fields = crate::selector::FieldSelector::parse(&format!("metadata.name={n}"))?;
             }
             let def2 = def.clone();
-            let render: crate::watch::Render =
-                Arc::new(move |obj: &Value, first: bool| respond::render_object(&def2, obj, shape, include, first));
+            let render: Option<crate::watch::Render> = match shape {
+                respond::Shape::Plain => None,
+                _ => Some(Arc::new(move |obj: &Value, first: bool| {
+                    respond::render_object(&def2, obj, shape, include, first)
+                })),
+            };
             let rx = crate::watch::start(
+                &state.cache,
                 reg.clone(),
                 crate::watch::WatchRequest {
                     def: def.clone(),

@@ -24,6 +24,25 @@ pub fn json(code: u16, v: &Value) -> Response<Body> {
     bytes(code, "application/json", serde_json::to_vec(v).expect("JSON serialises"))
 }
 
+/// A plain JSON list from objects already serialised (the watch cache keeps them so): the bytes are
+/// joined, never parsed.
+pub fn raw_list(def: &ResourceDef, list_meta: &Value, items: &[Bytes]) -> Response<Body> {
+    let head = json!({"kind": def.list_kind(), "apiVersion": def.api_version(), "metadata": list_meta});
+    let mut out = serde_json::to_vec(&head).expect("JSON serialises");
+    out.pop(); // the closing brace; items follow
+    let size: usize = items.iter().map(|b| b.len() + 1).sum();
+    out.reserve(size + 12);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.extend_from_slice(b"]}");
+    bytes(200, "application/json", out)
+}
+
 /// A response with raw bytes and a content type.
 pub fn bytes(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
     let mut r = Response::new(full(body));

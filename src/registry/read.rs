@@ -26,7 +26,7 @@ const SCAN_PAGE: usize = 500;
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
 
-fn encode_continue(rev: Revision, start: &str) -> String {
+pub(crate) fn encode_continue(rev: Revision, start: &str) -> String {
     let doc = json!({"v": "meta.k8s.io/v1", "rv": rev, "start": start});
     base64::engine::general_purpose::URL_SAFE.encode(doc.to_string())
 }
@@ -78,10 +78,15 @@ impl Registry {
     }
 
     /// LIST a collection in one cluster (`cluster = Some`) or every cluster (`None`).
-    pub async fn list(&self, ctx: &Ctx<'_>, cluster: Option<&str>, opts: &ListOptions) -> ApiResult<ListResult> {
-        let def = ctx.def;
+    pub async fn list(
+        &self,
+        def: &ResourceDef,
+        cluster: Option<&str>,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> ApiResult<ListResult> {
         check_fields(def, opts)?;
-        let prefix = self.collection(def, cluster, ctx.namespace);
+        let prefix = self.collection(def, cluster, namespace);
         let (mut revision, mut start) = (None, None);
         let mut floor = None;
         if let Some(token) = &opts.continue_token {
@@ -137,9 +142,8 @@ impl Registry {
                 let obj = self.decode(def, obj_cluster, kv)?;
                 last_key = Some(kv.key.clone());
                 // Wildcard keys are not narrowed by namespace (the cluster segment comes first).
-                let in_namespace = cluster.is_some()
-                    || ctx.namespace.is_none()
-                    || crate::meta::meta_str(&obj, "namespace") == ctx.namespace;
+                let in_namespace =
+                    cluster.is_some() || namespace.is_none() || crate::meta::meta_str(&obj, "namespace") == namespace;
                 if in_namespace && matches(def, &obj, opts) {
                     items.push(obj);
                     if opts.limit > 0 && items.len() == opts.limit {

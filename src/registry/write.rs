@@ -863,7 +863,7 @@ impl Registry {
         let mut all = list.clone();
         all.limit = 0;
         all.continue_token = None;
-        let found = self.list(ctx, Some(ctx.cluster), &all).await?;
+        let found = self.list(def, Some(ctx.cluster), ctx.namespace, &all).await?;
         let mut deleted = Vec::new();
         for obj in found.items {
             let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();

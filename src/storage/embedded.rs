@@ -505,6 +505,10 @@ impl Store for EmbeddedStore {
                         Ok(events) => {
                             st.buffered.extend(events);
                             st.next_after = upto;
+                            if upto == current {
+                                // Caught up: say so, so a watch cache knows it is current.
+                                st.buffered.push_back(WatchEvent::Progress(upto));
+                            }
                         }
                         Err(e) => {
                             st.failed = true;
@@ -527,6 +531,10 @@ impl Store for EmbeddedStore {
 
     async fn healthy(&self) -> bool {
         self.writer.as_ref().is_some_and(|w| !w.is_finished())
+    }
+
+    fn reports_progress(&self) -> bool {
+        true
     }
 }
 

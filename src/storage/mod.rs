@@ -153,4 +153,11 @@ pub trait Store: Send + Sync + 'static {
     async fn compact(&self, revision: Revision) -> Result<(), StoreError>;
     /// Whether the store answers now (readyz).
     async fn healthy(&self) -> bool;
+    /// Whether a watch reports `Progress` as soon as it has delivered every change up to the store's
+    /// revision. Then a watch cache knows within moments that it is current; otherwise it knows only
+    /// when an event of its own prefix arrives (etcd before 3.4.31/3.5.13 answers progress requests out
+    /// of order, so kgate does not rely on them, as kube-apiserver does not).
+    fn reports_progress(&self) -> bool {
+        false
+    }
 }

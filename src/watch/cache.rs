@@ -1,0 +1,612 @@
+//! The watch cache: one store watch per resource type feeds the current objects of every cluster and a
+//! bounded history of events; watches of one cluster, one namespace or every cluster are fan-outs of it.
+//!
+//! The shape follows etcd's `cache` package and kube-apiserver's cacher: a single ingest task applies
+//! store events in revision order, appends them to a ring buffer and hands each to the watchers it
+//! concerns through a small bounded channel per watcher. A watcher whose channel is full is not waited
+//! for: it is cut off (marked lagging) and catches up from the ring buffer by itself, so one slow client
+//! never delays the ingest or anybody else. A watcher too far behind for the ring buffer is told so and
+//! falls back to a store watch (or gets 410 when the store compacted past it).
+//!
+//! Caches start lazily, on the first watch or `resourceVersion=0` read of a resource type, so only the
+//! types clients actually watch are held in memory; objects are kept as their serialised JSON (what a
+//! list or a watch event sends), not as parsed trees.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use crate::registry::Registry;
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, ApiResult};
+use crate::storage::{keys, KeyValue, RangeRequest, Revision, StoreError, WatchEvent};
+
+/// Events kept per resource type for watchers that resume or fall behind (kube-apiserver sizes its
+/// cache history by time, about 75 s of events; at 1,000 writes/s this is 10 s, and older resumes are
+/// served by a store watch instead).
+pub const HISTORY: usize = 10_000;
+/// Events queued per watcher before it is cut off and left to catch up from history.
+pub const WATCHER_QUEUE: usize = 128;
+/// Keys read per page while a cache loads.
+const LOAD_PAGE: usize = 5_000;
+/// A cache nobody watched or read for this long is dropped with its memory.
+const IDLE_EVICT: Duration = Duration::from_secs(600);
+
+/// A current object: what a GET returns, serialised.
+#[derive(Debug)]
+pub struct Entry {
+    /// The object as clients see it (resourceVersion and cluster annotation set), as JSON.
+    pub json: Bytes,
+    /// Revision of its last write.
+    pub revision: Revision,
+}
+
+impl Entry {
+    /// The object parsed (for selectors and Table rendering).
+    pub fn value(&self) -> ApiResult<Value> {
+        serde_json::from_slice(&self.json).map_err(ApiError::internal)
+    }
+}
+
+/// A cached object with its store key.
+pub type Keyed = (Box<str>, Arc<Entry>);
+
+/// One change, shared by every watcher it goes to.
+#[derive(Debug)]
+pub struct Event {
+    /// Store key of the object.
+    pub key: Box<str>,
+    /// The revision of the change.
+    pub revision: Revision,
+    /// For a put, the new state; for a delete, the last state stamped with the delete's revision.
+    pub object: Arc<Entry>,
+    /// The state before the change, if the object existed.
+    pub prev: Option<Arc<Entry>>,
+    /// Whether the object was deleted.
+    pub deleted: bool,
+}
+
+/// Which keys a watcher or a read wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// One cluster, or every cluster.
+    pub cluster: Option<String>,
+    /// One namespace (namespaced resources only).
+    pub namespace: Option<String>,
+}
+
+/// Why a watcher's queue was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Cutoff {
+    /// Still registered.
+    Active = 0,
+    /// Its queue overflowed: catch up from history.
+    Lagging = 1,
+    /// The cache reloaded and its history restarted: catch up from the store.
+    Reloaded = 2,
+}
+
+/// How a new watcher starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Start {
+    /// With the current objects in scope as its initial state.
+    Snapshot,
+    /// With every event after this revision.
+    After(Revision),
+}
+
+/// A registered watcher: its initial state and its queue. Dropping it unregisters.
+pub struct Registration {
+    /// The objects in scope at `revision` (for `Start::Snapshot`).
+    pub snapshot: Vec<Keyed>,
+    /// Events after the requested revision that history still held (for `Start::After`).
+    pub replay: Vec<Arc<Event>>,
+    /// The revision the watcher starts at: events at or below it are never queued for it.
+    pub revision: Revision,
+    /// Further events.
+    pub queue: mpsc::Receiver<Arc<Event>>,
+    cutoff: Arc<AtomicU8>,
+    id: u64,
+    cacher: Arc<Cacher>,
+}
+
+impl Registration {
+    /// Why the queue closed (or `Active` while it is open).
+    pub fn cutoff(&self) -> Cutoff {
+        match self.cutoff.load(Ordering::Acquire) {
+            0 => Cutoff::Active,
+            1 => Cutoff::Lagging,
+            _ => Cutoff::Reloaded,
+        }
+    }
+
+    /// The cache this watcher is fed by.
+    pub fn cacher(&self) -> &Arc<Cacher> {
+        &self.cacher
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.cacher.unregister(self.id);
+    }
+}
+
+/// A resume point older than the cache's history.
+#[derive(Debug, Clone, Copy)]
+pub struct TooOld {
+    /// The oldest revision a resume may start after.
+    pub oldest: Revision,
+}
+
+struct Slot {
+    scope: Scope,
+    tx: mpsc::Sender<Arc<Event>>,
+    cutoff: Arc<AtomicU8>,
+}
+
+/// Everything the ingest task changes. Guarded by `Cacher::state`.
+struct State {
+    /// Current objects by store key (ordered, so one cluster or namespace is a range).
+    objects: BTreeMap<Box<str>, Arc<Entry>>,
+    /// Recent events in revision order.
+    history: VecDeque<Arc<Event>>,
+    /// History holds every event after this revision.
+    history_from: Revision,
+    /// Every change up to here is applied.
+    revision: Revision,
+    slots: HashMap<u64, Slot>,
+    /// Watcher ids by cluster, and the wildcard ones, so an event costs only its interested watchers.
+    by_cluster: HashMap<Box<str>, Vec<u64>>,
+    wildcard: Vec<u64>,
+}
+
+/// Lifecycle of one cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Reading the current objects; readers wait.
+    Loading,
+    /// Applying store events; reads and watches are served.
+    Serving,
+    /// Stopped (evicted or shut down); callers start a new one.
+    Stopped,
+}
+
+/// The cache of one resource type across every cluster.
+pub struct Cacher {
+    def: Arc<ResourceDef>,
+    /// Store prefix of the type in every cluster (`/registry/core/configmaps/`).
+    prefix: String,
+    /// Guards the objects, history and watcher slots. A std `RwLock`: it is never held across an await,
+    /// reads (snapshots for lists, registrations) are short copies of `Arc`s and may run side by side,
+    /// and the single writer is the ingest task. Lock order: `state` only; no other lock is taken inside.
+    state: RwLock<State>,
+    /// The applied revision and phase, for readers waiting until the cache is fresh enough.
+    progress: watch::Sender<(Phase, Revision)>,
+    next_id: AtomicU64,
+    /// Turned true to stop the ingest task (eviction).
+    halt: watch::Sender<bool>,
+    /// Seconds since `epoch` of the last use, for idle eviction.
+    last_used: AtomicU64,
+    epoch: Instant,
+}
+
+impl Cacher {
+    fn new(def: Arc<ResourceDef>, prefix: String) -> Arc<Self> {
+        Arc::new(Cacher {
+            def,
+            prefix,
+            state: RwLock::new(State {
+                objects: BTreeMap::new(),
+                history: VecDeque::new(),
+                history_from: 0,
+                revision: 0,
+                slots: HashMap::new(),
+                by_cluster: HashMap::new(),
+                wildcard: Vec::new(),
+            }),
+            progress: watch::Sender::new((Phase::Loading, 0)),
+            next_id: AtomicU64::new(1),
+            halt: watch::Sender::new(false),
+            last_used: AtomicU64::new(0),
+            epoch: Instant::now(),
+        })
+    }
+
+    fn touch(&self) {
+        self.last_used.store(self.epoch.elapsed().as_secs(), Ordering::Relaxed);
+    }
+
+    /// The resource type cached.
+    pub fn def(&self) -> &Arc<ResourceDef> {
+        &self.def
+    }
+
+    /// Every change up to this revision is applied.
+    pub fn revision(&self) -> Revision {
+        self.progress.borrow().1
+    }
+
+    /// Wait until the cache serves, and has applied every change up to `rev` (if given), for at most
+    /// `patience`. Returns the applied revision, or `None` if it did not get there in time.
+    pub async fn wait_for(&self, rev: Option<Revision>, patience: Duration) -> Option<Revision> {
+        let mut rx = self.progress.subscribe();
+        let fresh = |p: &(Phase, Revision)| p.0 == Phase::Serving && rev.is_none_or(|r| p.1 >= r);
+        let stopped = |p: &(Phase, Revision)| p.0 == Phase::Stopped;
+        let seen = tokio::time::timeout(patience, rx.wait_for(|p| fresh(p) || stopped(p)))
+            .await
+            .ok()
+            .and_then(|r| r.ok().map(|p| *p));
+        seen.filter(fresh).map(|p| p.1)
+    }
+
+    fn lock_read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        // A panic while holding the lock leaves no half-applied event behind (each event is applied by
+        // assignments that cannot fail midway), so the state stays usable.
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn range_prefix(&self, scope: &Scope) -> String {
+        match (&scope.cluster, &scope.namespace) {
+            (None, _) => self.prefix.clone(),
+            (Some(c), Some(ns)) if self.def.namespaced => format!("{}{c}/{ns}/", self.prefix),
+            (Some(c), _) => format!("{}{c}/", self.prefix),
+        }
+    }
+
+    /// Whether a key is in a scope.
+    pub fn in_scope(&self, scope: &Scope, key: &str) -> bool {
+        let Some(k) = keys::parse(&self.prefix, key, self.def.namespaced) else {
+            return false;
+        };
+        scope.cluster.as_deref().is_none_or(|c| c == k.cluster)
+            && (!self.def.namespaced || scope.namespace.is_none() || scope.namespace.as_deref() == k.namespace)
+    }
+
+    /// The current objects in scope, in key order, and the revision they are current at.
+    pub fn snapshot(&self, scope: &Scope) -> (Vec<Keyed>, Revision) {
+        self.touch();
+        let st = self.lock_read();
+        (self.collect(&st, scope), st.revision)
+    }
+
+    fn collect(&self, st: &State, scope: &Scope) -> Vec<Keyed> {
+        let prefix = self.range_prefix(scope);
+        let end = String::from_utf8(keys::prefix_end(&prefix)).unwrap_or_default();
+        let wildcard_ns = scope.cluster.is_none() && scope.namespace.is_some() && self.def.namespaced;
+        st.objects
+            .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Excluded(end.as_str())))
+            .filter(|(k, _)| !wildcard_ns || self.in_scope(scope, k))
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect()
+    }
+
+    /// One object by key.
+    pub fn get(&self, key: &str) -> (Option<Arc<Entry>>, Revision) {
+        self.touch();
+        let st = self.lock_read();
+        (st.objects.get(key).cloned(), st.revision)
+    }
+
+    /// Register a watcher atomically with its starting point, so no event falls between the two.
+    pub fn register(self: &Arc<Self>, scope: Scope, start: Start) -> Result<Registration, TooOld> {
+        self.touch();
+        let (tx, rx) = mpsc::channel(WATCHER_QUEUE);
+        let cutoff = Arc::new(AtomicU8::new(Cutoff::Active as u8));
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.lock_write();
+        let (snapshot, replay, revision) = match start {
+            Start::Snapshot => (self.collect(&st, &scope), Vec::new(), st.revision),
+            Start::After(rev) => {
+                if rev < st.history_from {
+                    return Err(TooOld { oldest: st.history_from });
+                }
+                let first = st.history.partition_point(|e| e.revision <= rev);
+                let replay =
+                    st.history.range(first..).filter(|e| self.in_scope(&scope, &e.key)).cloned().collect::<Vec<_>>();
+                // A resume point the cache has not reached yet is fine: events up to it are the client's
+                // already, and the watcher skips them as they arrive.
+                (Vec::new(), replay, rev)
+            }
+        };
+        match &scope.cluster {
+            Some(c) => st.by_cluster.entry(c.as_str().into()).or_default().push(id),
+            None => st.wildcard.push(id),
+        }
+        st.slots.insert(id, Slot { scope, tx, cutoff: cutoff.clone() });
+        drop(st);
+        Ok(Registration { snapshot, replay, revision, queue: rx, cutoff, id, cacher: self.clone() })
+    }
+
+    fn unregister(&self, id: u64) {
+        let mut st = self.lock_write();
+        remove_slot(&mut st, id);
+    }
+
+    /// Number of registered watchers.
+    pub fn watchers(&self) -> usize {
+        self.lock_read().slots.len()
+    }
+
+    /// Number of cached objects.
+    pub fn len(&self) -> usize {
+        self.lock_read().objects.len()
+    }
+
+    /// Whether no object is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn entry_of(&self, registry: &Registry, kv: &KeyValue) -> Result<Arc<Entry>, StoreError> {
+        let cluster = keys::parse(&self.prefix, &kv.key, self.def.namespaced)
+            .map(|k| k.cluster)
+            .ok_or_else(|| StoreError::Internal(format!("unexpected key {}", kv.key)))?;
+        let obj = registry.decode(&self.def, cluster, kv).map_err(|e| StoreError::Internal(e.message.clone()))?;
+        let json = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(e.to_string()))?;
+        Ok(Arc::new(Entry { json: Bytes::from(json), revision: kv.mod_revision }))
+    }
+
+    /// Replace everything with a fresh load; watchers of the old state are cut off to catch up from the
+    /// store (their resume points may be older than the new history).
+    fn reset(&self, objects: BTreeMap<Box<str>, Arc<Entry>>, revision: Revision) {
+        let mut st = self.lock_write();
+        st.objects = objects;
+        st.history.clear();
+        st.history_from = revision;
+        st.revision = revision;
+        for (_, slot) in st.slots.drain() {
+            slot.cutoff.store(Cutoff::Reloaded as u8, Ordering::Release);
+        }
+        st.by_cluster.clear();
+        st.wildcard.clear();
+        drop(st);
+        self.progress.send_replace((Phase::Serving, revision));
+    }
+
+    /// Apply one store event: update the objects, append to history, queue for interested watchers.
+    fn apply(&self, registry: &Registry, ev: WatchEvent) -> Result<(), StoreError> {
+        let revision = ev.revision();
+        let built = match ev {
+            WatchEvent::Progress(_) => None,
+            WatchEvent::Put { kv, .. } => Some((kv.key.clone().into_boxed_str(), self.entry_of(registry, &kv)?, false)),
+            WatchEvent::Delete { key, revision, .. } => {
+                let last = self.lock_read().objects.get(key.as_str()).cloned();
+                match last {
+                    // Stamped with the delete's revision, as kube-apiserver sends deleted objects.
+                    Some(last) => Some((key.into_boxed_str(), restamp(&last, revision)?, true)),
+                    None => None,
+                }
+            }
+        };
+        let mut st = self.lock_write();
+        if let Some((key, object, deleted)) = built {
+            let prev = if deleted { st.objects.remove(&key) } else { st.objects.insert(key.clone(), object.clone()) };
+            let event = Arc::new(Event { key, revision, object, prev, deleted });
+            st.history.push_back(event.clone());
+            while st.history.len() > HISTORY {
+                if let Some(old) = st.history.pop_front() {
+                    st.history_from = old.revision;
+                }
+            }
+            self.dispatch(&mut st, &event);
+        }
+        st.revision = st.revision.max(revision);
+        let now = st.revision;
+        drop(st);
+        self.progress.send_replace((Phase::Serving, now));
+        Ok(())
+    }
+
+    fn dispatch(&self, st: &mut State, event: &Arc<Event>) {
+        let Some(k) = keys::parse(&self.prefix, &event.key, self.def.namespaced) else { return };
+        let mut targets: Vec<u64> = st.wildcard.clone();
+        if let Some(ids) = st.by_cluster.get(k.cluster) {
+            targets.extend_from_slice(ids);
+        }
+        let mut dead = Vec::new();
+        for id in targets {
+            let Some(slot) = st.slots.get(&id) else { continue };
+            let ns_ok = !self.def.namespaced
+                || slot.scope.namespace.is_none()
+                || slot.scope.namespace.as_deref() == k.namespace;
+            if !ns_ok {
+                continue;
+            }
+            match slot.tx.try_send(event.clone()) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    slot.cutoff.store(Cutoff::Lagging as u8, Ordering::Release);
+                    dead.push(id);
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => dead.push(id),
+            }
+        }
+        for id in dead {
+            remove_slot(st, id);
+        }
+    }
+
+    /// Load, then follow the store until stopped; reload when the store loses our place.
+    async fn run(self: Arc<Self>, registry: Registry, mut stop: watch::Receiver<bool>) {
+        let mut backoff = Duration::from_millis(100);
+        let mut halt = self.halt.subscribe();
+        loop {
+            self.progress.send_modify(|p| p.0 = Phase::Loading);
+            let res = tokio::select! {
+                r = self.follow(&registry) => r,
+                _ = stop.changed() => break,
+                _ = halt.changed() => break,
+            };
+            match res {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, resource = %self.def.plural, "watch cache lost the store; reloading");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stop.changed() => break,
+                        _ = halt.changed() => break,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        self.stop();
+    }
+
+    fn stop(&self) {
+        let mut st = self.lock_write();
+        for (_, slot) in st.slots.drain() {
+            slot.cutoff.store(Cutoff::Reloaded as u8, Ordering::Release);
+        }
+        st.by_cluster.clear();
+        st.wildcard.clear();
+        st.objects.clear();
+        st.history.clear();
+        drop(st);
+        self.progress.send_modify(|p| p.0 = Phase::Stopped);
+    }
+
+    async fn follow(&self, registry: &Registry) -> Result<(), StoreError> {
+        let store = &registry.store;
+        let first =
+            store.range(RangeRequest { prefix: self.prefix.clone(), limit: LOAD_PAGE, ..Default::default() }).await?;
+        let at = first.revision;
+        let mut objects = BTreeMap::new();
+        let mut page = first;
+        loop {
+            for kv in &page.kvs {
+                objects.insert(kv.key.clone().into_boxed_str(), self.entry_of(registry, kv)?);
+            }
+            let Some(last) = page.kvs.last().filter(|_| page.more) else { break };
+            let start = Some(format!("{}\u{0}", last.key));
+            page = store
+                .range(RangeRequest { prefix: self.prefix.clone(), start, limit: LOAD_PAGE, revision: Some(at) })
+                .await?;
+        }
+        let mut events = store.watch(&self.prefix, at).await?;
+        self.reset(objects, at);
+        while let Some(ev) = events.next().await {
+            self.apply(registry, ev?)?;
+        }
+        Err(StoreError::Unavailable("store watch ended".into()))
+    }
+}
+
+fn remove_slot(st: &mut State, id: u64) {
+    let Some(slot) = st.slots.remove(&id) else { return };
+    let list = match &slot.scope.cluster {
+        Some(c) => st.by_cluster.get_mut(c.as_str()),
+        None => Some(&mut st.wildcard),
+    };
+    if let Some(list) = list {
+        list.retain(|x| *x != id);
+        if list.is_empty() {
+            if let Some(c) = &slot.scope.cluster {
+                st.by_cluster.remove(c.as_str());
+            }
+        }
+    }
+}
+
+/// The same object with another resourceVersion.
+fn restamp(entry: &Entry, revision: Revision) -> Result<Arc<Entry>, StoreError> {
+    let mut obj: Value = serde_json::from_slice(&entry.json).map_err(|e| StoreError::Internal(e.to_string()))?;
+    crate::meta::metadata_mut(&mut obj).insert("resourceVersion".into(), Value::String(revision.to_string()));
+    let json = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(e.to_string()))?;
+    Ok(Arc::new(Entry { json: Bytes::from(json), revision }))
+}
+
+/// Every resource type's cache over one store.
+pub struct WatchCache {
+    registry: Registry,
+    /// One cache per resource prefix. A `DashMap` because every watch and cached read looks its type up
+    /// while new types are added rarely; it holds one entry per resource type, never per cluster.
+    cachers: DashMap<String, Arc<Cacher>>,
+    stop: watch::Receiver<bool>,
+}
+
+impl WatchCache {
+    /// Caches over `registry`'s store; they stop when `stop` turns true.
+    pub fn new(registry: Registry, stop: watch::Receiver<bool>) -> Arc<Self> {
+        let cache = Arc::new(WatchCache { registry, cachers: DashMap::new(), stop });
+        let weak = Arc::downgrade(&cache);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                let Some(cache) = weak.upgrade() else { return };
+                cache.evict_idle(IDLE_EVICT);
+            }
+        });
+        cache
+    }
+
+    /// The cache of a resource type, started if needed; waits (up to `patience`) until it serves.
+    pub async fn cacher(&self, def: &Arc<ResourceDef>, patience: Duration) -> ApiResult<Arc<Cacher>> {
+        for _ in 0..3 {
+            let prefix = self.registry.collection(def, None, None);
+            let cacher = self
+                .cachers
+                .entry(prefix.clone())
+                .or_insert_with(|| {
+                    let c = Cacher::new(def.clone(), prefix);
+                    tokio::spawn(c.clone().run(self.registry.clone(), self.stop.clone()));
+                    c
+                })
+                .clone();
+            cacher.touch();
+            if cacher.wait_for(None, patience).await.is_some() {
+                return Ok(cacher);
+            }
+            if cacher.progress.borrow().0 != Phase::Stopped {
+                break;
+            }
+            self.cachers.remove_if(&cacher.prefix, |_, c| Arc::ptr_eq(c, &cacher));
+        }
+        Err(ApiError::timeout(format!("the watch cache for {} is not ready; retry", def.plural)))
+    }
+
+    /// The cache of a resource type if it is already serving.
+    pub fn existing(&self, def: &ResourceDef) -> Option<Arc<Cacher>> {
+        let prefix = self.registry.collection(def, None, None);
+        let c = self.cachers.get(&prefix)?.clone();
+        let serving = c.progress.borrow().0 == Phase::Serving;
+        serving.then_some(c)
+    }
+
+    /// Drop caches nobody watched or read for `idle`.
+    pub fn evict_idle(&self, idle: Duration) {
+        self.cachers.retain(|_, c| {
+            let quiet =
+                c.epoch.elapsed().as_secs().saturating_sub(c.last_used.load(Ordering::Relaxed)) >= idle.as_secs();
+            if quiet && c.watchers() == 0 {
+                c.halt.send_replace(true);
+                return false;
+            }
+            true
+        });
+    }
+
+    /// Number of resource types cached.
+    pub fn len(&self) -> usize {
+        self.cachers.len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.cachers.is_empty()
+    }
+}

@@ -1,0 +1,434 @@
+//! Watch: one request's stream of Kubernetes watch events, fed by the shared watch cache (`cache`), with
+//! the initial-state, selector-transition, bookmark and timeout rules of kube-apiserver. A resume point
+//! older than the cache's history is served by a store watch of its own (`direct`) rather than refused,
+//! so watches survive a kgate restart; only a point the store compacted away gets 410.
+
+pub mod cache;
+mod direct;
+pub mod read;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::registry::{ListOptions, Registry, RvMatch};
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, ApiResult};
+use crate::storage::{Revision, StoreError};
+use cache::{Cutoff, Entry, Event, Registration, Scope, Start, WatchCache};
+
+/// How often a bookmark is sent when the client allows them.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+/// Lines buffered per response before the watcher waits for the client.
+const RESPONSE_BUFFER: usize = 64;
+/// kube-apiserver's `--min-request-timeout`, the base of the random default watch timeout.
+const MIN_REQUEST_TIMEOUT: u64 = 1800;
+/// How long a read waits for the cache to catch up with a revision before it goes to the store instead.
+pub const FRESHNESS_PATIENCE: Duration = Duration::from_millis(250);
+/// How long a request waits for a cache that is loading.
+pub const LOAD_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How each event's object is rendered when it is not plain JSON (Table, PartialObjectMetadata).
+pub type Render = Arc<dyn Fn(&Value, bool) -> Value + Send + Sync>;
+
+/// One watch request.
+pub struct WatchRequest {
+    /// Resource type.
+    pub def: Arc<ResourceDef>,
+    /// One cluster, or `None` for every cluster.
+    pub cluster: Option<String>,
+    /// Namespace filter from the path.
+    pub namespace: Option<String>,
+    /// Selectors and resourceVersion options.
+    pub opts: ListOptions,
+    /// Renders objects; `None` sends them as stored (the fast path: no parsing).
+    pub render: Option<Render>,
+}
+
+/// An object to send: serialised already, or a tree to render.
+enum Payload {
+    Json(Bytes),
+    Value(Value),
+}
+
+fn line(kind: &str, object: Value) -> Bytes {
+    let mut s = serde_json::to_vec(&json!({"type": kind, "object": object})).expect("JSON serialises");
+    s.push(b'\n');
+    Bytes::from(s)
+}
+
+fn raw_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut s = Vec::with_capacity(object.len() + 32);
+    s.extend_from_slice(b"{\"type\":\"");
+    s.extend_from_slice(kind.as_bytes());
+    s.extend_from_slice(b"\",\"object\":");
+    s.extend_from_slice(object);
+    s.extend_from_slice(b"}\n");
+    Bytes::from(s)
+}
+
+fn error_line(e: &ApiError) -> Bytes {
+    line("ERROR", e.to_status())
+}
+
+fn bookmark(def: &ResourceDef, rev: Revision, initial_end: bool) -> Value {
+    let mut meta = json!({"resourceVersion": rev.to_string(), "creationTimestamp": null});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": meta})
+}
+
+fn expired(requested: Revision, oldest: Revision) -> ApiError {
+    ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
+}
+
+/// Where a watcher's events come from.
+enum Feed {
+    /// The shared cache.
+    Cache(Registration),
+    /// A store watch of its own, for a resume point the cache's history no longer holds.
+    Store(direct::DirectWatch),
+}
+
+/// Start a watch; returns the stream of newline-delimited JSON events for the response body.
+pub async fn start(
+    cache: &WatchCache,
+    registry: Registry,
+    req: WatchRequest,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> ApiResult<mpsc::Receiver<Bytes>> {
+    let def = req.def.clone();
+    crate::registry::check_fields(&def, &req.opts)?;
+    let opts = &req.opts;
+    let rv = opts.resource_version.as_deref();
+    let initial = match opts.send_initial_events {
+        Some(v) => v,
+        None => rv.is_none() || rv == Some("0"),
+    };
+    let requested: Option<Revision> = match rv {
+        Some(r) if r != "0" => {
+            Some(r.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {r}")))?)
+        }
+        _ => None,
+    };
+    let scope =
+        Scope { cluster: req.cluster.clone(), namespace: if def.namespaced { req.namespace.clone() } else { None } };
+    let cacher = cache.cacher(&def, LOAD_PATIENCE).await?;
+    let mut initial_items: Vec<Payload> = Vec::new();
+    let feed = if initial {
+        // Initial state: from the cache when it is fresh enough for the request, else a store list
+        // followed by the cache's events after that list's revision.
+        let need = match (rv, opts.rv_match) {
+            (Some("0"), _) => None,
+            (Some(_), Some(RvMatch::NotOlderThan)) | (Some(_), None) => requested,
+            _ => Some(registry.store.revision().await?),
+        };
+        let fresh = match need {
+            None => true,
+            Some(n) => cacher.wait_for(Some(n), FRESHNESS_PATIENCE).await.is_some(),
+        };
+        if fresh {
+            let reg = cacher.register(scope.clone(), Start::Snapshot).map_err(|_| ApiError::internal("snapshot"))?;
+            for (_, e) in &reg.snapshot {
+                if let Some(p) = select_entry(&def, &req.opts, e)? {
+                    initial_items.push(p);
+                }
+            }
+            Feed::Cache(reg)
+        } else {
+            let mut lo = opts.clone();
+            lo.limit = 0;
+            lo.continue_token = None;
+            lo.rv_match = requested.map(|_| RvMatch::NotOlderThan);
+            let list = registry.list(&def, req.cluster.as_deref(), scope.namespace.as_deref(), &lo).await?;
+            initial_items = list.items.into_iter().map(Payload::Value).collect();
+            resume(&cacher, &registry, &def, &scope, opts, list.revision).await?
+        }
+    } else {
+        let from = match requested {
+            Some(n) => {
+                if n > cacher.revision() {
+                    let current = registry.store.revision().await?;
+                    if n > current {
+                        return Err(StoreError::FutureRevision { requested: n, current }.into());
+                    }
+                }
+                n
+            }
+            None => cacher.revision(),
+        };
+        match resume(&cacher, &registry, &def, &scope, opts, from).await {
+            Ok(f) => f,
+            Err(e) if e.code == 410 => {
+                // As kube-apiserver: a 200 stream with one ERROR event, so every client relists.
+                let (tx, rx) = mpsc::channel::<Bytes>(1);
+                let _ = tx.try_send(error_line(&e));
+                return Ok(rx);
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(RESPONSE_BUFFER);
+    let start_rev = match &feed {
+        Feed::Cache(reg) => reg.revision,
+        Feed::Store(d) => d.revision(),
+    };
+    let pump = Pump { def, opts: req.opts, render: req.render, scope, registry, tx, first: true, last: start_rev };
+    let timeout = match pump.opts.timeout_seconds {
+        Some(t) if t > 0 => Duration::from_secs(t as u64),
+        _ => Duration::from_secs(MIN_REQUEST_TIMEOUT + rand::random::<u64>() % MIN_REQUEST_TIMEOUT),
+    };
+    tokio::spawn(pump.run(feed, initial_items, timeout, shutdown));
+    Ok(rx)
+}
+
+/// Watch from `after`: the cache's history if it still has it, else a store watch, else 410.
+async fn resume(
+    cacher: &Arc<cache::Cacher>,
+    registry: &Registry,
+    def: &Arc<ResourceDef>,
+    scope: &Scope,
+    opts: &ListOptions,
+    after: Revision,
+) -> ApiResult<Feed> {
+    match cacher.register(scope.clone(), Start::After(after)) {
+        Ok(reg) => Ok(Feed::Cache(reg)),
+        Err(_) => match direct::DirectWatch::open(registry, def, scope, opts, after).await {
+            Ok(d) => Ok(Feed::Store(d)),
+            Err(StoreError::Compacted { requested, compacted }) => Err(expired(requested, compacted + 1)),
+            Err(e) => Err(e.into()),
+        },
+    }
+}
+
+/// Whether a cached object passes the selectors; returns what to send.
+fn select_entry(def: &ResourceDef, opts: &ListOptions, e: &Entry) -> ApiResult<Option<Payload>> {
+    if opts.labels.is_empty() && opts.fields.is_empty() {
+        return Ok(Some(Payload::Json(e.json.clone())));
+    }
+    let v = e.value()?;
+    Ok(crate::registry::matches(def, &v, opts).then_some(Payload::Value(v)))
+}
+
+/// Turn a cached event into this watcher's event, applying selector transitions.
+fn translate(def: &ResourceDef, opts: &ListOptions, ev: &Event) -> ApiResult<Option<(&'static str, Payload)>> {
+    if opts.labels.is_empty() && opts.fields.is_empty() {
+        let kind = if ev.deleted {
+            "DELETED"
+        } else if ev.prev.is_some() {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        return Ok(Some((kind, Payload::Json(ev.object.json.clone()))));
+    }
+    let passes = |e: &Entry| -> ApiResult<Option<Value>> {
+        let v = e.value()?;
+        Ok(crate::registry::matches(def, &v, opts).then_some(v))
+    };
+    let old = match &ev.prev {
+        Some(p) => passes(p)?,
+        None => None,
+    };
+    if ev.deleted {
+        return Ok(old.map(|_| ("DELETED", Payload::Json(ev.object.json.clone()))));
+    }
+    let new = passes(&ev.object)?;
+    Ok(match (old, new) {
+        (None, Some(n)) => Some(("ADDED", Payload::Value(n))),
+        (Some(_), Some(n)) => Some(("MODIFIED", Payload::Value(n))),
+        // Leaving the selection: DELETED with the last state that matched, at the new resourceVersion,
+        // as kube-apiserver's cacher sends it.
+        (Some(mut last), None) => {
+            crate::meta::metadata_mut(&mut last).insert("resourceVersion".into(), json!(ev.revision.to_string()));
+            Some(("DELETED", Payload::Value(last)))
+        }
+        (None, None) => None,
+    })
+}
+
+/// One watcher's sending side.
+struct Pump {
+    def: Arc<ResourceDef>,
+    opts: ListOptions,
+    render: Option<Render>,
+    scope: Scope,
+    registry: Registry,
+    tx: mpsc::Sender<Bytes>,
+    /// Whether the next object is the first (Table column definitions go with the first row only).
+    first: bool,
+    /// Every event up to this revision has been sent (or was the client's already).
+    last: Revision,
+}
+
+impl Pump {
+    fn encode(&mut self, kind: &str, p: Payload) -> Bytes {
+        let first = std::mem::replace(&mut self.first, false);
+        match (&self.render, p) {
+            (None, Payload::Json(b)) => raw_line(kind, &b),
+            (None, Payload::Value(v)) => line(kind, v),
+            (Some(r), Payload::Json(b)) => match serde_json::from_slice::<Value>(&b) {
+                Ok(v) => line(kind, r(&v, first)),
+                Err(e) => error_line(&ApiError::internal(e)),
+            },
+            (Some(r), Payload::Value(v)) => line(kind, r(&v, first)),
+        }
+    }
+
+    async fn send(&mut self, kind: &str, p: Payload) -> bool {
+        let b = self.encode(kind, p);
+        self.tx.send(b).await.is_ok()
+    }
+
+    async fn send_event(&mut self, ev: &Event) -> bool {
+        if ev.revision <= self.last {
+            return true;
+        }
+        let out = match translate(&self.def, &self.opts, ev) {
+            Ok(Some((kind, p))) => self.encode(kind, p),
+            Ok(None) => {
+                self.last = ev.revision;
+                return true;
+            }
+            Err(e) => error_line(&e),
+        };
+        self.last = ev.revision;
+        self.tx.send(out).await.is_ok()
+    }
+
+    async fn bookmark(&mut self, rev: Revision, initial_end: bool) -> bool {
+        self.last = self.last.max(rev);
+        let b = line("BOOKMARK", bookmark(&self.def, self.last, initial_end));
+        self.tx.send(b).await.is_ok()
+    }
+
+    /// The revision a bookmark may claim: the cache's, when everything it applied has reached us.
+    fn bookmark_revision(&self, feed: &Feed) -> Revision {
+        match feed {
+            Feed::Cache(reg) => {
+                // Read the revision first: every event at or below it was queued before it was published,
+                // so an empty queue afterwards means we have sent them all.
+                let applied = reg.cacher().revision();
+                if reg.queue.is_empty() && reg.cutoff() == Cutoff::Active {
+                    self.last.max(applied)
+                } else {
+                    self.last
+                }
+            }
+            Feed::Store(d) => self.last.max(d.revision()),
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut feed: Feed,
+        initial: Vec<Payload>,
+        timeout: Duration,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        for p in initial {
+            if !self.send("ADDED", p).await {
+                return;
+            }
+        }
+        if let Feed::Cache(reg) = &mut feed {
+            for ev in std::mem::take(&mut reg.replay) {
+                if !self.send_event(&ev).await {
+                    return;
+                }
+            }
+        }
+        if self.opts.send_initial_events == Some(true) && !self.bookmark(self.last, true).await {
+            return;
+        }
+        let bookmarks = self.opts.bookmarks;
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY);
+        loop {
+            let next = tokio::select! {
+                _ = &mut deadline => {
+                    if bookmarks {
+                        let rev = self.bookmark_revision(&feed);
+                        self.bookmark(rev, false).await;
+                    }
+                    return;
+                }
+                _ = shutdown.changed() => return,
+                _ = self.tx.closed() => return,
+                _ = ticker.tick() => {
+                    let rev = self.bookmark_revision(&feed);
+                    if bookmarks && !self.bookmark(rev, false).await {
+                        return;
+                    }
+                    continue;
+                }
+                next = next_event(&mut feed) => next,
+            };
+            let ok = match next {
+                Next::Cached(ev) => self.send_event(&ev).await,
+                Next::Stored(Ok(Some((kind, obj, rev)))) => {
+                    self.last = self.last.max(rev);
+                    self.send(kind, Payload::Value(obj)).await
+                }
+                Next::Stored(Ok(None)) => true,
+                Next::Stored(Err(e)) => {
+                    let _ = self.tx.send(error_line(&e)).await;
+                    return;
+                }
+                Next::CutOff => {
+                    // Fell behind or the cache reloaded: go on from the last revision sent, from the
+                    // cache's history if it still has it, else from the store.
+                    let Feed::Cache(reg) = &feed else { return };
+                    let cacher = reg.cacher().clone();
+                    match resume(&cacher, &self.registry, &self.def, &self.scope, &self.opts, self.last).await {
+                        Ok(mut f) => {
+                            if let Feed::Cache(reg) = &mut f {
+                                for ev in std::mem::take(&mut reg.replay) {
+                                    if !self.send_event(&ev).await {
+                                        return;
+                                    }
+                                }
+                            }
+                            feed = f;
+                            true
+                        }
+                        Err(e) => {
+                            let _ = self.tx.send(error_line(&e)).await;
+                            return;
+                        }
+                    }
+                }
+                Next::End => return,
+            };
+            if !ok {
+                return;
+            }
+        }
+    }
+}
+
+enum Next {
+    Cached(Arc<Event>),
+    Stored(ApiResult<Option<(&'static str, Value, Revision)>>),
+    CutOff,
+    End,
+}
+
+async fn next_event(feed: &mut Feed) -> Next {
+    match feed {
+        Feed::Cache(reg) => match reg.queue.recv().await {
+            Some(ev) => Next::Cached(ev),
+            None if reg.cutoff() == Cutoff::Active => Next::End,
+            None => Next::CutOff,
+        },
+        Feed::Store(d) => match d.next().await {
+            Some(r) => Next::Stored(r),
+            None => Next::End,
+        },
+    }
+}
