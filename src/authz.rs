@@ -115,10 +115,12 @@ impl Authorizer {
 
     /// Watch every cluster's RBAC objects and drop the index of a cluster whose RBAC changed.
     pub async fn watch_invalidations(self: Arc<Self>) {
+        // Futures in this one task, not spawned tasks: aborting this task at shutdown must end them all
+        // (spawned ones would outlive it and keep the store open).
         let mut tasks = Vec::new();
         for plural in RBAC_TYPES {
             let this = self.clone();
-            tasks.push(tokio::spawn(async move {
+            tasks.push(async move {
                 let def = resources::find(RBAC_GROUP, "v1", plural).expect("RBAC types are built in");
                 let prefix = this.registry.collection(&def, None, None);
                 loop {
@@ -145,11 +147,9 @@ impl Authorizer {
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }
-            }));
+            });
         }
-        for t in tasks {
-            let _ = t.await;
-        }
+        futures::future::join_all(tasks).await;
     }
 }
 

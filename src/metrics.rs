@@ -12,6 +12,17 @@ pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     latency: HistogramVec,
+    /// Watch cache counters, handed to the cache.
+    pub cache: CacheMetrics,
+}
+
+/// What the watch cache reports.
+#[derive(Clone)]
+pub struct CacheMetrics {
+    /// Watchers cut off from the fan-out for reading too slowly (then resumed from history), by resource.
+    pub lagging: IntCounterVec,
+    /// Reads the cache could serve, by resource and by what served them (`cache` or `store`).
+    pub reads: IntCounterVec,
 }
 
 impl Metrics {
@@ -32,9 +43,25 @@ impl Metrics {
             .buckets(vec![0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0]),
             &["verb", "resource"],
         )?;
-        registry.register(Box::new(requests.clone()))?;
+        let lagging = IntCounterVec::new(
+            Opts::new(
+                "kgate_watch_cache_lagging_watchers_total",
+                "Watchers cut off from the watch cache's fan-out for reading too slowly, by resource.",
+            ),
+            &["resource"],
+        )?;
+        let reads = IntCounterVec::new(
+            Opts::new(
+                "kgate_watch_cache_reads_total",
+                "Lists and gets eligible for the watch cache, by resource and by what served them.",
+            ),
+            &["resource", "served_by"],
+        )?;
+        for c in [&requests, &lagging, &reads] {
+            registry.register(Box::new(c.clone()))?;
+        }
         registry.register(Box::new(latency.clone()))?;
-        Ok(Metrics { registry, requests, latency })
+        Ok(Metrics { registry, requests, latency, cache: CacheMetrics { lagging, reads } })
     }
 
     /// Record one request. Resource and verb come from a fixed set (the served types), so label

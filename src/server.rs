@@ -110,10 +110,22 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         tokio::spawn(resume_namespace_deletions(registry)),
     ];
     let server_address = addr.to_string();
+    let cache = state.cache.clone();
+    let held = store.clone();
     let done = tokio::spawn(async move {
         crate::http::server::serve(listener, tls, state, server_address, shutdown_rx).await;
+        cache.shutdown().await;
+        drop(cache);
         for t in background {
             t.abort();
+            let _ = t.await;
+        }
+        // `done` means only the caller's handle (`Running::store`) and this one still hold the store, so
+        // a new server can open the same data dir at once. Watch and connection tasks notice the shutdown
+        // on their own and drop theirs within moments.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while Arc::strong_count(&held) > 2 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     });
     tracing::info!(%url, data_dir = %config.data_dir.display(), store = if config.etcd_servers.is_empty() { "embedded" } else { "etcd" }, "kgate is serving");

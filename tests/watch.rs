@@ -11,24 +11,9 @@ use serde_json::{json, Value};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
-/// Open a watch and return a receiver of decoded events.
+/// Open a watch of the default namespace's configmaps.
 async fn watch(s: &TestServer, query: &str) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
-    let resp = s.client.get(format!("{}{CM}?watch=true&{query}", s.url)).send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    assert_eq!(resp.headers()["content-type"], "application/json");
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut stream = resp.bytes_stream();
-        let mut buf = Vec::new();
-        while let Some(Ok(chunk)) = stream.next().await {
-            buf.extend_from_slice(&chunk);
-            while let Some(i) = buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=i).collect();
-                let _ = tx.send(serde_json::from_slice::<Value>(&line).expect("every line is one JSON event"));
-            }
-        }
-    });
-    rx
+    s.watch(&format!("{CM}?watch=true&{query}")).await
 }
 
 async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> Value {

@@ -77,7 +77,7 @@ impl AppState {
         signer: Signer,
     ) -> Self {
         AppState {
-            cache: crate::watch::cache::WatchCache::new(registry.clone(), shutdown.clone()),
+            cache: crate::watch::cache::WatchCache::new(registry.clone(), metrics.cache.clone(), shutdown.clone()),
             registry,
             directory,
             shutdown,

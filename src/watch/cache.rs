@@ -23,6 +23,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use crate::metrics::CacheMetrics;
 use crate::registry::Registry;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
@@ -183,6 +184,7 @@ enum Phase {
 /// The cache of one resource type across every cluster.
 pub struct Cacher {
     def: Arc<ResourceDef>,
+    metrics: CacheMetrics,
     /// Store prefix of the type in every cluster (`/registry/core/configmaps/`).
     prefix: String,
     /// Guards the objects, history and watcher slots. A std `RwLock`: it is never held across an await,
@@ -200,9 +202,10 @@ pub struct Cacher {
 }
 
 impl Cacher {
-    fn new(def: Arc<ResourceDef>, prefix: String) -> Arc<Self> {
+    fn new(def: Arc<ResourceDef>, prefix: String, metrics: CacheMetrics) -> Arc<Self> {
         Arc::new(Cacher {
             def,
+            metrics,
             prefix,
             state: RwLock::new(State {
                 objects: BTreeMap::new(),
@@ -429,6 +432,7 @@ impl Cacher {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     slot.cutoff.store(Cutoff::Lagging as u8, Ordering::Release);
+                    self.metrics.lagging.with_label_values(&[&self.def.plural]).inc();
                     dead.push(id);
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => dead.push(id),
@@ -532,16 +536,26 @@ fn restamp(entry: &Entry, revision: Revision) -> Result<Arc<Entry>, StoreError> 
 /// Every resource type's cache over one store.
 pub struct WatchCache {
     registry: Registry,
+    metrics: CacheMetrics,
     /// One cache per resource prefix. A `DashMap` because every watch and cached read looks its type up
     /// while new types are added rarely; it holds one entry per resource type, never per cluster.
     cachers: DashMap<String, Arc<Cacher>>,
     stop: watch::Receiver<bool>,
+    /// Ingest tasks, awaited at shutdown so the store is released when the server stops. A std `Mutex`:
+    /// pushed to when a type's cache starts and drained once, never held across an await.
+    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl WatchCache {
     /// Caches over `registry`'s store; they stop when `stop` turns true.
-    pub fn new(registry: Registry, stop: watch::Receiver<bool>) -> Arc<Self> {
-        let cache = Arc::new(WatchCache { registry, cachers: DashMap::new(), stop });
+    pub fn new(registry: Registry, metrics: CacheMetrics, stop: watch::Receiver<bool>) -> Arc<Self> {
+        let cache = Arc::new(WatchCache {
+            registry,
+            metrics,
+            cachers: DashMap::new(),
+            stop,
+            tasks: std::sync::Mutex::new(Vec::new()),
+        });
         let weak = Arc::downgrade(&cache);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(60));
@@ -562,8 +576,11 @@ impl WatchCache {
                 .cachers
                 .entry(prefix.clone())
                 .or_insert_with(|| {
-                    let c = Cacher::new(def.clone(), prefix);
-                    tokio::spawn(c.clone().run(self.registry.clone(), self.stop.clone()));
+                    let c = Cacher::new(def.clone(), prefix, self.metrics.clone());
+                    let task = tokio::spawn(c.clone().run(self.registry.clone(), self.stop.clone()));
+                    let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+                    tasks.retain(|t| !t.is_finished());
+                    tasks.push(task);
                     c
                 })
                 .clone();
@@ -598,6 +615,24 @@ impl WatchCache {
             }
             true
         });
+    }
+
+    /// Stop every cache and wait until their tasks (and store watches) are gone.
+    pub async fn shutdown(&self) {
+        for c in self.cachers.iter() {
+            c.halt.send_replace(true);
+        }
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in tasks {
+            let _ = t.await;
+        }
+        self.cachers.clear();
+    }
+
+    /// Count a read the cache could have served.
+    pub fn count_read(&self, def: &ResourceDef, from_cache: bool) {
+        let by = if from_cache { "cache" } else { "store" };
+        self.metrics.reads.with_label_values(&[&def.plural, by]).inc();
     }
 
     /// Number of resource types cached.

@@ -48,20 +48,20 @@ pub async fn list(
             }
             let need: Revision =
                 r.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {r}")))?;
-            let Some(c) = cache.existing(def) else { return Ok(None) };
+            let Some(c) = cache.existing(def) else { return Ok(store(cache, def)) };
             if c.wait_for(Some(need), FRESHNESS_PATIENCE).await.is_none() {
-                return Ok(None);
+                return Ok(store(cache, def));
             }
             c
         }
         None => {
             // Consistent: only a cache that has applied the store's current revision.
-            let Some(c) = cache.existing(def) else { return Ok(None) };
+            let Some(c) = cache.existing(def) else { return Ok(store(cache, def)) };
             let need = registry.store.revision().await?;
             let patience =
                 if registry.store.reports_progress() { FRESHNESS_PATIENCE } else { std::time::Duration::ZERO };
             if c.revision() < need && c.wait_for(Some(need), patience).await.is_none() {
-                return Ok(None);
+                return Ok(store(cache, def));
             }
             c
         }
@@ -91,7 +91,14 @@ pub async fn list(
         let prefix = registry.collection(def, cluster, namespace);
         crate::registry::encode_continue(revision, &format!("{}\u{0}", &k[prefix.len()..]))
     });
+    cache.count_read(def, true);
     Ok(Some(CachedList { items, revision, continue_token }))
+}
+
+/// The store serves this read (counted, so operators see how often the cache was not fresh enough).
+fn store(cache: &WatchCache, def: &ResourceDef) -> Option<CachedList> {
+    cache.count_read(def, false);
+    None
 }
 
 fn passes(def: &ResourceDef, opts: &ListOptions, e: &Entry) -> ApiResult<bool> {
@@ -101,5 +108,6 @@ fn passes(def: &ResourceDef, opts: &ListOptions, e: &Entry) -> ApiResult<bool> {
 /// Serve a GET with `resourceVersion=0` from the cache; `None` when the object does not exist.
 pub async fn get_any(cache: &WatchCache, def: &Arc<ResourceDef>, key: &str) -> ApiResult<Option<Bytes>> {
     let cacher = cache.cacher(def, LOAD_PATIENCE).await?;
+    cache.count_read(def, true);
     Ok(cacher.get(key).0.map(|e| e.json.clone()))
 }

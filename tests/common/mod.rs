@@ -257,12 +257,44 @@ impl TestServer {
         assert_eq!(s, StatusCode::CREATED, "{b}");
     }
 
+    /// Open a watch (`path_query` includes `watch=true`) and stream its decoded events.
+    pub async fn watch(&self, path_query: &str) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+        watch_events(&self.client, &format!("{}{path_query}", self.url)).await
+    }
+
+    /// A sample of one metric series from `/metrics` (`name{labels}` as exposed), or 0 if absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let text = self.client.get(format!("{}/metrics", self.url)).send().await.unwrap().text().await.unwrap();
+        text.lines().find_map(|l| l.strip_prefix(series).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0.0)
+    }
+
     /// Stop the server and wait for it.
     pub async fn stop(self) -> tempfile::TempDir {
         let _ = self.running.shutdown.send(true);
         let _ = self.running.done.await;
         self.dir
     }
+}
+
+/// Open a watch with `client` at `url` and stream its decoded events (one JSON value per line).
+pub async fn watch_events(client: &reqwest::Client, url: &str) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+    use futures::StreamExt;
+    let resp = client.get(url).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "watch {url}");
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut stream = resp.bytes_stream();
+        let mut buf = Vec::new();
+        while let Some(Ok(chunk)) = stream.next().await {
+            buf.extend_from_slice(&chunk);
+            while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=i).collect();
+                let _ = tx.send(serde_json::from_slice::<Value>(&line).expect("every line is one JSON event"));
+            }
+        }
+    });
+    rx
 }
 
 /// Admin and anonymous clients trusting the server's CA.
