@@ -108,5 +108,30 @@ async fn kube_rs_typed_api_discovery_and_watcher() {
         cms.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap();
         assert!(cms.list(&ListParams::default()).await.unwrap().items.is_empty());
     }
+
+    // An administrator's watcher across every cluster (`/clusters/*`) sees writes in each, labelled.
+    let all: Api<ConfigMap> = Api::all(kube_client(&s, Some("*")).await);
+    let mut stream = watcher(all, watcher::Config::default()).boxed();
+    for (i, cluster) in [None, Some("rs-team")].into_iter().enumerate() {
+        let cms: Api<ConfigMap> = Api::namespaced(kube_client(&s, cluster).await, "default");
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(format!("rs-all-{i}"));
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    tokio::time::timeout(Duration::from_secs(15), async {
+        while seen.len() < 2 {
+            if let Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = stream.try_next().await.unwrap() {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                if name.starts_with("rs-all-") {
+                    seen.push((name, o.metadata.annotations.unwrap()["kgate.dev/cluster"].clone()));
+                }
+            }
+        }
+    })
+    .await
+    .expect("the wildcard watcher delivers in time");
+    seen.sort();
+    assert_eq!(seen, [("rs-all-0".into(), "root".into()), ("rs-all-1".into(), "rs-team".into())]);
     s.stop().await;
 }

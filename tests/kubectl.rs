@@ -198,31 +198,48 @@ async fn kubectl_workflow_in_root_and_in_a_second_cluster() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn kubectl_get_watch_prints_changes() {
+async fn kubectl_get_watch_prints_changes_in_one_cluster_and_across_all() {
     let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("watched-team").await;
     let kc = s.kubeconfig();
     let bin = common::require_binary("kubectl", "install kubectl");
     let home = s.dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let child = std::process::Command::new(bin)
-        .args(["get", "cm", "-w", "--request-timeout=0"])
-        .env("KUBECONFIG", &kc)
-        .env("HOME", &home)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let spawn = |kubeconfig: &std::path::Path, all: bool| {
+        let mut args = vec!["get", "cm", "-w", "--request-timeout=0"];
+        if all {
+            args.push("-A");
+        }
+        std::process::Command::new(&bin)
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .env("HOME", &home)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let one = spawn(&kc, false);
+    // An administrator's kubeconfig pointed at every cluster (`/clusters/*`).
+    let every = spawn(&s.kubeconfig_for("*"), true);
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-    let k2 = kc.clone();
+    let (k2, team) = (kc.clone(), s.kubeconfig_for("watched-team"));
     tokio::task::spawn_blocking(move || {
         kubectl_ok(&k2, &["create", "cm", "watched"]);
         kubectl_ok(&k2, &["delete", "cm", "watched"]);
+        kubectl_ok(&team, &["create", "cm", "watched-in-team"]);
     })
     .await
     .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
-    let _ = std::process::Command::new("kill").arg(child.id().to_string()).status();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text.lines().filter(|l| l.starts_with("watched")).count(), 2, "ADDED and DELETED rows: {text}");
+    let mut outputs = Vec::new();
+    for child in [one, every] {
+        let _ = std::process::Command::new("kill").arg(child.id().to_string()).status();
+        outputs.push(String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).to_string());
+    }
+    let rows = |text: &str, name: &str| text.lines().filter(|l| l.split_whitespace().any(|w| w == name)).count();
+    assert_eq!(rows(&outputs[0], "watched"), 2, "ADDED and DELETED rows: {}", outputs[0]);
+    assert_eq!(rows(&outputs[0], "watched-in-team"), 0, "another cluster's object: {}", outputs[0]);
+    assert_eq!(rows(&outputs[1], "watched"), 2, "wildcard watch: {}", outputs[1]);
+    assert_eq!(rows(&outputs[1], "watched-in-team"), 1, "wildcard watch sees every cluster: {}", outputs[1]);
     s.stop().await;
 }
