@@ -36,11 +36,11 @@ enum ClusterAction {
     },
     /// List logical clusters.
     List,
-    /// Delete a logical cluster and everything in it.
+    /// Delete a logical cluster and everything in it (in the background unless --wait).
     Delete {
         /// Its name.
         name: String,
-        /// Wait until it no longer serves.
+        /// Wait until every object of it is purged and the LogicalCluster is gone (it stops serving at once).
         #[arg(long)]
         wait: bool,
     },

@@ -1,5 +1,5 @@
 //! Start a kgate server from a `Config`: open the store, load the PKI, bootstrap root, run the
-//! background tasks (cluster directory, compaction) and serve until told to stop.
+//! background tasks (cluster directory, LogicalCluster lifecycle, compaction) and serve until told to stop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -103,6 +103,9 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         authz.clone(),
         signer,
     ));
+    // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut
+    // short. It stops with the server (awaited below), so no purge outlives it.
+    let lifecycle = tokio::spawn(tenancy::Lifecycle::new(registry.clone()).run(shutdown_rx.clone()));
     let background = vec![
         tokio::spawn(authz.watch_invalidations()),
         tokio::spawn(directory.run()),
@@ -115,6 +118,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         for t in background {
             t.abort();
         }
+        let _ = lifecycle.await;
     });
     tracing::info!(%url, data_dir = %config.data_dir.display(), store = if config.etcd_servers.is_empty() { "embedded" } else { "etcd" }, "kgate is serving");
     Ok(Running { addr, url, shutdown: shutdown_tx, done, store })
