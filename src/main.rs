@@ -97,6 +97,10 @@ struct ServeArgs {
     /// Serving key (PEM) for --tls-cert-file.
     #[arg(long)]
     tls_key_file: Option<PathBuf>,
+    /// LogicalCluster manifests (*.yaml, *.yml, *.json) to create or update at start; never deletes.
+    /// Default: ./tenants if that directory exists.
+    #[arg(long, value_name = "DIR")]
+    tenants_dir: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -153,6 +157,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         },
         tls_cert_file: a.tls_cert_file,
         tls_key_file: a.tls_key_file,
+        tenants_dir: a.tenants_dir.or_else(|| Some(PathBuf::from("./tenants")).filter(|d| d.is_dir())),
         ..Default::default()
     };
     let running = kgate::server::start(config).await?;

@@ -6,8 +6,11 @@
 //! - a DELETE marks it `Terminating` (deletionTimestamp set: the cluster answers 404 from then on), the
 //!   [`Lifecycle`] controller purges every key of the cluster, then removes the finalizer, and only then
 //!   does the object go. So its name cannot be reused while old keys remain.
+//!
+//! `manifests` applies the LogicalCluster files of `--tenants-dir` at start.
 
 mod lifecycle;
+mod manifests;
 
 use std::sync::Arc;
 
@@ -16,6 +19,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 pub use lifecycle::{purge, Lifecycle};
+pub use manifests::{apply_dir, ManifestError};
 
 use crate::cluster::ROOT;
 use crate::meta::now_rfc3339;

@@ -1,6 +1,7 @@
 //! Tenants: `kgate cluster` and `kgate kubeconfig` end to end with kubectl, RBAC roles, and the
 //! isolation of ServiceAccount tokens to their own logical cluster; the LogicalCluster lifecycle
-//! (Initializing, Ready, Terminating, finalizer-driven purge, resumed after a restart).
+//! (Initializing, Ready, Terminating, finalizer-driven purge, resumed after a restart) and the tenants
+//! directory applied at start.
 
 mod common;
 
@@ -457,5 +458,118 @@ async fn a_purge_cut_short_by_a_restart_resumes_and_interrupted_bootstraps_finis
     }
     let (_, ns) = s.get("/clusters/init/api/v1/namespaces/default").await;
     assert_eq!(ns["metadata"]["uid"], "u-ns", "the bootstrap keeps what was already there");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tenants_dir_is_applied_at_every_start_and_never_deletes() {
+    let tenants = tempfile::tempdir().unwrap();
+    let t = tenants.path();
+    let write = |f: &str, text: &str| std::fs::write(t.join(f), text).unwrap();
+    let team = |name: &str, rest: &str| {
+        format!("apiVersion: tenancy.kgate.dev/v1alpha1\nkind: LogicalCluster\nmetadata:\n  name: {name}\n{rest}")
+    };
+    write(
+        "teams.yaml",
+        &format!(
+            "# two teams\n{}---\n{}---\n",
+            team("t-one", "  labels: {tier: gold, old: x}\n  annotations: {owner: alice}\nspec:\n  note: first\n"),
+            team("t-two", "")
+        ),
+    );
+    write(
+        "three.json",
+        r#"{"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": "t-three"}}"#,
+    );
+    write("list.yml", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: tenancy.kgate.dev/v1alpha1\n  kind: LogicalCluster\n  metadata: {name: t-four}\n");
+    write("broken.yaml", &format!("{}---\nmetadata: [unclosed\n", team("t-never", "")));
+    write(
+        "mixed.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: nope}}\n---\n{}", team("t-five", "")),
+    );
+    write("reserved.yaml", &team("root", ""));
+    write("bad-name.yaml", &team("Not_A_Label", ""));
+    write("notes.txt", &team("t-ignored", ""));
+    std::fs::create_dir(t.join("nested")).unwrap();
+    std::fs::write(t.join("nested/t-six.yaml"), team("t-six", "")).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+    let tenants_dir = t.to_path_buf();
+    let s =
+        TestServer::start_configured(Backend::Etcd, dir, prefix.clone(), |c| c.tenants_dir = Some(tenants_dir.clone()))
+            .await;
+    for name in ["t-one", "t-two", "t-three", "t-four", "t-five"] {
+        let (code, obj) = s.get(&format!("{LC}/{name}")).await;
+        assert_eq!((code, &obj["status"]["phase"]), (StatusCode::OK, &json!("Ready")), "{name}: {obj}");
+        assert_eq!(obj["metadata"]["finalizers"], json!([PURGE]));
+        assert_eq!(s.get(&format!("/clusters/{name}/api/v1/namespaces/default")).await.0, StatusCode::OK, "{name}");
+    }
+    for name in ["t-never", "t-ignored", "t-six"] {
+        assert_eq!(s.get(&format!("{LC}/{name}")).await.0, StatusCode::NOT_FOUND, "{name}");
+    }
+    let (_, one) = s.get(&format!("{LC}/t-one")).await;
+    assert_eq!(one["metadata"]["labels"], json!({"tier": "gold", "old": "x"}));
+    assert_eq!(one["metadata"]["annotations"]["owner"], "alice");
+    assert_eq!(one["spec"], json!({"note": "first"}));
+
+    // What was skipped is reported, each naming its file (and document).
+    let registry = kgate::registry::Registry { store: s.running_store(), prefix: prefix.clone() };
+    let report = kgate::tenancy::apply_dir(&registry, t).await.unwrap();
+    let mut errors: Vec<String> = report.errors.iter().map(|e| e.to_string()).collect();
+    errors.sort();
+    assert_eq!(errors.len(), 4, "{errors:#?}");
+    let at = |f: &str| t.join(f).display().to_string();
+    assert!(
+        errors[0].starts_with(&format!("{} (document 1): logicalcluster/Not_A_Label: ", at("bad-name.yaml"))),
+        "{errors:#?}"
+    );
+    assert!(errors[1].starts_with(&format!("{}: not valid YAML", at("broken.yaml"))), "{errors:#?}");
+    assert!(
+        errors[2].starts_with(&format!("{} (document 1): only LogicalCluster objects", at("mixed.yaml"))),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[3].starts_with(&format!("{} (document 1): logicalcluster/root: ", at("reserved.yaml"))),
+        "{errors:#?}"
+    );
+    assert_eq!(report.clusters, ["t-four", "t-five", "t-one", "t-two", "t-three"], "files in name order");
+
+    // Changes made through the API meanwhile: a label by someone else, a cluster of its own.
+    let (code, b) = s
+        .patch(
+            &format!("{LC}/t-one"),
+            "application/merge-patch+json",
+            &json!({"metadata": {"labels": {"by-hand": "yes"}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    s.create_cluster("by-api").await;
+    let dir = s.stop().await;
+
+    // The file changes and loses t-two; at the next start the file wins, and nothing is deleted.
+    write(
+        "teams.yaml",
+        &team("t-one", "  labels: {tier: silver}\n  annotations: {owner: bob}\nspec:\n  note: second\n"),
+    );
+    let tenants_dir = t.to_path_buf();
+    let s = TestServer::start_configured(Backend::Etcd, dir, prefix, |c| c.tenants_dir = Some(tenants_dir)).await;
+    let (_, one) = s.get(&format!("{LC}/t-one")).await;
+    assert_eq!(one["metadata"]["labels"], json!({"tier": "silver", "by-hand": "yes"}), "{one}");
+    assert_eq!(one["metadata"]["annotations"]["owner"], "bob");
+    assert_eq!(one["spec"], json!({"note": "second"}));
+    assert_eq!(one["status"]["phase"], "Ready");
+    for name in ["t-two", "by-api"] {
+        assert_eq!(s.get(&format!("/clusters/{name}/api/v1/namespaces/default")).await.0, StatusCode::OK, "{name}");
+    }
+
+    // The documented examples in the repository apply cleanly.
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("tenants");
+    let registry = kgate::registry::Registry { store: s.running_store(), prefix: s.prefix.clone() };
+    let report = kgate::tenancy::apply_dir(&registry, &examples).await.unwrap();
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert_eq!(report.clusters, ["team-data", "team-web", "team-a"]);
+    let (_, data) = s.get(&format!("{LC}/team-data")).await;
+    assert_eq!((&data["metadata"]["labels"]["tier"], &data["status"]["phase"]), (&json!("gold"), &json!("Ready")));
     s.stop().await;
 }
