@@ -165,6 +165,8 @@ async fn idle_memory() {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kgate"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
         .arg(dir.path())
+        // Not the repository: `serve` would apply the example ./tenants and skew the figures.
+        .current_dir(dir.path())
         .env("RUST_LOG", std::env::var("KGATE_BENCH_LOG").unwrap_or_else(|_| "warn".into()))
         .stderr(std::fs::File::create(std::env::temp_dir().join("kgate-bench-server.log")).unwrap())
         .spawn()

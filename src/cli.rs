@@ -158,24 +158,30 @@ pub async fn cluster_list(admin: &Admin) -> Result<String, CliError> {
     Ok(out)
 }
 
-/// `kgate cluster delete NAME [--wait]`.
+/// How long `kgate cluster delete --wait` waits for the purge of a cluster's objects.
+const DELETE_WAIT: Duration = Duration::from_secs(600);
+
+/// `kgate cluster delete NAME [--wait]`. The cluster stops serving at once; with `--wait`, return only
+/// when the LogicalCluster is gone, which is when every object of the cluster has been purged.
 pub async fn cluster_delete(admin: &Admin, name: &str, wait: bool) -> Result<String, CliError> {
-    match admin.call(reqwest::Method::DELETE, &format!("{LC_PATH}/{name}"), None).await? {
+    let path = format!("{LC_PATH}/{name}");
+    match admin.call(reqwest::Method::DELETE, &path, None).await? {
         (200..=299, _) => {}
         (_, st) => return Err(api_error(&st)),
     }
-    if wait {
-        for _ in 0..600 {
-            let (code, _) =
-                admin.call(reqwest::Method::GET, &format!("/clusters/{name}/api/v1/namespaces"), None).await?;
-            if code == 404 {
-                return Ok(format!("logicalcluster/{name} deleted"));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        return Err(CliError::Timeout(format!("logicalcluster/{name} to go")));
+    if !wait {
+        return Ok(format!("logicalcluster/{name} deleted (its objects are being purged)"));
     }
-    Ok(format!("logicalcluster/{name} deleted"))
+    let deadline = tokio::time::Instant::now() + DELETE_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        match admin.call(reqwest::Method::GET, &path, None).await? {
+            (404, _) => return Ok(format!("logicalcluster/{name} deleted")),
+            (200, _) => {}
+            (_, st) => return Err(api_error(&st)),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(CliError::Timeout(format!("logicalcluster/{name} to be purged and gone")))
 }
 
 /// Parse `24h`, `30m`, `90s`, `7d` (or plain seconds).

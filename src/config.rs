@@ -25,6 +25,10 @@ pub struct Config {
     pub tls_key_file: Option<PathBuf>,
     /// How often history older than one interval is compacted (kube-apiserver: 5 minutes).
     pub compaction_interval: Duration,
+    /// LogicalCluster manifests applied at start (created or updated, never deleted); `None`: none.
+    /// `kgate serve` defaults it to `./tenants` when that directory exists; the library default stays
+    /// `None` so that a server never picks up files from whatever directory it happens to run in.
+    pub tenants_dir: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -38,6 +42,7 @@ impl Default for Config {
             tls_cert_file: None,
             tls_key_file: None,
             compaction_interval: Duration::from_secs(300),
+            tenants_dir: None,
         }
     }
 }
@@ -54,6 +59,9 @@ pub enum ConfigError {
     /// An etcd endpoint that is not a URL.
     #[error("--etcd-servers: {0:?} is not an http(s):// URL")]
     Endpoint(String),
+    /// A tenants directory that is not a directory.
+    #[error("--tenants-dir: {} is not a directory", .0.display())]
+    TenantsDir(PathBuf),
 }
 
 impl Config {
@@ -67,6 +75,9 @@ impl Config {
         }
         if let Some(bad) = self.etcd_servers.iter().find(|e| !(e.starts_with("http://") || e.starts_with("https://"))) {
             return Err(ConfigError::Endpoint(bad.clone()));
+        }
+        if let Some(dir) = self.tenants_dir.as_ref().filter(|d| !d.is_dir()) {
+            return Err(ConfigError::TenantsDir(dir.clone()));
         }
         Ok(())
     }
@@ -93,6 +104,10 @@ mod tests {
         assert!(c.validate().is_err());
         let c = Config { etcd_servers: vec!["localhost:2379".into()], ..Default::default() };
         assert!(c.validate().is_err());
+        let c = Config { tenants_dir: Some("/nonexistent/tenants".into()), ..Default::default() };
+        assert!(matches!(c.validate(), Err(ConfigError::TenantsDir(_))));
+        let c = Config { tenants_dir: Some(std::env::temp_dir()), ..Default::default() };
+        assert!(c.validate().is_ok());
         assert_eq!(
             Config { listen: "0.0.0.0:7000".parse().unwrap(), ..Default::default() }.server_url(),
             "https://127.0.0.1:7000"

@@ -36,11 +36,11 @@ enum ClusterAction {
     },
     /// List logical clusters.
     List,
-    /// Delete a logical cluster and everything in it.
+    /// Delete a logical cluster and everything in it (in the background unless --wait).
     Delete {
         /// Its name.
         name: String,
-        /// Wait until it no longer serves.
+        /// Wait until every object of it is purged and the LogicalCluster is gone (it stops serving at once).
         #[arg(long)]
         wait: bool,
     },
@@ -97,6 +97,10 @@ struct ServeArgs {
     /// Serving key (PEM) for --tls-cert-file.
     #[arg(long)]
     tls_key_file: Option<PathBuf>,
+    /// LogicalCluster manifests (*.yaml, *.yml, *.json) to create or update at start; never deletes.
+    /// Default: ./tenants if that directory exists.
+    #[arg(long, value_name = "DIR")]
+    tenants_dir: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -153,6 +157,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         },
         tls_cert_file: a.tls_cert_file,
         tls_key_file: a.tls_key_file,
+        tenants_dir: a.tenants_dir.or_else(|| Some(PathBuf::from("./tenants")).filter(|d| d.is_dir())),
         ..Default::default()
     };
     let running = kgate::server::start(config).await?;

@@ -1,5 +1,6 @@
-//! Start a kgate server from a `Config`: open the store, load the PKI, bootstrap root, run the
-//! background tasks (cluster directory, compaction) and serve until told to stop.
+//! Start a kgate server from a `Config`: open the store, load the PKI, bootstrap root, apply the tenants
+//! directory, run the background tasks (cluster directory, LogicalCluster lifecycle, compaction) and
+//! serve until told to stop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -45,6 +46,9 @@ pub enum StartError {
     /// Bootstrapping root.
     #[error("bootstrapping root: {0}")]
     Bootstrap(String),
+    /// The tenants directory could not be listed.
+    #[error(transparent)]
+    Tenants(#[from] tenancy::ManifestError),
 }
 
 /// A running server.
@@ -90,6 +94,12 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let store = open_store(&config).await?;
     let registry = Registry { store: store.clone(), prefix: config.etcd_prefix.clone() };
     tenancy::bootstrap(&registry, crate::cluster::ROOT).await.map_err(|e| StartError::Bootstrap(e.message.clone()))?;
+    if let Some(dir) = &config.tenants_dir {
+        // Before serving, so that "serving" means the tenants in the directory exist. Bad files are
+        // logged and skipped inside.
+        let applied = tenancy::apply_dir(&registry, dir).await?;
+        tracing::info!(dir = %dir.display(), clusters = applied.clusters.len(), errors = applied.errors.len(), "tenants directory applied");
+    }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let directory = Directory::new(registry.clone());
     let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
@@ -103,6 +113,9 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         authz.clone(),
         signer,
     ));
+    // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut
+    // short. It stops with the server (awaited below), so no purge outlives it.
+    let lifecycle = tokio::spawn(tenancy::Lifecycle::new(registry.clone()).run(shutdown_rx.clone()));
     let background = vec![
         tokio::spawn(authz.watch_invalidations()),
         tokio::spawn(directory.run()),
@@ -127,6 +140,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         while Arc::strong_count(&held) > 2 && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+        let _ = lifecycle.await;
     });
     tracing::info!(%url, data_dir = %config.data_dir.display(), store = if config.etcd_servers.is_empty() { "embedded" } else { "etcd" }, "kgate is serving");
     Ok(Running { addr, url, shutdown: shutdown_tx, done, store })

@@ -1,5 +1,16 @@
-//! Logical clusters: which exist (LogicalCluster objects in root), and what a new one starts with
-//! (namespaces `default`, `kube-system`, `kube-public`, each with its `default` ServiceAccount).
+//! Logical clusters: which exist (LogicalCluster objects in root), what a new one starts with
+//! (namespaces `default`, `kube-system`, `kube-public`, each with its `default` ServiceAccount, and kube's
+//! default RBAC), and the lifecycle of a LogicalCluster object:
+//!
+//! - created `Initializing`, with the finalizer [`PURGE_FINALIZER`]; `Ready` once bootstrapped;
+//! - a DELETE marks it `Terminating` (deletionTimestamp set: the cluster answers 404 from then on), the
+//!   [`Lifecycle`] controller purges every key of the cluster, then removes the finalizer, and only then
+//!   does the object go. So its name cannot be reused while old keys remain.
+//!
+//! `manifests` applies the LogicalCluster files of `--tenants-dir` at start.
+
+mod lifecycle;
+mod manifests;
 
 use std::sync::Arc;
 
@@ -7,15 +18,31 @@ use dashmap::DashSet;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+pub use lifecycle::{purge, Lifecycle};
+pub use manifests::{apply_dir, ManifestError};
+
 use crate::cluster::ROOT;
 use crate::meta::now_rfc3339;
 use crate::registry::Registry;
 use crate::resources::{self, ResourceDef};
-use crate::status::ApiResult;
+use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, RangeRequest, StoreError, WatchEvent};
 
 /// Namespaces every logical cluster starts with.
 pub const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
+/// Keeps a LogicalCluster until every key of its cluster has been removed.
+pub const PURGE_FINALIZER: &str = "tenancy.kgate.dev/purge";
+
+/// `status.phase` while the cluster is being bootstrapped.
+pub const PHASE_INITIALIZING: &str = "Initializing";
+/// `status.phase` once the cluster serves.
+pub const PHASE_READY: &str = "Ready";
+/// `status.phase` from the DELETE until the object is gone.
+pub const PHASE_TERMINATING: &str = "Terminating";
+
+/// How many times a status or finalizer write retries after losing a compare-and-swap.
+const MAX_RETRIES: usize = 16;
 
 /// The set of existing logical clusters, kept current by one store watch.
 ///
@@ -53,6 +80,19 @@ impl Directory {
             }
             None => Ok(false),
         }
+    }
+
+    /// Re-read one LogicalCluster and drop the name if it is gone or being deleted. Called after a
+    /// DELETE so this server answers 404 at once rather than when its watch catches up. Dropping a name
+    /// is always safe (a miss is checked against the store), so a failed read drops it too.
+    pub async fn refresh(&self, name: &str) {
+        if let Ok(Some(kv)) = self.registry.store.get(&self.key(name)).await {
+            let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+            if obj["metadata"].get("deletionTimestamp").is_none() {
+                return;
+            }
+        }
+        self.known.remove(name);
     }
 
     /// Number of known clusters.
@@ -147,45 +187,150 @@ pub async fn bootstrap(registry: &Registry, cluster: &str) -> ApiResult<()> {
     Ok(())
 }
 
-/// Bootstrap a just-created LogicalCluster's cluster, then record it Ready; returns the object.
-pub async fn initialize(registry: &Registry, mut obj: Value) -> ApiResult<Value> {
-    let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
-    bootstrap(registry, &name).await?;
+/// Key of a LogicalCluster object.
+fn object_key(registry: &Registry, name: &str) -> String {
     let def = resources::logical_cluster_def();
-    let key = keys::object(&registry.prefix, def.storage_group(), &def.plural, ROOT, None, &name);
-    let Some(kv) = registry.store.get(&key).await? else { return Ok(obj) };
-    let mut ready = registry.decode(&def, ROOT, &kv)?;
-    ready["status"] = json!({
-        "phase": "Ready",
-        "conditions": [{"type": "Ready", "status": "True", "reason": "Initialized", "message": "the logical cluster is serving", "lastTransitionTime": now_rfc3339()}]
-    });
-    // Losing this race to a concurrent writer only leaves the status for that writer's version.
-    if let Ok(rev) = registry.store.update(&key, crate::registry::encode(&ready), kv.mod_revision).await {
-        crate::registry::decorate(&mut ready, &def, ROOT, rev);
-        obj = ready;
-    }
-    Ok(obj)
+    keys::object(&registry.prefix, def.storage_group(), &def.plural, ROOT, None, name)
 }
 
-/// Remove every key of a deleted logical cluster in the background (never root's).
-pub fn spawn_purge(registry: Registry, cluster: String) {
-    if cluster == ROOT {
-        return;
-    }
-    tokio::spawn(async move {
-        if let Err(e) = purge(&registry, &cluster).await {
-            tracing::warn!(error = %e, cluster = %cluster, "purging a deleted logical cluster");
+/// Whether a LogicalCluster object exists and is not being deleted (whatever its phase).
+pub async fn is_live(registry: &Registry, name: &str) -> ApiResult<bool> {
+    Ok(match registry.store.get(&object_key(registry, name)).await? {
+        Some(kv) => {
+            let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+            obj["metadata"].get("deletionTimestamp").is_none()
         }
-    });
+        None => false,
+    })
 }
 
-/// Delete every key under a cluster, resource by resource, in batches of 500, until a whole pass finds
-/// nothing (objects written concurrently by requests that raced the delete are caught by later passes).
-pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
-    if cluster == ROOT {
-        return Ok(());
+/// `status` with the phase set and the Ready condition set the way `meta.SetStatusCondition` does:
+/// other conditions are kept, and `lastTransitionTime` only moves when the condition's status changes.
+fn with_phase(current: &Value, phase: &str, ready: bool, reason: &str, message: &str) -> Value {
+    let mut status = match current.get("status") {
+        Some(s @ Value::Object(_)) => s.clone(),
+        _ => json!({}),
+    };
+    let want = if ready { "True" } else { "False" };
+    let mut conditions: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
+    let old = conditions.iter().position(|c| c["type"] == "Ready");
+    let since = match old.map(|i| &conditions[i]) {
+        Some(c) if c["status"] == want && c["lastTransitionTime"].is_string() => c["lastTransitionTime"].clone(),
+        _ => json!(now_rfc3339()),
+    };
+    let cond =
+        json!({"type": "Ready", "status": want, "reason": reason, "message": message, "lastTransitionTime": since});
+    match old {
+        Some(i) => conditions[i] = cond,
+        None => conditions.push(cond),
     }
-    let prefixes: Vec<String> =
-        resources::builtins().iter().map(|d| registry.collection(d, Some(cluster), None)).collect();
-    registry.delete_prefixes(&prefixes).await
+    status["phase"] = json!(phase);
+    status["conditions"] = Value::Array(conditions);
+    status
+}
+
+/// Make a LogicalCluster about to be created `Initializing` and give it the purge finalizer, in the same
+/// write that creates it, so no moment exists where it could go without its keys being purged.
+pub fn prepare_new(obj: &mut Value) {
+    obj["status"] =
+        with_phase(&json!({}), PHASE_INITIALIZING, false, "Initializing", "the logical cluster is being bootstrapped");
+    add_finalizer(obj);
+}
+
+/// The status a LogicalCluster gets when its DELETE is accepted.
+pub fn terminating_status(current: &Value) -> Value {
+    with_phase(
+        current,
+        PHASE_TERMINATING,
+        false,
+        "Terminating",
+        "the logical cluster is being deleted and its objects purged",
+    )
+}
+
+fn add_finalizer(obj: &mut Value) {
+    let meta = crate::meta::metadata_mut(obj);
+    let list = meta.entry("finalizers").or_insert_with(|| json!([]));
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    let list = list.as_array_mut().expect("made an array above");
+    if !list.iter().any(|f| f == PURGE_FINALIZER) {
+        list.push(json!(PURGE_FINALIZER));
+    }
+}
+
+/// Bootstrap a LogicalCluster's cluster, then record it Ready; returns the object. Idempotent: also
+/// finishes a bootstrap a restart interrupted.
+pub async fn initialize(registry: &Registry, obj: Value) -> ApiResult<Value> {
+    let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+    let uid = crate::meta::meta_str(&obj, "uid").unwrap_or_default().to_string();
+    bootstrap(registry, &name).await?;
+    Ok(mark_ready(registry, &name, &uid).await?.unwrap_or(obj))
+}
+
+/// Record Ready on the LogicalCluster `name` with this uid (and give it the purge finalizer if it was
+/// created before kgate added one). Nothing when it is gone, replaced or being deleted: a DELETE that
+/// raced the bootstrap keeps its Terminating status.
+async fn mark_ready(registry: &Registry, name: &str, uid: &str) -> ApiResult<Option<Value>> {
+    let def = resources::logical_cluster_def();
+    let key = object_key(registry, name);
+    for _ in 0..MAX_RETRIES {
+        let Some(kv) = registry.store.get(&key).await? else { return Ok(None) };
+        let mut obj = registry.decode(&def, ROOT, &kv)?;
+        if crate::meta::meta_str(&obj, "uid").unwrap_or_default() != uid {
+            return Ok(None);
+        }
+        let ready =
+            obj["status"]["phase"] == PHASE_READY && crate::meta::finalizers(&obj).iter().any(|f| f == PURGE_FINALIZER);
+        if ready || crate::meta::meta_str(&obj, "deletionTimestamp").is_some() {
+            return Ok(Some(obj));
+        }
+        obj["status"] = with_phase(&obj, PHASE_READY, true, "Initialized", "the logical cluster is serving");
+        add_finalizer(&mut obj);
+        match registry.store.update(&key, crate::registry::encode(&obj), kv.mod_revision).await {
+            Ok(rev) => {
+                crate::registry::decorate(&mut obj, &def, ROOT, rev);
+                return Ok(Some(obj));
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(StoreError::NotFound) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict(&def.plural, &def.group, name, "too many concurrent updates; try again"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_logical_cluster_is_initializing_with_one_purge_finalizer() {
+        let mut obj = json!({"metadata": {"name": "a", "finalizers": ["example.com/keep", PURGE_FINALIZER]}});
+        prepare_new(&mut obj);
+        assert_eq!(obj["metadata"]["finalizers"], json!(["example.com/keep", PURGE_FINALIZER]));
+        assert_eq!(obj["status"]["phase"], PHASE_INITIALIZING);
+        assert_eq!(obj["status"]["conditions"][0]["status"], "False");
+        let mut bare = json!({"metadata": {"name": "b"}});
+        prepare_new(&mut bare);
+        assert_eq!(bare["metadata"]["finalizers"], json!([PURGE_FINALIZER]));
+    }
+
+    #[test]
+    fn terminating_flips_ready_and_keeps_other_conditions() {
+        let ready = json!({"status": {"phase": "Ready", "conditions": [
+            {"type": "Other", "status": "True"},
+            {"type": "Ready", "status": "True", "reason": "Initialized", "lastTransitionTime": "2020-01-01T00:00:00Z"}
+        ]}});
+        let t = terminating_status(&ready);
+        assert_eq!(t["phase"], PHASE_TERMINATING);
+        assert_eq!(t["conditions"][0]["type"], "Other");
+        assert_eq!(t["conditions"][1]["status"], "False");
+        assert_eq!(t["conditions"][1]["reason"], "Terminating");
+        assert_ne!(t["conditions"][1]["lastTransitionTime"], "2020-01-01T00:00:00Z", "the condition changed");
+        // Ready again (a repeated initialization): no transition, so the time stays.
+        let again = with_phase(&ready, PHASE_READY, true, "Initialized", "serving");
+        assert_eq!(again["conditions"][1]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+    }
 }

@@ -17,9 +17,11 @@ struct Proc {
 
 fn spawn_kgate(dir: &std::path::Path, port: u16, etcd: Option<&str>, prefix: &str) -> Proc {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kgate"));
+    // Run in the data dir: from the repository, `serve` would apply the example ./tenants at start.
     cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
         .arg(dir)
-        .args(["--etcd-prefix", prefix]);
+        .args(["--etcd-prefix", prefix])
+        .current_dir(dir);
     if let Some(e) = etcd {
         cmd.args(["--etcd-servers", e]);
     }

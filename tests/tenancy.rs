@@ -1,13 +1,91 @@
 //! Tenants: `kgate cluster` and `kgate kubeconfig` end to end with kubectl, RBAC roles, and the
-//! isolation of ServiceAccount tokens to their own logical cluster.
+//! isolation of ServiceAccount tokens to their own logical cluster; the LogicalCluster lifecycle
+//! (Initializing, Ready, Terminating, finalizer-driven purge, resumed after a restart) and the tenants
+//! directory applied at start.
 
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use common::{kubectl, kubectl_ok, Backend, TestServer};
+use futures::StreamExt;
+use kgate::storage::{RangeRequest, Store};
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
+
+const LC: &str = "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters";
+const PURGE: &str = "tenancy.kgate.dev/purge";
+
+fn lc(name: &str) -> Value {
+    json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name}})
+}
+
+fn ready_condition(obj: &Value) -> Value {
+    obj["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Every key of one logical cluster with its revision, whatever the resource: the cluster is the third
+/// segment after the prefix (`<prefix>/<group>/<resource>/<cluster>/...`).
+async fn keys_of(store: &dyn Store, prefix: &str, cluster: &str) -> Vec<(String, i64)> {
+    let page = store.range(RangeRequest { prefix: format!("{prefix}/"), ..Default::default() }).await.unwrap();
+    page.kvs
+        .into_iter()
+        .filter(|kv| kv.key[prefix.len() + 1..].split('/').nth(2) == Some(cluster))
+        .map(|kv| (kv.key, kv.mod_revision))
+        .collect()
+}
+
+/// Poll `check` every 50 ms until it holds, for at most `secs` seconds.
+async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Watch LogicalClusters from now on; every event, decoded.
+async fn watch_logical_clusters(s: &TestServer) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+    let (_, list) = s.get(LC).await;
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let resp = s.client.get(format!("{}{LC}?watch=true&resourceVersion={rv}", s.url)).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut stream = resp.bytes_stream();
+        let mut buf = Vec::new();
+        while let Some(Ok(chunk)) = stream.next().await {
+            buf.extend_from_slice(&chunk);
+            while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=i).collect();
+                let _ = tx.send(serde_json::from_slice::<Value>(&line).expect("one JSON event per line"));
+            }
+        }
+    });
+    rx
+}
+
+/// The next event about `name` (bookmarks and other objects skipped): (type, object).
+async fn next_event(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>, name: &str) -> (String, Value) {
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("a watch event in time")
+            .expect("the watch is open");
+        if ev["type"] != "BOOKMARK" && ev["object"]["metadata"]["name"] == name {
+            return (ev["type"].as_str().unwrap().to_string(), ev["object"].clone());
+        }
+    }
+}
 
 fn kgate(admin_kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kgate"))
@@ -95,6 +173,9 @@ async fn two_teams_with_printed_kubeconfigs() {
         assert!(ok && out.contains("deleted"), "{out}{err}");
         let (ok, _, _) = kubectl(&b_admin, &["get", "ns"]);
         assert!(!ok, "a deleted cluster's kubeconfig no longer works");
+        // --wait returned once the purge had finished and the LogicalCluster was gone.
+        let (ok, _, err) = kubectl(&a3, &["get", "logicalcluster", "team-b"]);
+        assert!(!ok && err.contains("NotFound"), "{err}");
     })
     .await
     .unwrap();
@@ -176,4 +257,319 @@ async fn a_token_works_only_in_its_own_cluster() {
     assert_eq!(call(format!("/clusters/team-a{cms}"), None).await, StatusCode::UNAUTHORIZED);
     s.post("/clusters/team-a/api/v1/namespaces/default/serviceaccounts", &json!({"metadata": {"name": "owner"}})).await;
     assert_eq!(call(format!("/clusters/team-a{cms}"), None).await, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_logical_cluster_is_initializing_then_ready_then_terminating_until_purged() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let store = s.running_store();
+    let mut events = watch_logical_clusters(&s).await;
+
+    let (code, created) = s.post(LC, &lc("life")).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(created["status"]["phase"], "Ready", "a create answers once the cluster serves");
+    assert_eq!(created["metadata"]["finalizers"], json!([PURGE]));
+    let (kind, obj) = next_event(&mut events, "life").await;
+    assert_eq!((kind.as_str(), &obj["status"]["phase"]), ("ADDED", &json!("Initializing")), "{obj}");
+    assert_eq!(ready_condition(&obj)["status"], "False");
+    assert_eq!(obj["metadata"]["finalizers"], json!([PURGE]), "the finalizer comes with the create itself");
+    let (kind, obj) = next_event(&mut events, "life").await;
+    assert_eq!((kind.as_str(), &obj["status"]["phase"]), ("MODIFIED", &json!("Ready")), "{obj}");
+    assert_eq!(ready_condition(&obj)["status"], "True");
+
+    // Objects of several kinds and namespaces.
+    let c = "/clusters/life";
+    for (path, body) in [
+        ("/api/v1/namespaces", json!({"metadata": {"name": "apps"}})),
+        ("/api/v1/namespaces/apps/configmaps", json!({"metadata": {"name": "cm"}})),
+        ("/api/v1/namespaces/default/secrets", json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}})),
+        ("/apis/rbac.authorization.k8s.io/v1/namespaces/apps/roles", json!({"metadata": {"name": "r"}, "rules": []})),
+    ] {
+        let (code, b) = s.post(&format!("{c}{path}"), &body).await;
+        assert_eq!(code, StatusCode::CREATED, "{path}: {b}");
+    }
+    assert!(keys_of(&*store, &s.prefix, "life").await.len() > 10);
+
+    // Someone else's finalizer keeps the object after the purge, so the terminating state lasts as long
+    // as this test needs it.
+    let hold = json!({"metadata": {"finalizers": [PURGE, "example.com/hold"]}});
+    let (code, b) = s.patch(&format!("{LC}/life"), "application/merge-patch+json", &hold).await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    assert_eq!(next_event(&mut events, "life").await.0, "MODIFIED");
+
+    let (code, deleted) = s.delete(&format!("{LC}/life")).await;
+    assert_eq!(code, StatusCode::OK, "{deleted}");
+    assert!(deleted["metadata"]["deletionTimestamp"].is_string(), "{deleted}");
+    assert_eq!(deleted["status"]["phase"], "Terminating");
+    let cond = ready_condition(&deleted);
+    assert_eq!((&cond["status"], &cond["reason"]), (&json!("False"), &json!("Terminating")), "{deleted}");
+    // The cluster answers 404 from the moment of the DELETE.
+    let (code, st) = s.get(&format!("{c}/api/v1/namespaces")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{st}");
+    // Its name stays taken while the object is there.
+    let (code, st) = s.post(LC, &lc("life")).await;
+    assert_eq!((code, st["reason"].as_str()), (StatusCode::CONFLICT, Some("AlreadyExists")), "{st}");
+    assert!(st["message"].as_str().unwrap().starts_with("object is being deleted: "), "{st}");
+    let (kind, obj) = next_event(&mut events, "life").await;
+    assert_eq!((kind.as_str(), &obj["status"]["phase"]), ("MODIFIED", &json!("Terminating")));
+
+    // The purge empties the cluster, then removes its own finalizer and nothing else.
+    let (kind, obj) = next_event(&mut events, "life").await;
+    assert_eq!((kind.as_str(), &obj["metadata"]["finalizers"]), ("MODIFIED", &json!(["example.com/hold"])), "{obj}");
+    assert_eq!(obj["status"]["phase"], "Terminating");
+    assert_eq!(keys_of(&*store, &s.prefix, "life").await, vec![], "every key of the cluster is gone");
+    assert_eq!(s.post(LC, &lc("life")).await.0, StatusCode::CONFLICT);
+
+    // The last finalizer released, the object goes and the name is free: a new cluster starts empty.
+    let (code, b) =
+        s.patch(&format!("{LC}/life"), "application/merge-patch+json", &json!({"metadata": {"finalizers": []}})).await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    assert_eq!(next_event(&mut events, "life").await.0, "DELETED");
+    assert_eq!(s.get(&format!("{LC}/life")).await.0, StatusCode::NOT_FOUND);
+    let (code, again) = s.post(LC, &lc("life")).await;
+    assert_eq!((code, &again["status"]["phase"]), (StatusCode::CREATED, &json!("Ready")), "{again}");
+    assert_eq!(s.get(&format!("{c}/api/v1/namespaces/default")).await.0, StatusCode::OK);
+    assert_eq!(s.get(&format!("{c}/api/v1/namespaces/apps")).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(s.get(&format!("{c}/api/v1/namespaces/default/secrets/s")).await.0, StatusCode::NOT_FOUND);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purging_a_cluster_never_touches_one_whose_name_extends_it() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let store = s.running_store();
+    for name in ["a", "a-b"] {
+        s.create_cluster(name).await;
+        s.post(&format!("/clusters/{name}/api/v1/namespaces"), &json!({"metadata": {"name": "x"}})).await;
+        for i in 0..20 {
+            let (code, b) = s
+                .post(
+                    &format!("/clusters/{name}/api/v1/namespaces/x/configmaps"),
+                    &json!({"metadata": {"name": format!("cm-{i}")}}),
+                )
+                .await;
+            assert_eq!(code, StatusCode::CREATED, "{b}");
+        }
+    }
+    let ab_before = keys_of(&*store, &s.prefix, "a-b").await;
+    assert!(ab_before.len() > 20);
+
+    let (code, b) = s.delete(&format!("{LC}/a")).await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    eventually(60, "logicalcluster/a to go", || async { s.get(&format!("{LC}/a")).await.0 == StatusCode::NOT_FOUND })
+        .await;
+    assert_eq!(keys_of(&*store, &s.prefix, "a").await, vec![]);
+    assert_eq!(keys_of(&*store, &s.prefix, "a-b").await, ab_before, "a-b's keys neither deleted nor rewritten");
+    // A purge that comes late (another replica's, a repeated one) deletes nothing of a live cluster.
+    let registry = kgate::registry::Registry { store: store.clone(), prefix: s.prefix.clone() };
+    kgate::tenancy::purge(&registry, "a-b").await.unwrap();
+    kgate::tenancy::purge(&registry, "a").await.unwrap();
+    assert_eq!(keys_of(&*store, &s.prefix, "a-b").await, ab_before, "a live cluster is never purged");
+    let (code, list) = s.get("/clusters/a-b/api/v1/namespaces/x/configmaps").await;
+    assert_eq!((code, list["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(20)));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_cut_short_by_a_restart_resumes_and_interrupted_bootstraps_finish() {
+    const OBJECTS: usize = 10_000;
+    let s = TestServer::start(Backend::Etcd).await;
+    let (store, prefix) = (s.running_store(), s.prefix.clone());
+    s.create_cluster("big").await;
+    // Written to the store directly: the same keys the API writes, thousands of times faster.
+    let made = futures::stream::iter(0..OBJECTS)
+        .map(|i| {
+            let (store, prefix) = (store.clone(), prefix.clone());
+            async move {
+                let name = format!("cm-{i:05}");
+                let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default",
+                    "uid": format!("uid-{i}"), "creationTimestamp": "2025-01-01T00:00:00Z"}, "data": {"i": i.to_string()}});
+                store
+                    .create(&format!("{prefix}/core/configmaps/big/default/{name}"), serde_json::to_vec(&obj).unwrap())
+                    .await
+                    .unwrap();
+            }
+        })
+        .buffer_unordered(64)
+        .count()
+        .await;
+    assert_eq!(made, OBJECTS);
+    let (_, page) = s.get("/clusters/big/api/v1/namespaces/default/configmaps?limit=1").await;
+    assert_eq!(page["items"][0]["metadata"]["name"], "cm-00000");
+
+    let (code, b) = s.delete(&format!("{LC}/big")).await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    let (code, st) = s.post(LC, &lc("big")).await;
+    assert_eq!(code, StatusCode::CONFLICT, "no new cluster of that name while the purge runs: {st}");
+    // Stop in the middle of the purge: pages go in key order, so the first object goes early.
+    let first = format!("{prefix}/core/configmaps/big/default/cm-00000");
+    eventually(30, "the purge to start", || async { store.get(&first).await.unwrap().is_none() }).await;
+    let dir = s.stop().await;
+
+    let left = keys_of(&*store, &prefix, "big").await.len();
+    assert!(left > 0 && left < OBJECTS, "the stop interrupted the purge ({left} keys left)");
+    let lc_key = format!("{prefix}/tenancy.kgate.dev/logicalclusters/root/big");
+    let obj: Value = serde_json::from_slice(&store.get(&lc_key).await.unwrap().expect("still there").value).unwrap();
+    assert!(obj["metadata"]["deletionTimestamp"].is_string() && obj["metadata"]["finalizers"] == json!([PURGE]));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(keys_of(&*store, &prefix, "big").await.len(), left, "nothing purges while no server runs");
+
+    // Two LogicalClusters whose bootstrap a crash cut short: one never got a status (nor, as made before
+    // kgate set one, the finalizer), one is Initializing with only its default namespace.
+    let half = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+        "metadata": {"name": "half", "uid": "u-half", "creationTimestamp": "2025-01-01T00:00:00Z"}});
+    store
+        .create(&format!("{prefix}/tenancy.kgate.dev/logicalclusters/root/half"), serde_json::to_vec(&half).unwrap())
+        .await
+        .unwrap();
+    let init = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+        "metadata": {"name": "init", "uid": "u-init", "creationTimestamp": "2025-01-01T00:00:00Z", "finalizers": [PURGE]},
+        "status": {"phase": "Initializing"}});
+    store
+        .create(&format!("{prefix}/tenancy.kgate.dev/logicalclusters/root/init"), serde_json::to_vec(&init).unwrap())
+        .await
+        .unwrap();
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "uid": "u-ns"}, "status": {"phase": "Active"}});
+    store.create(&format!("{prefix}/core/namespaces/init/default"), serde_json::to_vec(&ns).unwrap()).await.unwrap();
+
+    let s = TestServer::start_in(Backend::Etcd, dir, prefix.clone()).await;
+    eventually(180, "the resumed purge to finish and logicalcluster/big to go", || async {
+        s.get(&format!("{LC}/big")).await.0 == StatusCode::NOT_FOUND
+    })
+    .await;
+    assert_eq!(keys_of(&*store, &prefix, "big").await, vec![]);
+    for name in ["half", "init"] {
+        eventually(30, &format!("logicalcluster/{name} to be Ready"), || async {
+            s.get(&format!("{LC}/{name}")).await.1["status"]["phase"] == "Ready"
+        })
+        .await;
+        let (_, obj) = s.get(&format!("{LC}/{name}")).await;
+        assert_eq!(obj["metadata"]["finalizers"], json!([PURGE]), "{obj}");
+        assert_eq!(ready_condition(&obj)["status"], "True");
+        assert_eq!(s.get(&format!("/clusters/{name}/api/v1/namespaces/kube-system")).await.0, StatusCode::OK);
+        assert_eq!(
+            s.get(&format!("/clusters/{name}/api/v1/namespaces/default/serviceaccounts/default")).await.0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            s.get(&format!("/clusters/{name}/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin")).await.0,
+            StatusCode::OK
+        );
+    }
+    let (_, ns) = s.get("/clusters/init/api/v1/namespaces/default").await;
+    assert_eq!(ns["metadata"]["uid"], "u-ns", "the bootstrap keeps what was already there");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tenants_dir_is_applied_at_every_start_and_never_deletes() {
+    let tenants = tempfile::tempdir().unwrap();
+    let t = tenants.path();
+    let write = |f: &str, text: &str| std::fs::write(t.join(f), text).unwrap();
+    let team = |name: &str, rest: &str| {
+        format!("apiVersion: tenancy.kgate.dev/v1alpha1\nkind: LogicalCluster\nmetadata:\n  name: {name}\n{rest}")
+    };
+    write(
+        "teams.yaml",
+        &format!(
+            "# two teams\n{}---\n{}---\n",
+            team("t-one", "  labels: {tier: gold, old: x}\n  annotations: {owner: alice}\nspec:\n  note: first\n"),
+            team("t-two", "")
+        ),
+    );
+    write(
+        "three.json",
+        r#"{"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": "t-three"}}"#,
+    );
+    write("list.yml", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: tenancy.kgate.dev/v1alpha1\n  kind: LogicalCluster\n  metadata: {name: t-four}\n");
+    write("broken.yaml", &format!("{}---\nmetadata: [unclosed\n", team("t-never", "")));
+    write(
+        "mixed.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: nope}}\n---\n{}", team("t-five", "")),
+    );
+    write("reserved.yaml", &team("root", ""));
+    write("bad-name.yaml", &team("Not_A_Label", ""));
+    write("notes.txt", &team("t-ignored", ""));
+    std::fs::create_dir(t.join("nested")).unwrap();
+    std::fs::write(t.join("nested/t-six.yaml"), team("t-six", "")).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+    let tenants_dir = t.to_path_buf();
+    let s =
+        TestServer::start_configured(Backend::Etcd, dir, prefix.clone(), |c| c.tenants_dir = Some(tenants_dir.clone()))
+            .await;
+    for name in ["t-one", "t-two", "t-three", "t-four", "t-five"] {
+        let (code, obj) = s.get(&format!("{LC}/{name}")).await;
+        assert_eq!((code, &obj["status"]["phase"]), (StatusCode::OK, &json!("Ready")), "{name}: {obj}");
+        assert_eq!(obj["metadata"]["finalizers"], json!([PURGE]));
+        assert_eq!(s.get(&format!("/clusters/{name}/api/v1/namespaces/default")).await.0, StatusCode::OK, "{name}");
+    }
+    for name in ["t-never", "t-ignored", "t-six"] {
+        assert_eq!(s.get(&format!("{LC}/{name}")).await.0, StatusCode::NOT_FOUND, "{name}");
+    }
+    let (_, one) = s.get(&format!("{LC}/t-one")).await;
+    assert_eq!(one["metadata"]["labels"], json!({"tier": "gold", "old": "x"}));
+    assert_eq!(one["metadata"]["annotations"]["owner"], "alice");
+    assert_eq!(one["spec"], json!({"note": "first"}));
+
+    // What was skipped is reported, each naming its file (and document).
+    let registry = kgate::registry::Registry { store: s.running_store(), prefix: prefix.clone() };
+    let report = kgate::tenancy::apply_dir(&registry, t).await.unwrap();
+    let mut errors: Vec<String> = report.errors.iter().map(|e| e.to_string()).collect();
+    errors.sort();
+    assert_eq!(errors.len(), 4, "{errors:#?}");
+    let at = |f: &str| t.join(f).display().to_string();
+    assert!(
+        errors[0].starts_with(&format!("{} (document 1): logicalcluster/Not_A_Label: ", at("bad-name.yaml"))),
+        "{errors:#?}"
+    );
+    assert!(errors[1].starts_with(&format!("{}: not valid YAML", at("broken.yaml"))), "{errors:#?}");
+    assert!(
+        errors[2].starts_with(&format!("{} (document 1): only LogicalCluster objects", at("mixed.yaml"))),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[3].starts_with(&format!("{} (document 1): logicalcluster/root: ", at("reserved.yaml"))),
+        "{errors:#?}"
+    );
+    assert_eq!(report.clusters, ["t-four", "t-five", "t-one", "t-two", "t-three"], "files in name order");
+
+    // Changes made through the API meanwhile: a label by someone else, a cluster of its own.
+    let (code, b) = s
+        .patch(
+            &format!("{LC}/t-one"),
+            "application/merge-patch+json",
+            &json!({"metadata": {"labels": {"by-hand": "yes"}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    s.create_cluster("by-api").await;
+    let dir = s.stop().await;
+
+    // The file changes and loses t-two; at the next start the file wins, and nothing is deleted.
+    write(
+        "teams.yaml",
+        &team("t-one", "  labels: {tier: silver}\n  annotations: {owner: bob}\nspec:\n  note: second\n"),
+    );
+    let tenants_dir = t.to_path_buf();
+    let s = TestServer::start_configured(Backend::Etcd, dir, prefix, |c| c.tenants_dir = Some(tenants_dir)).await;
+    let (_, one) = s.get(&format!("{LC}/t-one")).await;
+    assert_eq!(one["metadata"]["labels"], json!({"tier": "silver", "by-hand": "yes"}), "{one}");
+    assert_eq!(one["metadata"]["annotations"]["owner"], "bob");
+    assert_eq!(one["spec"], json!({"note": "second"}));
+    assert_eq!(one["status"]["phase"], "Ready");
+    for name in ["t-two", "by-api"] {
+        assert_eq!(s.get(&format!("/clusters/{name}/api/v1/namespaces/default")).await.0, StatusCode::OK, "{name}");
+    }
+
+    // The documented examples in the repository apply cleanly.
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("tenants");
+    let registry = kgate::registry::Registry { store: s.running_store(), prefix: s.prefix.clone() };
+    let report = kgate::tenancy::apply_dir(&registry, &examples).await.unwrap();
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    assert_eq!(report.clusters, ["team-data", "team-web", "team-a"]);
+    let (_, data) = s.get(&format!("{LC}/team-data")).await;
+    assert_eq!((&data["metadata"]["labels"]["tier"], &data["status"]["phase"]), (&json!("gold"), &json!("Ready")));
+    s.stop().await;
 }

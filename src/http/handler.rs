@@ -535,7 +535,14 @@ async fn resource(
             })?;
             written(reg.patch(&ctx, n, pt, &body, &WriteOptions::from_query(&q)?, sub).await?)
         }
-        ("delete", Some(n), None) => written(reg.delete(&ctx, n, &delete_options(&body, &q)?).await?),
+        ("delete", Some(n), None) => {
+            let w = reg.delete(&ctx, n, &delete_options(&body, &q)?).await?;
+            if def.group == resources::TENANCY_GROUP {
+                // Read-your-writes on this replica: the deleted cluster answers 404 from now on.
+                state.directory.refresh(n).await;
+            }
+            written(w)
+        }
         ("deletecollection", None, None) if def.namespaced && rp.namespace.is_none() => {
             // As kube-apiserver: deletecollection of a namespaced resource needs a namespace.
             return Err(ApiError::method_not_allowed("deletecollection", &def.plural));
@@ -543,7 +550,13 @@ async fn resource(
         ("deletecollection", None, None) => {
             let dopts = delete_options(&body, &q)?;
             let lopts = ListOptions::from_query(&q, false)?;
-            written(reg.delete_collection(&ctx, &lopts, &dopts).await?)
+            let w = reg.delete_collection(&ctx, &lopts, &dopts).await?;
+            if def.group == resources::TENANCY_GROUP {
+                for item in w.body["items"].as_array().into_iter().flatten() {
+                    state.directory.refresh(crate::meta::meta_str(item, "name").unwrap_or_default()).await;
+                }
+            }
+            written(w)
         }
         _ => return Err(ApiError::method_not_allowed(method.as_str(), &def.plural)),
     };

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 pub use options::{DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
 pub(crate) use read::encode_continue;
 pub use read::{check_fields, matches, ListResult};
-pub use write::scale_of;
+pub use write::{scale_of, Sweep};
 
 use crate::auth::Identity;
 use crate::cluster::CLUSTER_ANNOTATION;

@@ -14,6 +14,25 @@ use crate::storage::{KeyValue, StoreError};
 /// How many times a read-modify-write retries after losing a compare-and-swap.
 const MAX_RETRIES: usize = 16;
 
+/// Keys read per page by a sweep: bounds the memory and the size of each store read.
+const SWEEP_PAGE: usize = 500;
+/// Deletes in flight at once within a page: each is one store round trip, and etcd commits concurrent
+/// ones together.
+const SWEEP_CONCURRENCY: usize = 16;
+/// Passes before a sweep gives up on writers that keep adding keys.
+const SWEEP_PASSES: usize = 10;
+
+/// How a [`Registry::delete_prefixes`] sweep ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep {
+    /// A whole pass found no key left.
+    Empty,
+    /// Keys were still being written after every pass.
+    KeysLeft,
+    /// `keep_going` said stop; keys may be left.
+    Stopped,
+}
+
 /// Field paths under `metadata` the server owns.
 const SERVER_META: &[&str] =
     &["uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"];
@@ -354,6 +373,9 @@ impl Registry {
         }
         self.check_namespace(ctx).await?;
         apply_defaults(def, &mut obj);
+        if def.group == crate::resources::TENANCY_GROUP {
+            crate::tenancy::prepare_new(&mut obj);
+        }
         {
             let m = meta::metadata_mut(&mut obj);
             for f in SERVER_META {
@@ -393,7 +415,19 @@ impl Registry {
                     let base = meta::meta_str(&obj, "generateName").unwrap_or_default().to_string();
                     set_meta(&mut obj, "name", json!(meta::generate_name(&base)));
                 }
-                Err(StoreError::AlreadyExists) => return Err(ApiError::already_exists(&def.plural, &def.group, &name)),
+                Err(StoreError::AlreadyExists) => {
+                    let mut e = ApiError::already_exists(&def.plural, &def.group, &name);
+                    // As kube-apiserver: say why a name that was just deleted is still taken.
+                    let deleting = match self.store.get(&key).await {
+                        Ok(Some(kv)) => serde_json::from_slice::<Value>(&kv.value)
+                            .is_ok_and(|o| meta::meta_str(&o, "deletionTimestamp").is_some()),
+                        _ => false,
+                    };
+                    if deleting {
+                        e.message = format!("object is being deleted: {}", e.message);
+                    }
+                    return Err(e);
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -811,6 +845,10 @@ impl Registry {
                 if is_namespace {
                     next["status"] = json!({"phase": "Terminating"});
                 }
+                if def.group == crate::resources::TENANCY_GROUP {
+                    // The purge itself is started by the lifecycle controller, which sees this update.
+                    next["status"] = crate::tenancy::terminating_status(&current);
+                }
                 if opts.dry_run {
                     return Ok(Written { code: 200, body: next, warnings: vec![] });
                 }
@@ -835,9 +873,6 @@ impl Registry {
             }
             match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                 Ok(_) => {
-                    if def.group == crate::resources::TENANCY_GROUP {
-                        crate::tenancy::spawn_purge(self.clone(), name.to_string());
-                    }
                     return Ok(Written {
                         code: 200,
                         body: success_status(&def.plural, &def.group, name, Some(&uid)),
@@ -890,11 +925,21 @@ impl Registry {
         });
     }
 
-    /// Delete every key under `prefixes` in batches of 500, in passes until one finds nothing, so keys
-    /// written by requests that raced the deletion go too. Shared by namespace cleanup and the purge of
-    /// a deleted logical cluster.
-    pub async fn delete_prefixes(&self, prefixes: &[String]) -> ApiResult<()> {
-        for _pass in 0..10 {
+    /// Delete every key under `prefixes`, [`SWEEP_PAGE`] keys at a time, in passes until one finds nothing,
+    /// so keys written by requests that raced the deletion go too. Shared by namespace cleanup and the
+    /// purge of a deleted logical cluster.
+    ///
+    /// `keep_going` is asked after each page is read and before any of it is deleted. Deletes are
+    /// compare-and-swap on the revision the page was read at, so a `true` answered after the read covers
+    /// every key deleted for that page: a key written later (say, by a new cluster of the same name
+    /// created once the answer turned) has a newer revision and is left alone.
+    pub async fn delete_prefixes<F, Fut>(&self, prefixes: &[String], mut keep_going: F) -> ApiResult<Sweep>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ApiResult<bool>>,
+    {
+        use futures::StreamExt;
+        for _pass in 0..SWEEP_PASSES {
             let mut found = 0usize;
             for prefix in prefixes {
                 loop {
@@ -902,27 +947,40 @@ impl Registry {
                         .store
                         .range(crate::storage::RangeRequest {
                             prefix: prefix.clone(),
-                            limit: 500,
+                            limit: SWEEP_PAGE,
                             ..Default::default()
                         })
                         .await?;
+                    if page.kvs.is_empty() {
+                        break;
+                    }
+                    if !keep_going().await? {
+                        return Ok(Sweep::Stopped);
+                    }
                     found += page.kvs.len();
-                    for kv in &page.kvs {
-                        match self.store.delete(&kv.key, None).await {
+                    // Owned keys and store handle: a stream of futures borrowing from the page is not
+                    // `Send` for every lifetime, which spawned callers need.
+                    let store = self.store.clone();
+                    let mut deletes = futures::stream::iter(page.kvs)
+                        .map(move |kv| {
+                            let store = store.clone();
+                            async move { store.delete(&kv.key, Some(kv.mod_revision)).await }
+                        })
+                        .buffer_unordered(SWEEP_CONCURRENCY);
+                    while let Some(res) = deletes.next().await {
+                        match res {
+                            // Gone already, or rewritten since the read: the next read sees it again.
                             Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
                             Err(e) => return Err(e.into()),
                         }
                     }
-                    if page.kvs.is_empty() {
-                        break;
-                    }
                 }
             }
             if found == 0 {
-                break;
+                return Ok(Sweep::Empty);
             }
         }
-        Ok(())
+        Ok(Sweep::KeysLeft)
     }
 
     /// Delete everything in a namespace, then the namespace itself. Passes repeat until one finds
@@ -932,7 +990,8 @@ impl Registry {
             .filter(|d| d.namespaced && !d.is_virtual())
             .map(|d| self.collection(d, Some(cluster), Some(namespace)))
             .collect();
-        self.delete_prefixes(&prefixes).await?;
+        // As before the sweep reported its outcome: the namespace goes even if writers kept racing it.
+        self.delete_prefixes(&prefixes, || async { Ok(true) }).await?;
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, namespace);
         match self.store.delete(&key, None).await {
             Ok(_) | Err(StoreError::NotFound) => Ok(()),

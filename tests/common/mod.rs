@@ -142,17 +142,28 @@ impl TestServer {
 
     /// Start a server in an existing data dir and key prefix (restarts).
     pub async fn start_in(backend: Backend, dir: tempfile::TempDir, prefix: String) -> TestServer {
+        Self::start_configured(backend, dir, prefix, |_| {}).await
+    }
+
+    /// `start_in`, with the configuration adjusted by `tweak` first.
+    pub async fn start_configured(
+        backend: Backend,
+        dir: tempfile::TempDir,
+        prefix: String,
+        tweak: impl FnOnce(&mut Config),
+    ) -> TestServer {
         let etcd_servers = match backend {
             Backend::Embedded => vec![],
             Backend::Etcd => vec![shared_etcd().to_string()],
         };
-        let config = Config {
+        let mut config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
             data_dir: dir.path().to_path_buf(),
             etcd_servers,
             etcd_prefix: prefix.clone(),
             ..Default::default()
         };
+        tweak(&mut config);
         let running = kgate::server::start(config).await.expect("server starts");
         let url = running.url.clone();
         let (client, anonymous) = clients(dir.path());

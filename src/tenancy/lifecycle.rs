@@ -1,0 +1,220 @@
+//! The LogicalCluster lifecycle controller (kcp's logicalcluster deletion and initialization
+//! controllers in one): it purges the cluster of every LogicalCluster being deleted and then releases
+//! its finalizer, and finishes bootstraps that a restart interrupted.
+//!
+//! It works from a list-then-watch of LogicalClusters, so deletions accepted before a restart are
+//! resumed by the first list, and every replica resumes them alike (concurrent purges of one cluster
+//! are safe, see [`purge`]).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::{initialize, is_live, object_key, PHASE_READY, PURGE_FINALIZER};
+use crate::cluster::ROOT;
+use crate::registry::{Registry, Sweep};
+use crate::resources;
+use crate::status::{ApiError, ApiResult};
+use crate::storage::{RangeRequest, StoreError, WatchEvent};
+
+/// Longest wait between attempts of a purge that keeps failing (store unreachable, say).
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The controller; [`Lifecycle::run`] until the server stops.
+pub struct Lifecycle {
+    registry: Registry,
+}
+
+/// What a background job does, for one cluster at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Job {
+    Purge,
+    Initialize,
+}
+
+/// Running jobs: at most one of each kind per cluster in this process.
+#[derive(Default)]
+struct Jobs {
+    tasks: JoinSet<(Job, String)>,
+    running: HashSet<(Job, String)>,
+}
+
+impl Jobs {
+    fn start<F>(&mut self, job: Job, cluster: &str, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        while let Some(done) = self.tasks.try_join_next() {
+            if let Ok(key) = done {
+                self.running.remove(&key);
+            }
+        }
+        if !self.running.insert((job, cluster.to_string())) {
+            return;
+        }
+        let key = (job, cluster.to_string());
+        self.tasks.spawn(async move {
+            // A panicking job must still hand its key back, or its cluster would stay "running" for good.
+            if std::panic::AssertUnwindSafe(work).catch_unwind().await.is_err() {
+                tracing::error!(cluster = %key.1, job = ?key.0, "logical cluster job panicked");
+            }
+            key
+        });
+    }
+}
+
+impl Lifecycle {
+    /// A controller over the registry's store.
+    pub fn new(registry: Registry) -> Self {
+        Lifecycle { registry }
+    }
+
+    /// List then watch LogicalClusters until `shutdown` turns true; then stop every job at its next
+    /// store call (each store write is atomic, and the next start resumes the job).
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let mut jobs = Jobs::default();
+        loop {
+            tokio::select! {
+                res = self.list_and_watch(&mut jobs) => {
+                    if let Err(e) = res {
+                        tracing::warn!(error = %e, "logical cluster lifecycle watch ended; relisting");
+                    }
+                }
+                _ = shutdown.wait_for(|stop| *stop) => break,
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = shutdown.wait_for(|stop| *stop) => break,
+            }
+        }
+        jobs.tasks.shutdown().await;
+    }
+
+    async fn list_and_watch(&self, jobs: &mut Jobs) -> Result<(), StoreError> {
+        let def = resources::logical_cluster_def();
+        let prefix = self.registry.collection(&def, Some(ROOT), None);
+        let page = self.registry.store.range(RangeRequest { prefix: prefix.clone(), ..Default::default() }).await?;
+        for kv in &page.kvs {
+            let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
+            let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+            if obj["metadata"].get("deletionTimestamp").is_some() {
+                self.start_purge(jobs, &name);
+                continue;
+            }
+            // A create answers only once its cluster is bootstrapped, so a LogicalCluster found not
+            // Ready (or without the finalizer, made before kgate set one) had its bootstrap cut short.
+            let has_finalizer = crate::meta::finalizers(&obj).iter().any(|f| f == PURGE_FINALIZER);
+            if obj["status"]["phase"] != PHASE_READY || !has_finalizer {
+                let (registry, cluster) = (self.registry.clone(), name.clone());
+                jobs.start(Job::Initialize, &cluster, async move {
+                    if let Err(e) = initialize(&registry, obj).await {
+                        tracing::warn!(error = %e, cluster = %name, "finishing the bootstrap of a logical cluster");
+                    }
+                });
+            }
+        }
+        let mut events = self.registry.store.watch(&prefix, page.revision).await?;
+        while let Some(ev) = events.next().await {
+            match ev? {
+                WatchEvent::Put { kv, .. } => {
+                    let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
+                    if obj["metadata"].get("deletionTimestamp").is_some() {
+                        self.start_purge(jobs, crate::meta::meta_str(&obj, "name").unwrap_or_default());
+                    }
+                }
+                // Normally the end of a purge. A LogicalCluster whose finalizer someone removed by hand
+                // goes at once, though, and its keys still need purging; one more pass costs little.
+                WatchEvent::Delete { key, .. } => {
+                    if let Some(name) = key.rsplit('/').next() {
+                        self.start_purge(jobs, name);
+                    }
+                }
+                WatchEvent::Progress(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn start_purge(&self, jobs: &mut Jobs, cluster: &str) {
+        if cluster.is_empty() || cluster == ROOT {
+            return;
+        }
+        let (registry, name) = (self.registry.clone(), cluster.to_string());
+        jobs.start(Job::Purge, cluster, async move {
+            let mut backoff = Duration::from_secs(1);
+            loop {
+                match purge(&registry, &name).await {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, cluster = %name, "purging a deleted logical cluster; will retry")
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        });
+    }
+}
+
+/// Delete every key of a logical cluster that is not live (its LogicalCluster is being deleted or gone),
+/// then remove the purge finalizer, so the LogicalCluster goes last. Never touches root, nor keys of
+/// another cluster: every prefix ends with `<cluster>/`.
+///
+/// Safe to run more than once at a time (a repeated DELETE, another replica): before each page of
+/// deletes it checks the cluster is still not live, and deletes only what it read (see
+/// [`Registry::delete_prefixes`]), so a cluster of the same name created meanwhile keeps its keys.
+pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
+    if cluster == ROOT {
+        return Ok(());
+    }
+    let prefixes: Vec<String> = resources::builtins()
+        .iter()
+        .filter(|d| !d.is_virtual())
+        .map(|d| registry.collection(d, Some(cluster), None))
+        .collect();
+    let sweep =
+        registry.delete_prefixes(&prefixes, move || async move { Ok(!is_live(registry, cluster).await?) }).await?;
+    match sweep {
+        Sweep::Empty => release(registry, cluster).await,
+        Sweep::Stopped => Ok(()),
+        Sweep::KeysLeft => Err(ApiError::internal(format!(
+            "logical cluster {cluster:?}: objects were still being written after every purge pass"
+        ))),
+    }
+}
+
+/// Remove the purge finalizer from a LogicalCluster being deleted; the object goes with its last one.
+async fn release(registry: &Registry, cluster: &str) -> ApiResult<()> {
+    let def = resources::logical_cluster_def();
+    let key = object_key(registry, cluster);
+    for _ in 0..super::MAX_RETRIES {
+        let Some(kv) = registry.store.get(&key).await? else { return Ok(()) };
+        let mut obj = registry.decode(&def, ROOT, &kv)?;
+        let finalizers = crate::meta::finalizers(&obj);
+        if crate::meta::meta_str(&obj, "deletionTimestamp").is_none()
+            || !finalizers.iter().any(|f| f == PURGE_FINALIZER)
+        {
+            return Ok(());
+        }
+        let rest: Vec<String> = finalizers.into_iter().filter(|f| f != PURGE_FINALIZER).collect();
+        let res = if rest.is_empty() {
+            registry.store.delete(&key, Some(kv.mod_revision)).await.map(|_| ())
+        } else {
+            crate::meta::metadata_mut(&mut obj).insert("finalizers".into(), serde_json::json!(rest));
+            registry.store.update(&key, crate::registry::encode(&obj), kv.mod_revision).await.map(|_| ())
+        };
+        match res {
+            Ok(()) | Err(StoreError::NotFound) => {
+                tracing::info!(cluster = %cluster, "logical cluster purged");
+                return Ok(());
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict(&def.plural, &def.group, cluster, "too many concurrent updates; try again"))
+}
