@@ -378,6 +378,9 @@ async fn main() {
     let (plain, next, idle) = kgate_fan_out(&k, 0, 0, &clients, &acks).await;
     let per_watch = (idle.saturating_sub(before)) as f64 * 1024.0 / watches as f64;
     let (stalled, next, _) = kgate_fan_out(&k, STALLED_WATCHES, next, &clients, &acks).await;
+    // Plain again, so the stalled round is compared with rounds on either side of it (noise and the
+    // growing object count affect both).
+    let (plain_after, next, _) = kgate_fan_out(&k, 0, next, &clients, &acks).await;
     let raw = etcd_fan_out(&endpoint).await;
 
     println!("\nfan-out: {CLUSTERS} clusters, {} per-cluster + {WILDCARD_WATCHES} wildcard watches, {WRITES_PER_SECOND} writes/s for {WRITE_SECONDS}s; write acknowledged -> delivered", CLUSTERS * WATCHES_PER_CLUSTER);
@@ -386,13 +389,15 @@ async fn main() {
         ("raw etcd (one etcd watch each)", &raw),
         ("kgate watch cache", &plain),
         ("kgate, 10 stalled watchers open", &stalled),
+        ("kgate watch cache, again", &plain_after),
     ] {
         println!("{what:<34} {:>9.1} {:>9.1} {:>12}", f.p50_ms, f.p99_ms, f.deliveries);
     }
-    println!("target: kgate p99 < 100 ms: {:.1} ms", plain.p99_ms);
+    let baseline = (plain.p99_ms + plain_after.p99_ms) / 2.0;
+    println!("target: kgate p99 < 100 ms: {:.1} ms", plain.p99_ms.max(plain_after.p99_ms));
     println!(
-        "target: stalled watchers move p99 by <= 20%: {:+.0}%",
-        (stalled.p99_ms / plain.p99_ms.max(0.001) - 1.0) * 100.0
+        "target: stalled watchers move p99 by <= 20%: {:+.0}% (against the mean of the rounds around it)",
+        (stalled.p99_ms / baseline.max(0.001) - 1.0) * 100.0
     );
     println!(
         "memory per idle watch: {:.1} KiB ({} watches; RSS {:.1} -> {:.1} MiB) [target < 10 KiB]",
@@ -414,10 +419,23 @@ async fn main() {
         let body = clients[0].get(&list_url).send().await.unwrap().bytes().await.unwrap();
         from_cache.push(t.elapsed().as_secs_f64() * 1000.0);
         count.0 = serde_json::from_slice::<serde_json::Value>(&body).unwrap()["items"].as_array().unwrap().len();
+        // In pages of 2,000 keys: etcd's gRPC replies are limited to 4 MiB (kgate's store reads page too).
         let t = Instant::now();
-        let r = etcd.get(prefix.as_str(), Some(GetOptions::new().with_prefix())).await.unwrap();
+        let end = kgate::storage::keys::prefix_end(&prefix);
+        let (mut start, mut n) = (prefix.clone().into_bytes(), 0);
+        loop {
+            let r = etcd
+                .get(start.clone(), Some(GetOptions::new().with_range(end.clone()).with_limit(2000)))
+                .await
+                .unwrap();
+            n += r.kvs().len();
+            match r.kvs().last() {
+                Some(kv) if r.more() => start = [kv.key(), b"\0"].concat(),
+                _ => break,
+            }
+        }
         from_etcd.push(t.elapsed().as_secs_f64() * 1000.0);
-        count.1 = r.kvs().len();
+        count.1 = n;
     }
     let (cache_ms, etcd_ms) = (median(from_cache), median(from_etcd));
     println!("\nLIST across clusters: kgate {} objects in {cache_ms:.1} ms (cache); etcd range {} keys in {etcd_ms:.1} ms; {:.1}x [target >= 5x]", count.0, count.1, etcd_ms / cache_ms);

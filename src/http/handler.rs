@@ -100,7 +100,9 @@ pub async fn handle(state: Arc<AppState>, conn: Arc<ConnInfo>, req: Request<Inco
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let (resp, labels) = match route(&state, &conn, req).await {
+    // Boxed: hyper keeps each stream's service future allocated while the response body streams, so
+    // an unboxed route (several KiB of state) would cost that much per open watch.
+    let (resp, labels) = match Box::pin(route(&state, &conn, req)).await {
         Ok(r) => r,
         Err(e) => (respond::error(&e), Labels::default()),
     };
@@ -501,9 +503,8 @@ async fn resource(
                 state.shutdown.clone(),
             )
             .await?;
-            let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
-                .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
-            let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+            let stream = rx.map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
+            let mut r = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
             r.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().expect("static"));
             r.headers_mut().insert(header::CACHE_CONTROL, "no-cache, private".parse().expect("static"));
             r

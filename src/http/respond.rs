@@ -5,18 +5,18 @@ use std::convert::Infallible;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use serde_json::{json, Value};
 
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
 
 /// Every response body.
-pub type Body = BoxBody<Bytes, Infallible>;
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// A full body from bytes.
 pub fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into()).boxed()
+    Full::new(b.into()).boxed_unsync()
 }
 
 /// A JSON response.

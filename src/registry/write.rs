@@ -990,11 +990,27 @@ impl Registry {
             .filter(|d| d.namespaced && !d.is_virtual())
             .map(|d| self.collection(d, Some(cluster), Some(namespace)))
             .collect();
-        // As before the sweep reported its outcome: the namespace goes even if writers kept racing it.
-        self.delete_prefixes(&prefixes, || async { Ok(true) }).await?;
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, namespace);
-        match self.store.delete(&key, None).await {
-            Ok(_) | Err(StoreError::NotFound) => Ok(()),
+        // Only while the namespace is still the terminating one: a repeated DELETE may start a second
+        // cleanup that outlives the first, and it must not empty a namespace re-created since.
+        let terminating = |kv: &KeyValue| {
+            serde_json::from_slice::<Value>(&kv.value).is_ok_and(|o| meta::meta_str(&o, "deletionTimestamp").is_some())
+        };
+        let store = self.store.clone();
+        let still = || {
+            let (store, key) = (store.clone(), key.clone());
+            async move { Ok(store.get(&key).await?.is_some_and(|kv| terminating(&kv))) }
+        };
+        // The namespace goes even if writers kept racing the sweep (kube's namespace controller too).
+        if self.delete_prefixes(&prefixes, still).await? == Sweep::Stopped {
+            return Ok(());
+        }
+        let Some(kv) = self.store.get(&key).await? else { return Ok(()) };
+        if !terminating(&kv) {
+            return Ok(());
+        }
+        match self.store.delete(&key, Some(kv.mod_revision)).await {
+            Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use crate::registry::{ListOptions, Registry, RvMatch};
 use crate::resources::ResourceDef;
@@ -22,14 +21,15 @@ use cache::{Cutoff, Entry, Event, Registration, Scope, Start, WatchCache};
 
 /// How often a bookmark is sent when the client allows them.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
-/// Lines buffered per response before the watcher waits for the client.
-const RESPONSE_BUFFER: usize = 64;
 /// kube-apiserver's `--min-request-timeout`, the base of the random default watch timeout.
 const MIN_REQUEST_TIMEOUT: u64 = 1800;
 /// How long a read waits for the cache to catch up with a revision before it goes to the store instead.
 pub const FRESHNESS_PATIENCE: Duration = Duration::from_millis(250);
 /// How long a request waits for a cache that is loading.
 pub const LOAD_PATIENCE: Duration = Duration::from_secs(30);
+
+/// A watch response body: newline-delimited JSON events.
+pub type WatchBody = std::pin::Pin<Box<dyn futures::Stream<Item = Bytes> + Send>>;
 
 /// How each event's object is rendered when it is not plain JSON (Table, PartialObjectMetadata).
 pub type Render = Arc<dyn Fn(&Value, bool) -> Value + Send + Sync>;
@@ -100,7 +100,7 @@ pub async fn start(
     registry: Registry,
     req: WatchRequest,
     shutdown: tokio::sync::watch::Receiver<bool>,
-) -> ApiResult<mpsc::Receiver<Bytes>> {
+) -> ApiResult<WatchBody> {
     let def = req.def.clone();
     crate::registry::check_fields(&def, &req.opts)?;
     let opts = &req.opts;
@@ -119,7 +119,7 @@ pub async fn start(
         Scope { cluster: req.cluster.clone(), namespace: if def.namespaced { req.namespace.clone() } else { None } };
     let cacher = cache.cacher(&def, LOAD_PATIENCE).await?;
     let mut initial_items: Vec<Payload> = Vec::new();
-    let feed = if initial {
+    let mut feed = if initial {
         // Initial state: from the cache when it is fresh enough for the request, else a store list
         // followed by the cache's events after that list's revision.
         let need = match (rv, opts.rv_match) {
@@ -165,25 +165,44 @@ pub async fn start(
             Ok(f) => f,
             Err(e) if e.code == 410 => {
                 // As kube-apiserver: a 200 stream with one ERROR event, so every client relists.
-                let (tx, rx) = mpsc::channel::<Bytes>(1);
-                let _ = tx.try_send(error_line(&e));
-                return Ok(rx);
+                return Ok(Box::pin(futures::stream::once(std::future::ready(error_line(&e)))));
             }
             Err(e) => return Err(e),
         }
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(RESPONSE_BUFFER);
     let start_rev = match &feed {
         Feed::Cache(reg) => reg.revision,
         Feed::Store(d) => d.revision(),
     };
-    let pump = Pump { def, opts: req.opts, render: req.render, scope, registry, tx, first: true, last: start_rev };
-    let timeout = match pump.opts.timeout_seconds {
+    let timeout = match req.opts.timeout_seconds {
         Some(t) if t > 0 => Duration::from_secs(t as u64),
         _ => Duration::from_secs(MIN_REQUEST_TIMEOUT + rand::random::<u64>() % MIN_REQUEST_TIMEOUT),
     };
-    tokio::spawn(pump.run(feed, initial_items, timeout, shutdown));
-    Ok(rx)
+    let replay = match &mut feed {
+        Feed::Cache(reg) => std::mem::take(&mut reg.replay),
+        Feed::Store(_) => Vec::new(),
+    };
+    let initial_end = req.opts.send_initial_events == Some(true);
+    let pump = Pump {
+        def,
+        opts: req.opts,
+        render: req.render,
+        scope,
+        registry,
+        first: true,
+        last: start_rev,
+        initial: initial_items.into_iter(),
+        replay: replay.into_iter(),
+        initial_end,
+        feed,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        ticker: tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY),
+        shutdown,
+        done: false,
+    };
+    // The response body polls the pump: no task or channel per watch, and a client that goes away
+    // drops it (and its registration) at once.
+    Ok(Box::pin(futures::stream::unfold(pump, |mut p| async move { p.next_line().await.map(|b| (b, p)) })))
 }
 
 /// Watch from `after`: the cache's history if it still has it, else a store watch, else 410.
@@ -251,18 +270,29 @@ fn translate(def: &ResourceDef, opts: &ListOptions, ev: &Event) -> ApiResult<Opt
     })
 }
 
-/// One watcher's sending side.
+/// One watcher: where its events come from and what it has sent, polled by its response body.
 struct Pump {
     def: Arc<ResourceDef>,
     opts: ListOptions,
     render: Option<Render>,
     scope: Scope,
     registry: Registry,
-    tx: mpsc::Sender<Bytes>,
     /// Whether the next object is the first (Table column definitions go with the first row only).
     first: bool,
     /// Every event up to this revision has been sent (or was the client's already).
     last: Revision,
+    /// Initial state still to send.
+    initial: std::vec::IntoIter<Payload>,
+    /// Events from history still to send (a resume, or a catch-up after falling behind).
+    replay: std::vec::IntoIter<Arc<Event>>,
+    /// The `sendInitialEvents` end-of-initial-state bookmark is still to send.
+    initial_end: bool,
+    feed: Feed,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    ticker: tokio::time::Interval,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Nothing more is sent (timeout, shutdown or an ERROR event went out).
+    done: bool,
 }
 
 impl Pump {
@@ -279,36 +309,27 @@ impl Pump {
         }
     }
 
-    async fn send(&mut self, kind: &str, p: Payload) -> bool {
-        let b = self.encode(kind, p);
-        self.tx.send(b).await.is_ok()
-    }
-
-    async fn send_event(&mut self, ev: &Event) -> bool {
+    /// This watcher's line for a cached event, if it concerns it.
+    fn event_line(&mut self, ev: &Event) -> Option<Bytes> {
         if ev.revision <= self.last {
-            return true;
+            return None;
         }
-        let out = match translate(&self.def, &self.opts, ev) {
-            Ok(Some((kind, p))) => self.encode(kind, p),
-            Ok(None) => {
-                self.last = ev.revision;
-                return true;
-            }
-            Err(e) => error_line(&e),
-        };
         self.last = ev.revision;
-        self.tx.send(out).await.is_ok()
+        match translate(&self.def, &self.opts, ev) {
+            Ok(Some((kind, p))) => Some(self.encode(kind, p)),
+            Ok(None) => None,
+            Err(e) => Some(error_line(&e)),
+        }
     }
 
-    async fn bookmark(&mut self, rev: Revision, initial_end: bool) -> bool {
+    fn bookmark_line(&mut self, rev: Revision, initial_end: bool) -> Bytes {
         self.last = self.last.max(rev);
-        let b = line("BOOKMARK", bookmark(&self.def, self.last, initial_end));
-        self.tx.send(b).await.is_ok()
+        line("BOOKMARK", bookmark(&self.def, self.last, initial_end))
     }
 
     /// The revision a bookmark may claim: the cache's, when everything it applied has reached us.
-    fn bookmark_revision(&self, feed: &Feed) -> Revision {
-        match feed {
+    fn bookmark_revision(&self) -> Revision {
+        match &self.feed {
             Feed::Cache(reg) => {
                 // Read the revision first: every event at or below it was queued before it was published,
                 // so an empty queue afterwards means we have sent them all.
@@ -323,90 +344,80 @@ impl Pump {
         }
     }
 
-    async fn run(
-        mut self,
-        mut feed: Feed,
-        initial: Vec<Payload>,
-        timeout: Duration,
-        mut shutdown: tokio::sync::watch::Receiver<bool>,
-    ) {
-        for p in initial {
-            if !self.send("ADDED", p).await {
-                return;
+    fn fail(&mut self, e: &ApiError) -> Option<Bytes> {
+        self.done = true;
+        Some(error_line(e))
+    }
+
+    /// The next line to send, or `None` when the watch ends.
+    async fn next_line(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        if let Some(p) = self.initial.next() {
+            return Some(self.encode("ADDED", p));
+        }
+        while let Some(ev) = self.replay.next() {
+            if let Some(b) = self.event_line(&ev) {
+                return Some(b);
             }
         }
-        if let Feed::Cache(reg) = &mut feed {
-            for ev in std::mem::take(&mut reg.replay) {
-                if !self.send_event(&ev).await {
-                    return;
-                }
-            }
+        if std::mem::take(&mut self.initial_end) {
+            return Some(self.bookmark_line(self.last, true));
         }
-        if self.opts.send_initial_events == Some(true) && !self.bookmark(self.last, true).await {
-            return;
-        }
-        let bookmarks = self.opts.bookmarks;
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY);
         loop {
             let next = tokio::select! {
-                _ = &mut deadline => {
-                    if bookmarks {
-                        let rev = self.bookmark_revision(&feed);
-                        self.bookmark(rev, false).await;
-                    }
-                    return;
+                _ = &mut self.deadline => {
+                    self.done = true;
+                    let rev = self.bookmark_revision();
+                    return self.opts.bookmarks.then(|| self.bookmark_line(rev, false));
                 }
-                _ = shutdown.changed() => return,
-                _ = self.tx.closed() => return,
-                _ = ticker.tick() => {
-                    let rev = self.bookmark_revision(&feed);
-                    if bookmarks && !self.bookmark(rev, false).await {
-                        return;
+                _ = self.shutdown.changed() => return None,
+                _ = self.ticker.tick() => {
+                    if self.opts.bookmarks {
+                        let rev = self.bookmark_revision();
+                        return Some(self.bookmark_line(rev, false));
                     }
                     continue;
                 }
-                next = next_event(&mut feed) => next,
+                next = next_event(&mut self.feed) => next,
             };
-            let ok = match next {
-                Next::Cached(ev) => self.send_event(&ev).await,
-                Next::Stored(Ok(Some((kind, obj, rev)))) => {
-                    self.last = self.last.max(rev);
-                    self.send(kind, Payload::Value(obj)).await
-                }
-                Next::Stored(Ok(None)) => true,
-                Next::Stored(Err(e)) => {
-                    let _ = self.tx.send(error_line(&e)).await;
-                    return;
-                }
-                Next::CutOff => {
-                    // Fell behind or the cache reloaded: go on from the last revision sent, from the
-                    // cache's history if it still has it, else from the store.
-                    let Feed::Cache(reg) = &feed else { return };
-                    let cacher = reg.cacher().clone();
-                    match resume(&cacher, &self.registry, &self.def, &self.scope, &self.opts, self.last).await {
-                        Ok(mut f) => {
-                            if let Feed::Cache(reg) = &mut f {
-                                for ev in std::mem::take(&mut reg.replay) {
-                                    if !self.send_event(&ev).await {
-                                        return;
-                                    }
-                                }
-                            }
-                            feed = f;
-                            true
-                        }
-                        Err(e) => {
-                            let _ = self.tx.send(error_line(&e)).await;
-                            return;
-                        }
+            match next {
+                Next::Cached(ev) => {
+                    if let Some(b) = self.event_line(&ev) {
+                        return Some(b);
                     }
                 }
-                Next::End => return,
-            };
-            if !ok {
-                return;
+                Next::Stored(Ok(Some((kind, obj, rev)))) => {
+                    self.last = self.last.max(rev);
+                    return Some(self.encode(kind, Payload::Value(obj)));
+                }
+                Next::Stored(Ok(None)) => {}
+                Next::Stored(Err(e)) => return self.fail(&e),
+                Next::CutOff => {
+                    // Fell behind or the cache reloaded: go on from the last revision sent, from the
+                    // cache's history if it still has it, else from the store. Boxed: a rare path that
+                    // would otherwise enlarge every idle watcher.
+                    let Feed::Cache(reg) = &self.feed else { return None };
+                    let cacher = reg.cacher().clone();
+                    let resumed =
+                        Box::pin(resume(&cacher, &self.registry, &self.def, &self.scope, &self.opts, self.last)).await;
+                    match resumed {
+                        Ok(mut f) => {
+                            if let Feed::Cache(reg) = &mut f {
+                                self.replay = std::mem::take(&mut reg.replay).into_iter();
+                            }
+                            self.feed = f;
+                            while let Some(ev) = self.replay.next() {
+                                if let Some(b) = self.event_line(&ev) {
+                                    return Some(b);
+                                }
+                            }
+                        }
+                        Err(e) => return self.fail(&e),
+                    }
+                }
+                Next::End => return None,
             }
         }
     }

@@ -60,7 +60,12 @@ impl TestEtcd {
             etcd = etcd.display(),
             data = data.display()
         );
-        let child = Command::new("sh").arg("-c").arg(cmd).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        // `KGATE_ETCD_LOG=FILE` keeps etcd's own log, for when etcd misbehaves under a test or bench.
+        let stderr = match std::env::var_os("KGATE_ETCD_LOG") {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            None => Stdio::null(),
+        };
+        let child = Command::new("sh").arg("-c").arg(cmd).stdout(Stdio::null()).stderr(stderr).spawn().unwrap();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", c)).is_err() {
