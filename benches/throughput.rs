@@ -154,29 +154,10 @@ async fn raw_etcd_txn_create(endpoint: &str, conc: usize) -> f64 {
     .await
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap()
-}
-
 async fn idle_memory() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kgate"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
-        .arg(dir.path())
-        // Not the repository: `serve` would apply the example ./tenants and skew the figures.
-        .current_dir(dir.path())
-        .env("RUST_LOG", std::env::var("KGATE_BENCH_LOG").unwrap_or_else(|_| "warn".into()))
-        .stderr(std::fs::File::create(std::env::temp_dir().join("kgate-bench-server.log")).unwrap())
-        .spawn()
-        .unwrap();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let (client, _) = common::clients(dir.path());
-    let url = format!("https://127.0.0.1:{port}");
-    let empty = rss_kib(child.id());
+    let k = common::KgateProcess::start(&[], "kgate-bench-server.log").await;
+    let (client, url) = (k.admin(), k.url.clone());
+    let empty = k.rss_kib();
     let started = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -207,11 +188,9 @@ async fn idle_memory() {
     }
     let fill = started.elapsed();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let idle = rss_kib(child.id());
+    let idle = k.rss_kib();
     println!("\nidle memory (embedded store): empty {:.1} MiB; 1,000 clusters x 10 configmaps (+ their namespaces and service accounts) {:.1} MiB [target < 50 MiB]; filled in {:.1}s",
         empty as f64 / 1024.0, idle as f64 / 1024.0, fill.as_secs_f64());
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[tokio::main]

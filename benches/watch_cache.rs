@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::KgateProcess;
 use dashmap::DashMap;
 use etcd_client::{Client, GetOptions, WatchOptions};
 use futures::StreamExt;
@@ -26,7 +27,8 @@ const WATCHES_PER_CLUSTER: usize = 10;
 const WILDCARD_WATCHES: usize = 10;
 const STALLED_WATCHES: usize = 10;
 const WRITES_PER_SECOND: usize = 1000;
-const WRITE_SECONDS: u64 = 5;
+/// Writes per round; three rounds leave the 10,000 objects the LIST figure reads.
+const WRITES_PER_ROUND: u64 = 3334;
 /// HTTP/2 streams per client connection (kgate allows 1,000 per connection).
 const STREAMS_PER_CONNECTION: usize = 250;
 
@@ -68,7 +70,7 @@ where
     F: Fn(u64) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let total = WRITES_PER_SECOND as u64 * WRITE_SECONDS;
+    let total = WRITES_PER_ROUND;
     let write = Arc::new(write);
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / WRITES_PER_SECOND as u64));
     let mut tasks = Vec::new();
@@ -83,46 +85,28 @@ where
     first + total
 }
 
+/// kgate on the test etcd under a prefix of its own.
 struct Kgate {
-    child: std::process::Child,
-    dir: tempfile::TempDir,
+    process: KgateProcess,
     url: String,
     prefix: String,
 }
 
 impl Kgate {
     async fn start(etcd: &str) -> Kgate {
-        let dir = tempfile::tempdir().unwrap();
-        let port = common::free_port();
         let prefix = format!("/bench-{}", uuid::Uuid::new_v4().simple());
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_kgate"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--etcd-servers", etcd, "--etcd-prefix", &prefix])
-            .arg("--data-dir")
-            .arg(dir.path())
-            .env("RUST_LOG", std::env::var("KGATE_BENCH_LOG").unwrap_or_else(|_| "warn".into()))
-            .stderr(std::fs::File::create(std::env::temp_dir().join("kgate-bench-watch.log")).unwrap())
-            .spawn()
-            .unwrap();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let process =
+            KgateProcess::start(&["--etcd-servers", etcd, "--etcd-prefix", &prefix], "kgate-bench-watch.log").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
-        Kgate { child, dir, url: format!("https://127.0.0.1:{port}"), prefix }
+        Kgate { url: process.url.clone(), process, prefix }
     }
 
     fn client(&self) -> reqwest::Client {
-        common::clients(self.dir.path()).0
+        self.process.admin()
     }
 
     fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .unwrap()
-            .parse()
-            .unwrap()
+        self.process.rss_kib()
     }
 }
 
@@ -383,7 +367,7 @@ async fn main() {
     let (plain_after, next, _) = kgate_fan_out(&k, 0, next, &clients, &acks).await;
     let raw = etcd_fan_out(&endpoint).await;
 
-    println!("\nfan-out: {CLUSTERS} clusters, {} per-cluster + {WILDCARD_WATCHES} wildcard watches, {WRITES_PER_SECOND} writes/s for {WRITE_SECONDS}s; write acknowledged -> delivered", CLUSTERS * WATCHES_PER_CLUSTER);
+    println!("\nfan-out: {CLUSTERS} clusters, {} per-cluster + {WILDCARD_WATCHES} wildcard watches, {WRITES_PER_SECOND} writes/s, {WRITES_PER_ROUND} writes a round; write acknowledged -> delivered", CLUSTERS * WATCHES_PER_CLUSTER);
     println!("{:<34} {:>9} {:>9} {:>12}", "", "p50 ms", "p99 ms", "deliveries");
     for (what, f) in [
         ("raw etcd (one etcd watch each)", &raw),
@@ -414,11 +398,13 @@ async fn main() {
     let mut from_cache = Vec::new();
     let mut from_etcd = Vec::new();
     let mut count = (0, 0);
+    let mut size = 0;
     for _ in 0..15 {
         let t = Instant::now();
         let body = clients[0].get(&list_url).send().await.unwrap().bytes().await.unwrap();
         from_cache.push(t.elapsed().as_secs_f64() * 1000.0);
         count.0 = serde_json::from_slice::<serde_json::Value>(&body).unwrap()["items"].as_array().unwrap().len();
+        size = body.len();
         // In pages of 2,000 keys: etcd's gRPC replies are limited to 4 MiB (kgate's store reads page too).
         let t = Instant::now();
         let end = kgate::storage::keys::prefix_end(&prefix);
@@ -439,6 +425,21 @@ async fn main() {
     }
     let (cache_ms, etcd_ms) = (median(from_cache), median(from_etcd));
     println!("\nLIST across clusters: kgate {} objects in {cache_ms:.1} ms (cache); etcd range {} keys in {etcd_ms:.1} ms; {:.1}x [target >= 5x]", count.0, count.1, etcd_ms / cache_ms);
+    // How much of that is kgate building the answer, and how much moving it (HTTPS, HTTP/2).
+    let metrics = clients[0].get(format!("{}/metrics", k.url)).send().await.unwrap().text().await.unwrap();
+    let series = |suffix: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("apiserver_request_duration_seconds_{suffix}{{")))
+            .filter(|l| l.contains("verb=\"list\"") && l.contains("resource=\"configmaps\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    println!(
+        "  kgate's response: {:.1} MiB; built in {:.1} ms on average (the rest is HTTPS and HTTP/2 transfer)",
+        size as f64 / (1024.0 * 1024.0),
+        series("sum") * 1000.0 / series("count").max(1.0)
+    );
 
     // GET at concurrency 64: served by the cache versus raw etcd gets of the same keys.
     let objects = next as usize;
@@ -469,7 +470,5 @@ async fn main() {
     })
     .await;
     println!("GET at concurrency 64: kgate (resourceVersion=0, cache) {kgate_gets:.0}/s; raw etcd {etcd_gets:.0}/s; {:.2}x [target > 1x]", kgate_gets / etcd_gets);
-    let mut k = k;
-    let _ = k.child.kill();
-    let _ = k.child.wait();
+    drop(k);
 }

@@ -132,9 +132,11 @@ pub async fn start(
             Some(n) => cacher.wait_for(Some(n), FRESHNESS_PATIENCE).await.is_some(),
         };
         if fresh {
-            let reg = cacher.register(scope.clone(), Start::Snapshot).map_err(|_| ApiError::internal("snapshot"))?;
-            for (_, e) in &reg.snapshot {
-                if let Some(p) = select_entry(&def, &req.opts, e)? {
+            let mut reg =
+                cacher.register(scope.clone(), Start::Snapshot).map_err(|_| ApiError::internal("snapshot"))?;
+            // Taken out so the watcher does not keep the snapshot's entries alive after sending them.
+            for (_, e) in std::mem::take(&mut reg.snapshot) {
+                if let Some(p) = select_entry(&def, &req.opts, &e)? {
                     initial_items.push(p);
                 }
             }
@@ -183,6 +185,7 @@ pub async fn start(
         Feed::Store(_) => Vec::new(),
     };
     let initial_end = req.opts.send_initial_events == Some(true);
+    let req_bookmarks = req.opts.bookmarks;
     let pump = Pump {
         def,
         opts: req.opts,
@@ -196,7 +199,9 @@ pub async fn start(
         initial_end,
         feed,
         deadline: Box::pin(tokio::time::sleep(timeout)),
-        ticker: tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY),
+        // A timer only for watchers that asked for bookmarks: most idle watchers then cost one timer.
+        ticker: req_bookmarks
+            .then(|| tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY)),
         shutdown,
         done: false,
     };
@@ -289,7 +294,7 @@ struct Pump {
     initial_end: bool,
     feed: Feed,
     deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
-    ticker: tokio::time::Interval,
+    ticker: Option<tokio::time::Interval>,
     shutdown: tokio::sync::watch::Receiver<bool>,
     /// Nothing more is sent (timeout, shutdown or an ERROR event went out).
     done: bool,
@@ -373,12 +378,9 @@ impl Pump {
                     return self.opts.bookmarks.then(|| self.bookmark_line(rev, false));
                 }
                 _ = self.shutdown.changed() => return None,
-                _ = self.ticker.tick() => {
-                    if self.opts.bookmarks {
-                        let rev = self.bookmark_revision();
-                        return Some(self.bookmark_line(rev, false));
-                    }
-                    continue;
+                _ = tick(&mut self.ticker) => {
+                    let rev = self.bookmark_revision();
+                    return Some(self.bookmark_line(rev, false));
                 }
                 next = next_event(&mut self.feed) => next,
             };
@@ -420,6 +422,16 @@ impl Pump {
                 Next::End => return None,
             }
         }
+    }
+}
+
+/// The next bookmark tick, or never.
+async fn tick(ticker: &mut Option<tokio::time::Interval>) {
+    match ticker {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

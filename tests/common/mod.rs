@@ -292,6 +292,63 @@ impl TestServer {
     }
 }
 
+/// kgate as a process of its own (benchmarks read its memory from /proc), killed on drop.
+pub struct KgateProcess {
+    child: Child,
+    /// Its data dir (PKI, admin kubeconfig, embedded store).
+    pub dir: tempfile::TempDir,
+    /// Base URL.
+    pub url: String,
+}
+
+impl KgateProcess {
+    /// Run `kgate serve` with extra arguments (`--data-dir` and `--listen` are set), logging to `log`
+    /// in the temp dir; returns once it accepts connections.
+    pub async fn start(extra: &[&str], log: &str) -> KgateProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_kgate"))
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .arg("--data-dir")
+            .arg(dir.path())
+            // Outside the repo: `./tenants` would otherwise be applied at start.
+            .current_dir(dir.path())
+            .env("RUST_LOG", std::env::var("KGATE_BENCH_LOG").unwrap_or_else(|_| "warn".into()))
+            .stderr(std::fs::File::create(std::env::temp_dir().join(log)).unwrap())
+            .spawn()
+            .unwrap();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        KgateProcess { child, dir, url: format!("https://127.0.0.1:{port}") }
+    }
+
+    /// A client authenticated as the admin (a new connection per client).
+    pub fn admin(&self) -> reqwest::Client {
+        clients(self.dir.path()).0
+    }
+
+    /// Resident memory now, KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+}
+
+impl Drop for KgateProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Open a watch with `client` at `url` and stream its decoded events (one JSON value per line).
 pub async fn watch_events(client: &reqwest::Client, url: &str) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
     use futures::StreamExt;
