@@ -160,11 +160,15 @@ fn decode_event(revision: Revision, raw: &[u8]) -> Result<WatchEvent, StoreError
     })
 }
 
+/// redb's page cache. Its default (1 GiB) would hold the whole store in memory as it grows, so memory
+/// would rise with every tenant; hot pages fit in this, and the rest is read from the OS page cache.
+const PAGE_CACHE: usize = 64 << 20;
+
 impl EmbeddedStore {
     /// Open (or create) the store in `dir`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(internal)?;
-        let db = Database::create(dir.join("kgate.redb")).map_err(internal)?;
+        let db = redb::Builder::new().set_cache_size(PAGE_CACHE).create(dir.join("kgate.redb")).map_err(internal)?;
         let (revision, compacted) = {
             let txn = db.begin_write().map_err(internal)?;
             let r = {

@@ -1,0 +1,237 @@
+//! Tenant isolation matrix: identities of cluster A (tokens of admin, edit and view ServiceAccounts, a
+//! deleted ServiceAccount's token, an expired token, a certificate from an unknown CA, no credentials)
+//! against every verb on resources and subresources of cluster B, addressed by path, by header, by both
+//! disagreeing, by wildcard and by encoded or odd paths. Nothing of B may be returned or changed, and
+//! each case gets the status kube-apiserver would give.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{Backend, TestServer};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+const MARKER: &str = "b-only-marker-7f3a";
+
+fn kgate_kubeconfig(s: &TestServer, cluster: &str, sa: &str, role: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kgate"))
+        .args(["kubeconfig", "--cluster", cluster, "--service-account", &format!("default/{sa}"), "--role", role])
+        .arg("--kubeconfig")
+        .arg(s.kubeconfig())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_yaml_ng::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    v["users"][0]["user"]["token"].as_str().unwrap().to_string()
+}
+
+/// Every key of a cluster with its revision.
+async fn snapshot(s: &TestServer, cluster: &str) -> BTreeMap<String, i64> {
+    let store = s.running_store();
+    let mut out = BTreeMap::new();
+    for def in kgate::resources::builtins() {
+        let prefix = kgate::storage::keys::collection(&s.prefix, def.storage_group(), &def.plural, Some(cluster), None);
+        let page = store.range(kgate::storage::RangeRequest { prefix, ..Default::default() }).await.unwrap();
+        out.extend(page.kvs.into_iter().map(|kv| (kv.key, kv.mod_revision)));
+    }
+    out
+}
+
+/// A client presenting a certificate signed by a CA kgate has never seen.
+fn foreign_cert_client(dir: &Path) -> reqwest::Client {
+    let ca = kgate::pki::CertPair {
+        cert_pem: std::fs::read_to_string(dir.join("ca.crt")).unwrap(),
+        key_pem: std::fs::read_to_string(dir.join("ca.key")).unwrap(),
+    };
+    let other = tempfile::tempdir().unwrap();
+    let foreign = kgate::pki::ensure(other.path(), "127.0.0.1", "https://127.0.0.1:1").unwrap().ca;
+    let cert = kgate::pki::client_cert(&foreign, "intruder", &["system:masters"]).unwrap();
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.cert_pem.as_bytes()).unwrap())
+        .identity(reqwest::Identity::from_pem(format!("{}{}", cert.cert_pem, cert.key_pem).as_bytes()).unwrap())
+        .build()
+        .unwrap()
+}
+
+/// One way of addressing cluster B (or trying to).
+struct Address {
+    label: &'static str,
+    /// Path prefix before `/api/...`.
+    prefix: &'static str,
+    header: Option<&'static str>,
+    /// What kube-apiserver-like routing answers before authentication matters, if anything.
+    malformed: bool,
+}
+
+const ADDRESSES: &[Address] = &[
+    Address { label: "path", prefix: "/clusters/iso-b", header: None, malformed: false },
+    Address { label: "header", prefix: "", header: Some("iso-b"), malformed: false },
+    Address { label: "path A, header B", prefix: "/clusters/iso-a", header: Some("iso-b"), malformed: true },
+    Address { label: "wildcard", prefix: "/clusters/*", header: None, malformed: false },
+    Address { label: "encoded dash", prefix: "/clusters/iso%2Db", header: None, malformed: false },
+    Address { label: "encoded slash", prefix: "/clusters/iso-a%2F..%2Fiso-b", header: None, malformed: true },
+    Address { label: "upper case", prefix: "/clusters/ISO-B", header: None, malformed: true },
+    Address { label: "double slash", prefix: "/clusters/iso-b/", header: None, malformed: true },
+    Address { label: "empty name", prefix: "/clusters/", header: None, malformed: true },
+];
+
+/// (verb label, method, path after the cluster prefix, body).
+fn operations() -> Vec<(&'static str, Method, String, Option<Value>)> {
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let cm =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "victim"}, "data": {"v": "overwritten"}});
+    vec![
+        ("get", Method::GET, format!("{cms}/victim"), None),
+        ("list", Method::GET, cms.to_string(), None),
+        ("list all namespaces", Method::GET, "/api/v1/configmaps".to_string(), None),
+        ("watch", Method::GET, format!("{cms}?watch=true&timeoutSeconds=1"), None),
+        ("get secret", Method::GET, "/api/v1/namespaces/default/secrets/victim-secret".to_string(), None),
+        ("create", Method::POST, cms.to_string(), Some(json!({"metadata": {"name": "intruder"}}))),
+        ("update", Method::PUT, format!("{cms}/victim"), Some(cm)),
+        ("patch", Method::PATCH, format!("{cms}/victim"), Some(json!({"data": {"v": "patched"}}))),
+        ("delete", Method::DELETE, format!("{cms}/victim"), None),
+        ("deletecollection", Method::DELETE, cms.to_string(), None),
+        (
+            "create token",
+            Method::POST,
+            "/api/v1/namespaces/default/serviceaccounts/default/token".to_string(),
+            Some(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+        ),
+        ("get scale", Method::GET, "/apis/apps/v1/namespaces/default/deployments/victim/scale".to_string(), None),
+        (
+            "update scale",
+            Method::PUT,
+            "/apis/apps/v1/namespaces/default/deployments/victim/scale".to_string(),
+            Some(
+                json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "victim", "namespace": "default"}, "spec": {"replicas": 9}}),
+            ),
+        ),
+        (
+            "update status",
+            Method::PUT,
+            "/api/v1/namespaces/default/status".to_string(),
+            Some(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}, "status": {"phase": "Terminating"}}),
+            ),
+        ),
+        ("discovery", Method::GET, "/api".to_string(), None),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn identities_of_one_cluster_cannot_see_or_touch_another() {
+    let s = TestServer::start(Backend::Embedded).await;
+    for c in ["iso-a", "iso-b"] {
+        s.create_cluster(c).await;
+    }
+    // B's data, which nothing below may read or change.
+    let b = "/clusters/iso-b/api/v1/namespaces/default";
+    let (code, body) =
+        s.post(&format!("{b}/configmaps"), &json!({"metadata": {"name": "victim"}, "data": {"v": MARKER}})).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let secret = json!({"metadata": {"name": "victim-secret"}, "stringData": {"v": MARKER}});
+    assert_eq!(s.post(&format!("{b}/secrets"), &secret).await.0, StatusCode::CREATED);
+    let deploy = json!({"metadata": {"name": "victim", "labels": {"m": MARKER}}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    assert_eq!(
+        s.post("/clusters/iso-b/apis/apps/v1/namespaces/default/deployments", &deploy).await.0,
+        StatusCode::CREATED
+    );
+
+    let dir = s.dir.path().to_path_buf();
+    let tokens = {
+        let s = std::sync::Arc::new(s);
+        let s2 = s.clone();
+        let t = tokio::task::spawn_blocking(move || {
+            ["admin", "edit", "view", "doomed"].map(|role| {
+                let r = if role == "doomed" { "edit" } else { role };
+                (role, kgate_kubeconfig(&s2, "iso-a", &format!("sa-{role}"), r))
+            })
+        })
+        .await
+        .unwrap();
+        (std::sync::Arc::try_unwrap(s).ok().expect("one handle"), t)
+    };
+    let (s, tokens) = tokens;
+    // The tokens work in A (so every refusal below is about B, not a broken token).
+    for (role, token) in &tokens {
+        let r = s
+            .anonymous
+            .get(format!("{}/clusters/iso-a/api/v1/namespaces/default/configmaps", s.url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{role} token in its own cluster");
+    }
+    assert_eq!(s.delete("/clusters/iso-a/api/v1/namespaces/default/serviceaccounts/sa-doomed").await.0, StatusCode::OK);
+    let expired = {
+        let key =
+            s.running_store().get(&kgate::token::signing_key_path(&s.running_prefix())).await.unwrap().unwrap().value;
+        let signer = kgate::token::Signer::new(key);
+        let mut claims = signer.verify(&tokens[0].1, 0).unwrap();
+        claims.exp = chrono::Utc::now().timestamp() - 1;
+        signer.sign(&claims)
+    };
+    let before = snapshot(&s, "iso-b").await;
+
+    // (identity, client, bearer token)
+    let foreign = foreign_cert_client(&dir);
+    let mut identities: Vec<(String, reqwest::Client, Option<String>)> =
+        tokens.iter().map(|(role, t)| (format!("{role} token of A"), s.anonymous.clone(), Some(t.clone()))).collect();
+    identities.push(("expired token of A".into(), s.anonymous.clone(), Some(expired)));
+    identities.push(("certificate from an unknown CA".into(), foreign, None));
+    identities.push(("no credentials".into(), s.anonymous.clone(), None));
+
+    let mut cases = 0;
+    for (who, client, token) in &identities {
+        for addr in ADDRESSES {
+            for (verb, method, rest, body) in operations() {
+                let url = format!("{}{}{}", s.url, addr.prefix, rest);
+                let mut req = client.request(method.clone(), &url);
+                if let Some(t) = token {
+                    req = req.bearer_auth(t);
+                }
+                if let Some(h) = addr.header {
+                    req = req.header("X-Kubernetes-Cluster", h);
+                }
+                if let Some(b) = &body {
+                    let ct = if method == Method::PATCH { "application/merge-patch+json" } else { "application/json" };
+                    req = req.header("content-type", ct).body(b.to_string());
+                }
+                let label = format!("{who} / {} / {verb} {url}", addr.label);
+                cases += 1;
+                let resp = match req.send().await {
+                    Ok(r) => r,
+                    // kube-apiserver refuses the TLS handshake for a certificate it cannot verify.
+                    Err(e) => {
+                        assert!(who.contains("unknown CA"), "{label}: request failed: {e}");
+                        continue;
+                    }
+                };
+                assert!(!who.contains("unknown CA"), "{label}: a foreign certificate got an HTTP answer");
+                let code = resp.status();
+                let text = resp.text().await.unwrap_or_default();
+                assert!(!text.contains(MARKER), "{label}: B's data leaked: {text}");
+                assert!(!code.is_success(), "{label}: {code} {text}");
+                let expected: &[u16] = if addr.malformed {
+                    // Refused as a bad request or an unknown path, or as unauthenticated first.
+                    &[400, 401, 404]
+                } else {
+                    // A token bound to A, a dead or expired token, or nothing: unauthenticated.
+                    &[401]
+                };
+                assert!(expected.contains(&code.as_u16()), "{label}: {code} (expected one of {expected:?}) {text}");
+                if code.as_u16() == 401 {
+                    let st: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                    assert_eq!(st["reason"], "Unauthorized", "{label}: {text}");
+                }
+            }
+        }
+    }
+    assert!(cases > 500, "{cases} cases");
+    assert_eq!(snapshot(&s, "iso-b").await, before, "nothing of B changed");
+    s.stop().await;
+}
