@@ -44,6 +44,87 @@ pub fn identity_from_der(der: &[u8]) -> Option<Identity> {
     Some(Identity::from_cert(user, groups))
 }
 
+/// What a request's `Impersonate-*` headers ask for (kube-apiserver's user impersonation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Impersonation {
+    /// `Impersonate-User`.
+    pub user: Option<String>,
+    /// `Impersonate-Group`, each.
+    pub groups: Vec<String>,
+    /// `Impersonate-Uid`.
+    pub uid: Option<String>,
+    /// `Impersonate-Extra-<key>` header names (their values are not used by kgate).
+    pub extras: Vec<String>,
+}
+
+impl Impersonation {
+    /// Read the headers; `None` when the request impersonates nobody.
+    pub fn from_headers(headers: &http::HeaderMap) -> Result<Option<Self>, String> {
+        let mut imp = Impersonation::default();
+        for (name, value) in headers {
+            let n = name.as_str();
+            let v = || value.to_str().map(str::to_string).map_err(|_| format!("invalid {n} header"));
+            match n {
+                "impersonate-user" => imp.user = Some(v()?),
+                "impersonate-group" => imp.groups.push(v()?),
+                "impersonate-uid" => imp.uid = Some(v()?),
+                _ if n.starts_with("impersonate-extra-") => {
+                    imp.extras.push(n["impersonate-extra-".len()..].to_string())
+                }
+                _ => {}
+            }
+        }
+        if imp == Impersonation::default() {
+            return Ok(None);
+        }
+        if imp.user.is_none() {
+            return Err("requested impersonation of groups, a uid or extras without impersonating a user".into());
+        }
+        Ok(Some(imp))
+    }
+
+    /// What the caller must be allowed to `impersonate`: (group, resource, namespace, name), checked in
+    /// the order kube-apiserver checks them.
+    pub fn checks(&self) -> Vec<(&'static str, String, Option<String>, String)> {
+        let mut out = Vec::new();
+        if let Some(user) = &self.user {
+            match service_account_of(user) {
+                Some((ns, name)) => out.push(("", "serviceaccounts".to_string(), Some(ns), name)),
+                None => out.push(("", "users".to_string(), None, user.clone())),
+            }
+        }
+        for g in &self.groups {
+            out.push(("", "groups".to_string(), None, g.clone()));
+        }
+        if let Some(uid) = &self.uid {
+            out.push(("authentication.k8s.io", "uids".to_string(), None, uid.clone()));
+        }
+        for key in &self.extras {
+            out.push(("authentication.k8s.io", format!("userextras/{key}"), None, String::new()));
+        }
+        out
+    }
+
+    /// The identity the request then acts as: the named user and groups, plus the groups
+    /// kube-apiserver adds (`system:authenticated`, and a ServiceAccount's own groups).
+    pub fn identity(&self) -> Identity {
+        let user = self.user.clone().unwrap_or_default();
+        let mut groups = self.groups.clone();
+        if let Some((ns, _)) = service_account_of(&user) {
+            groups.push("system:serviceaccounts".into());
+            groups.push(format!("system:serviceaccounts:{ns}"));
+        }
+        Identity::from_cert(user, groups)
+    }
+}
+
+/// `system:serviceaccount:<ns>:<name>` split.
+fn service_account_of(user: &str) -> Option<(String, String)> {
+    let rest = user.strip_prefix("system:serviceaccount:")?;
+    let (ns, name) = rest.split_once(':')?;
+    Some((ns.to_string(), name.to_string()))
+}
+
 /// The attributes of a request that authorization looks at.
 #[derive(Debug, Clone)]
 pub struct Attributes<'a> {
@@ -83,6 +164,24 @@ pub fn forbidden_message(who: &Identity, a: &Attributes) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn impersonation_headers_become_checks_and_an_identity() {
+        let mut h = http::HeaderMap::new();
+        assert_eq!(super::Impersonation::from_headers(&h), Ok(None));
+        h.append("impersonate-group", "devs".parse().unwrap());
+        assert!(super::Impersonation::from_headers(&h).is_err(), "groups without a user");
+        h.append("impersonate-user", "system:serviceaccount:team:bot".parse().unwrap());
+        let imp = super::Impersonation::from_headers(&h).unwrap().unwrap();
+        let checks = imp.checks();
+        assert_eq!(checks[0], ("", "serviceaccounts".into(), Some("team".into()), "bot".into()));
+        assert_eq!(checks[1], ("", "groups".into(), None, "devs".into()));
+        let id = imp.identity();
+        assert_eq!(id.user, "system:serviceaccount:team:bot");
+        for g in ["devs", "system:serviceaccounts", "system:serviceaccounts:team", "system:authenticated"] {
+            assert!(id.groups.iter().any(|x| x == g), "{g}");
+        }
+    }
+
     use super::*;
 
     #[test]

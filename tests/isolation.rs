@@ -235,3 +235,50 @@ async fn identities_of_one_cluster_cannot_see_or_touch_another() {
     assert_eq!(snapshot(&s, "iso-b").await, before, "nothing of B changed");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn impersonation_needs_rbac_and_then_acts_as_the_named_user() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("imp").await;
+    let s = std::sync::Arc::new(s);
+    let s2 = s.clone();
+    let edit = tokio::task::spawn_blocking(move || kgate_kubeconfig(&s2, "imp", "editor", "edit")).await.unwrap();
+    let cms = format!("{}/clusters/imp/api/v1/namespaces/default/configmaps", s.url);
+    // An editor may not impersonate: 403 in kube's words, and the write does not happen.
+    for (header, value, resource) in
+        [("Impersonate-User", "root-admin", "users"), ("Impersonate-Group", "system:masters", "users")]
+    {
+        let mut r = s.anonymous.post(&cms).bearer_auth(&edit).json(&json!({"metadata": {"name": "sneaky"}}));
+        r = r.header(header, value);
+        if header == "Impersonate-Group" {
+            r = r.header("Impersonate-User", "someone");
+        }
+        let resp = r.send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN, "{header}");
+        let st: Value = resp.json().await.unwrap();
+        let msg = st["message"].as_str().unwrap();
+        assert!(msg.contains(&format!("cannot impersonate resource \"{resource}\"")), "{msg}");
+    }
+    assert_eq!(s.get("/clusters/imp/api/v1/namespaces/default/configmaps/sneaky").await.0, StatusCode::NOT_FOUND);
+    // system:masters may impersonate; the request then has only the impersonated user's rights.
+    let as_dev = s.client.get(&cms).header("Impersonate-User", "dev").send().await.unwrap();
+    assert_eq!(as_dev.status(), StatusCode::FORBIDDEN);
+    let st: Value = as_dev.json().await.unwrap();
+    assert!(st["message"].as_str().unwrap().contains("User \"dev\" cannot list resource \"configmaps\""), "{st}");
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let whoami = s
+        .client
+        .post(format!("{}/clusters/imp/apis/authentication.k8s.io/v1/selfsubjectreviews", s.url))
+        .header("Impersonate-User", "dev")
+        .header("Impersonate-Group", "devs")
+        .json(&review)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(whoami.status(), StatusCode::CREATED);
+    let got: Value = whoami.json().await.unwrap();
+    assert_eq!(got["status"]["userInfo"]["username"], "dev");
+    let groups = got["status"]["userInfo"]["groups"].as_array().unwrap();
+    assert!(groups.contains(&json!("devs")) && !groups.contains(&json!("system:masters")), "{groups:?}");
+    std::sync::Arc::try_unwrap(s).ok().expect("one handle").stop().await;
+}

@@ -156,6 +156,7 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
         (None, Some(token)) => authenticate_token(state, &token, &target).await?,
         (None, None) => return Err(ApiError::unauthorized()),
     };
+    let who = impersonate(state, req.headers(), who, target.name().unwrap_or(ROOT)).await?;
     if let ClusterTarget::Named(name) = &target {
         if !state.directory.exists(name).await? {
             return Err(ApiError::not_found("logicalclusters", resources::TENANCY_GROUP, name));
@@ -583,6 +584,31 @@ fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
 /// Authenticate a ServiceAccount token. It is valid only for the cluster it was issued in, only while
 /// its ServiceAccount (same uid) exists, and only before it expires; anything else is 401 before any
 /// other work.
+/// Act as the identity the `Impersonate-*` headers name, if the caller's RBAC in the cluster allows
+/// `impersonate` on each part (as kube-apiserver does); otherwise 403 and nothing happens.
+async fn impersonate(state: &AppState, headers: &http::HeaderMap, who: Identity, cluster: &str) -> ApiResult<Identity> {
+    let Some(imp) = crate::auth::Impersonation::from_headers(headers).map_err(ApiError::bad_request)? else {
+        return Ok(who);
+    };
+    for (group, resource, namespace, name) in imp.checks() {
+        // `userextras/<key>` is a resource with a subresource.
+        let (resource, subresource) = match resource.split_once('/') {
+            Some((r, sub)) => (r, Some(sub)),
+            None => (resource.as_str(), None),
+        };
+        let attrs = crate::auth::Attributes {
+            verb: "impersonate",
+            group,
+            resource,
+            subresource,
+            namespace: namespace.as_deref(),
+            name: (!name.is_empty()).then_some(name.as_str()),
+        };
+        state.authz.authorize(&who, cluster, &attrs).await?.map_err(ApiError::forbidden)?;
+    }
+    Ok(imp.identity())
+}
+
 async fn authenticate_token(state: &AppState, token: &str, target: &ClusterTarget) -> ApiResult<Identity> {
     let claims: Claims =
         state.signer.verify(token, chrono::Utc::now().timestamp()).map_err(|_| ApiError::unauthorized())?;
