@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use http::Method;
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
 /// The metrics kgate exports; the registry is passed in, never global.
 #[derive(Clone)]
@@ -23,6 +23,8 @@ pub struct CacheMetrics {
     pub lagging: IntCounterVec,
     /// Reads the cache could serve, by resource and by what served them (`cache` or `store`).
     pub reads: IntCounterVec,
+    /// Watchers on a store watch of their own (resumed from before the cache's history) right now.
+    pub store_fed: IntGauge,
 }
 
 impl Metrics {
@@ -57,11 +59,16 @@ impl Metrics {
             ),
             &["resource", "served_by"],
         )?;
+        let store_fed = IntGauge::new(
+            "kgate_watch_store_fed_watchers",
+            "Watchers on a store watch of their own until they catch up with the watch cache's history.",
+        )?;
         for c in [&requests, &lagging, &reads] {
             registry.register(Box::new(c.clone()))?;
         }
+        registry.register(Box::new(store_fed.clone()))?;
         registry.register(Box::new(latency.clone()))?;
-        Ok(Metrics { registry, requests, latency, cache: CacheMetrics { lagging, reads } })
+        Ok(Metrics { registry, requests, latency, cache: CacheMetrics { lagging, reads, store_fed } })
     }
 
     /// Record one request. Resource and verb come from a fixed set (the served types), so label

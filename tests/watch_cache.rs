@@ -313,6 +313,23 @@ async fn a_watch_resumes_from_its_resource_version_across_a_kgate_restart() {
         let names: Vec<&str> = got.iter().map(|e| e["object"]["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["after-restart", "after-watch"], "{backend:?}");
         assert_eq!(rv_of(&got[0]["object"]), rv_of(&b));
+        // Caught up, the watcher left its own store watch for the shared cache, and still gets events.
+        let mut left = false;
+        for _ in 0..100 {
+            if s.metric("kgate_watch_store_fed_watchers").await == 0.0 {
+                left = true;
+                break;
+            }
+            // etcd says nothing until an event in scope arrives; give it one.
+            s.post(&format!("/{CM}"), &json!({"metadata": {"generateName": "nudge-"}})).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(left, "{backend:?}: the resumed watcher rejoined the watch cache");
+        let (_, d) = s.post(&format!("/{CM}"), &json!({"metadata": {"name": "after-rejoin"}})).await;
+        let more = collect_until(&mut w, rv_of(&d)).await;
+        assert_eq!(more.last().unwrap()["object"]["metadata"]["name"], "after-rejoin");
+        let rvs: Vec<i64> = got.iter().chain(&more).map(|e| rv_of(&e["object"])).collect();
+        assert!(rvs.windows(2).all(|w| w[0] < w[1]), "no duplicates across the switch: {rvs:?}");
         s.stop().await;
     }
 }

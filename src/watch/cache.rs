@@ -228,6 +228,11 @@ impl Cacher {
         self.last_used.store(self.epoch.elapsed().as_secs(), Ordering::Relaxed);
     }
 
+    /// The counters this cache reports to.
+    pub fn metrics(&self) -> &CacheMetrics {
+        &self.metrics
+    }
+
     /// The resource type cached.
     pub fn def(&self) -> &Arc<ResourceDef> {
         &self.def

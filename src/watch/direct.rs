@@ -18,6 +18,14 @@ pub struct DirectWatch {
     opts: ListOptions,
     stream: WatchStream,
     revision: Revision,
+    /// Counts open store-fed watchers; decremented on drop.
+    gauge: prometheus::IntGauge,
+}
+
+impl Drop for DirectWatch {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
 }
 
 impl DirectWatch {
@@ -28,10 +36,13 @@ impl DirectWatch {
         scope: &Scope,
         opts: &ListOptions,
         after: Revision,
+        gauge: &prometheus::IntGauge,
     ) -> Result<Self, StoreError> {
         let prefix = registry.collection(def, scope.cluster.as_deref(), scope.namespace.as_deref());
         let stream = registry.store.watch(&prefix, after).await?;
+        gauge.inc();
         Ok(DirectWatch {
+            gauge: gauge.clone(),
             registry: registry.clone(),
             def: def.clone(),
             scope: scope.clone(),

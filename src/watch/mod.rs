@@ -90,8 +90,9 @@ fn expired(requested: Revision, oldest: Revision) -> ApiError {
 enum Feed {
     /// The shared cache.
     Cache(Registration),
-    /// A store watch of its own, for a resume point the cache's history no longer holds.
-    Store(direct::DirectWatch),
+    /// A store watch of its own, for a resume point the cache's history no longer holds, until it has
+    /// caught up with that history (then it rejoins the cache).
+    Store(direct::DirectWatch, Arc<cache::Cacher>),
 }
 
 /// Start a watch; returns the stream of newline-delimited JSON events for the response body.
@@ -174,7 +175,7 @@ pub async fn start(
     };
     let start_rev = match &feed {
         Feed::Cache(reg) => reg.revision,
-        Feed::Store(d) => d.revision(),
+        Feed::Store(d, _) => d.revision(),
     };
     let timeout = match req.opts.timeout_seconds {
         Some(t) if t > 0 => Duration::from_secs(t as u64),
@@ -182,7 +183,7 @@ pub async fn start(
     };
     let replay = match &mut feed {
         Feed::Cache(reg) => std::mem::take(&mut reg.replay),
-        Feed::Store(_) => Vec::new(),
+        Feed::Store(..) => Vec::new(),
     };
     let initial_end = req.opts.send_initial_events == Some(true);
     let req_bookmarks = req.opts.bookmarks;
@@ -221,8 +222,9 @@ async fn resume(
 ) -> ApiResult<Feed> {
     match cacher.register(scope.clone(), Start::After(after)) {
         Ok(reg) => Ok(Feed::Cache(reg)),
-        Err(_) => match direct::DirectWatch::open(registry, def, scope, opts, after).await {
-            Ok(d) => Ok(Feed::Store(d)),
+        Err(_) => match direct::DirectWatch::open(registry, def, scope, opts, after, &cacher.metrics().store_fed).await
+        {
+            Ok(d) => Ok(Feed::Store(d, cacher.clone())),
             Err(StoreError::Compacted { requested, compacted }) => Err(expired(requested, compacted + 1)),
             Err(e) => Err(e.into()),
         },
@@ -345,8 +347,27 @@ impl Pump {
                     self.last
                 }
             }
-            Feed::Store(d) => self.last.max(d.revision()),
+            Feed::Store(d, _) => self.last.max(d.revision()),
         }
+    }
+
+    /// Move a store-fed watcher back onto the cache once everything it has seen reaches the cache's
+    /// history, so resume points from before a restart do not each keep a store watch for ever. Returns
+    /// the first line the cache's history still owes it, if any.
+    fn rejoin_cache(&mut self) -> Option<Bytes> {
+        let Feed::Store(d, cacher) = &self.feed else { return None };
+        // Every change in scope up to the store watch's revision has been sent or filtered out.
+        let from = self.last.max(d.revision());
+        let mut reg = cacher.register(self.scope.clone(), Start::After(from)).ok()?;
+        self.last = from;
+        self.replay = std::mem::take(&mut reg.replay).into_iter();
+        self.feed = Feed::Cache(reg);
+        while let Some(ev) = self.replay.next() {
+            if let Some(b) = self.event_line(&ev) {
+                return Some(b);
+            }
+        }
+        None
     }
 
     fn fail(&mut self, e: &ApiError) -> Option<Bytes> {
@@ -371,6 +392,9 @@ impl Pump {
             return Some(self.bookmark_line(self.last, true));
         }
         loop {
+            if let Some(b) = self.rejoin_cache() {
+                return Some(b);
+            }
             let next = tokio::select! {
                 _ = &mut self.deadline => {
                     self.done = true;
@@ -449,7 +473,7 @@ async fn next_event(feed: &mut Feed) -> Next {
             None if reg.cutoff() == Cutoff::Active => Next::End,
             None => Next::CutOff,
         },
-        Feed::Store(d) => match d.next().await {
+        Feed::Store(d, _) => match d.next().await {
             Some(r) => Next::Stored(r),
             None => Next::End,
         },
