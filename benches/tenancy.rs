@@ -11,8 +11,6 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::KgateProcess;
@@ -21,45 +19,6 @@ use serde_json::json;
 const CLUSTERS: usize = 10_000;
 const CONCURRENCY: usize = 32;
 const GETS: usize = 3000;
-
-async fn create_clusters(k: &KgateProcess) -> f64 {
-    let client = k.admin();
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..CONCURRENCY {
-        let (client, url, next) = (client.clone(), k.url.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= CLUSTERS {
-                    return;
-                }
-                let lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": format!("t{i}")}});
-                let r = client.post(format!("{url}/apis/tenancy.kgate.dev/v1alpha1/logicalclusters")).json(&lc).send().await.unwrap();
-                assert_eq!(r.status(), 201);
-                let _ = r.bytes().await;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    CLUSTERS as f64 / started.elapsed().as_secs_f64()
-}
-
-/// A client with a certificate for `user` (no groups) signed by the server's CA.
-fn user_client(k: &KgateProcess, user: &str) -> reqwest::Client {
-    let read = |f: &str| std::fs::read_to_string(k.dir.path().join(f)).unwrap();
-    let ca = kgate::pki::CertPair { cert_pem: read("ca.crt"), key_pem: read("ca.key") };
-    let cert = kgate::pki::client_cert(&ca, user, &[]).unwrap();
-    reqwest::Client::builder()
-        .use_rustls_tls()
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.cert_pem.as_bytes()).unwrap())
-        .identity(reqwest::Identity::from_pem(format!("{}{}", cert.cert_pem, cert.key_pem).as_bytes()).unwrap())
-        .build()
-        .unwrap()
-}
 
 /// Median latency of sequential GETs of one object, in microseconds.
 async fn median_get(client: &reqwest::Client, url: &str) -> f64 {
@@ -80,7 +39,7 @@ async fn main() {
     let k = KgateProcess::start(&[], "kgate-bench-tenancy.log").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = k.rss_kib();
-    let rate = create_clusters(&k).await;
+    let rate = k.create_clusters("t", CLUSTERS, CONCURRENCY).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = k.rss_kib();
     let per_cluster = (after.saturating_sub(before)) as f64 / CLUSTERS as f64;
@@ -116,7 +75,7 @@ async fn main() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    let dev = user_client(&k, "dev");
+    let dev = common::cert_client(k.dir.path(), &common::server_ca(k.dir.path()), "dev", &[]);
     let url = format!("{ns_url}/configmaps/probe");
     // Warm both (connections, the cluster's RBAC index), then alternate rounds to share the noise.
     median_get(&admin, &url).await;

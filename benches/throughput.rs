@@ -19,34 +19,6 @@ use serde_json::json;
 const OPS: usize = 3000;
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
 
-/// Run `op(i)` OPS times with `conc` workers; returns operations per second.
-async fn measure<F, Fut>(conc: usize, op: F) -> f64
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..conc {
-        let (op, next) = (op.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= OPS {
-                    return;
-                }
-                op(i).await;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    OPS as f64 / start.elapsed().as_secs_f64()
-}
-
 struct Row {
     what: &'static str,
     conc: usize,
@@ -60,7 +32,7 @@ async fn raw_etcd(endpoint: &str, what: &str, conc: usize, prefix: String) -> f6
     let value = serde_json::to_vec(&json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"default","uid":"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0","creationTimestamp":"2026-01-01T00:00:00Z"},"data":{"k":"v"}})).unwrap();
     match what {
         "create" => {
-            measure(conc, move |i| {
+            common::ops_per_second(OPS, conc, move |i| {
                 let (mut c, k, v) = (client.clone(), format!("{prefix}{i}"), value.clone());
                 async move {
                     c.put(k, v, None).await.unwrap();
@@ -69,7 +41,7 @@ async fn raw_etcd(endpoint: &str, what: &str, conc: usize, prefix: String) -> f6
             .await
         }
         "get" => {
-            measure(conc, move |i| {
+            common::ops_per_second(OPS, conc, move |i| {
                 let (mut c, k) = (client.clone(), format!("{prefix}{}", i % 500));
                 async move {
                     c.get(k, None).await.unwrap();
@@ -78,7 +50,7 @@ async fn raw_etcd(endpoint: &str, what: &str, conc: usize, prefix: String) -> f6
             .await
         }
         _ => {
-            measure(conc, move |_| {
+            common::ops_per_second(OPS, conc, move |_| {
                 let (mut c, p) = (client.clone(), prefix.clone());
                 async move {
                     c.get(p.clone(), Some(GetOptions::new().with_prefix().with_limit(100))).await.unwrap();
@@ -94,7 +66,7 @@ async fn through_kgate(s: &TestServer, what: &str, conc: usize, ns: &str) -> f64
     let base = format!("{}/api/v1/namespaces/{ns}/configmaps", s.url);
     match what {
         "create" => {
-            measure(conc, move |i| {
+            common::ops_per_second(OPS, conc, move |i| {
                 let (c, url) = (client.clone(), base.clone());
                 async move {
                     let r = c
@@ -112,7 +84,7 @@ async fn through_kgate(s: &TestServer, what: &str, conc: usize, ns: &str) -> f64
             .await
         }
         "get" => {
-            measure(conc, move |i| {
+            common::ops_per_second(OPS, conc, move |i| {
                 let (c, url) = (client.clone(), format!("{base}/c{}", i % 500));
                 async move {
                     let r = c.get(url).send().await.unwrap();
@@ -123,7 +95,7 @@ async fn through_kgate(s: &TestServer, what: &str, conc: usize, ns: &str) -> f64
             .await
         }
         _ => {
-            measure(conc, move |_| {
+            common::ops_per_second(OPS, conc, move |_| {
                 let (c, url) = (client.clone(), format!("{base}?limit=100"));
                 async move {
                     let r = c.get(url).send().await.unwrap();
@@ -141,7 +113,7 @@ async fn through_kgate(s: &TestServer, what: &str, conc: usize, ns: &str) -> f64
 async fn raw_etcd_txn_create(endpoint: &str, conc: usize) -> f64 {
     let client = Client::connect([endpoint], None).await.unwrap();
     let run = uuid::Uuid::new_v4().simple().to_string();
-    measure(conc, move |i| {
+    common::ops_per_second(OPS, conc, move |i| {
         let mut c = client.clone();
         let k = format!("/bench-txn/{run}/{i}");
         async move {

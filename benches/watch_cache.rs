@@ -110,30 +110,6 @@ impl Kgate {
     }
 }
 
-async fn create_clusters(k: &Kgate) {
-    let client = k.client();
-    let next = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..16 {
-        let (client, url, next) = (client.clone(), k.url.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= CLUSTERS {
-                    return;
-                }
-                let lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": format!("c{i}")}});
-                let r = client.post(format!("{url}/apis/tenancy.kgate.dev/v1alpha1/logicalclusters")).json(&lc).send().await.unwrap();
-                assert_eq!(r.status(), 201);
-                let _ = r.bytes().await;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-}
-
 /// A watch that records delivery latencies of writes from `first` on, until `stop`.
 fn kgate_watcher(
     client: reqwest::Client,
@@ -310,40 +286,12 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// Run `op(i)` `ops` times with 64 workers; returns operations per second.
-async fn at_c64<F, Fut>(ops: usize, op: F) -> f64
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..64 {
-        let (op, next) = (op.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= ops {
-                    return;
-                }
-                op(i).await;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    ops as f64 / start.elapsed().as_secs_f64()
-}
-
 #[tokio::main]
 async fn main() {
     let endpoint = common::shared_etcd().to_string();
     let k = Kgate::start(&endpoint).await;
     let started = Instant::now();
-    create_clusters(&k).await;
+    k.process.create_clusters("c", CLUSTERS, 16).await;
     println!("\n{CLUSTERS} logical clusters created in {:.1}s", started.elapsed().as_secs_f64());
 
     let clients: Vec<reqwest::Client> =
@@ -444,7 +392,7 @@ async fn main() {
     // GET at concurrency 64: served by the cache versus raw etcd gets of the same keys.
     let objects = next as usize;
     let (c, url) = (clients[0].clone(), k.url.clone());
-    let kgate_gets = at_c64(20_000, move |i| {
+    let kgate_gets = common::ops_per_second(20_000, 64, move |i| {
         let (c, url) = (
             c.clone(),
             format!(
@@ -461,7 +409,7 @@ async fn main() {
     })
     .await;
     let (e, p) = (etcd.clone(), k.prefix.clone());
-    let etcd_gets = at_c64(20_000, move |i| {
+    let etcd_gets = common::ops_per_second(20_000, 64, move |i| {
         let (mut e, key) =
             (e.clone(), format!("{p}/core/configmaps/c{}/default/w{}", (i % objects) % CLUSTERS, i % objects));
         async move {

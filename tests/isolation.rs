@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use common::{Backend, TestServer};
 use reqwest::{Method, StatusCode};
@@ -37,23 +36,6 @@ async fn snapshot(s: &TestServer, cluster: &str) -> BTreeMap<String, i64> {
         out.extend(page.kvs.into_iter().map(|kv| (kv.key, kv.mod_revision)));
     }
     out
-}
-
-/// A client presenting a certificate signed by a CA kgate has never seen.
-fn foreign_cert_client(dir: &Path) -> reqwest::Client {
-    let ca = kgate::pki::CertPair {
-        cert_pem: std::fs::read_to_string(dir.join("ca.crt")).unwrap(),
-        key_pem: std::fs::read_to_string(dir.join("ca.key")).unwrap(),
-    };
-    let other = tempfile::tempdir().unwrap();
-    let foreign = kgate::pki::ensure(other.path(), "127.0.0.1", "https://127.0.0.1:1").unwrap().ca;
-    let cert = kgate::pki::client_cert(&foreign, "intruder", &["system:masters"]).unwrap();
-    reqwest::Client::builder()
-        .use_rustls_tls()
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.cert_pem.as_bytes()).unwrap())
-        .identity(reqwest::Identity::from_pem(format!("{}{}", cert.cert_pem, cert.key_pem).as_bytes()).unwrap())
-        .build()
-        .unwrap()
 }
 
 /// One way of addressing cluster B (or trying to).
@@ -178,7 +160,10 @@ async fn identities_of_one_cluster_cannot_see_or_touch_another() {
     let before = snapshot(&s, "iso-b").await;
 
     // (identity, client, bearer token)
-    let foreign = foreign_cert_client(&dir);
+    // A certificate signed by a CA kgate has never seen.
+    let other = tempfile::tempdir().unwrap();
+    let foreign_ca = kgate::pki::ensure(other.path(), "127.0.0.1", "https://127.0.0.1:1").unwrap().ca;
+    let foreign = common::cert_client(&dir, &foreign_ca, "intruder", &["system:masters"]);
     let mut identities: Vec<(String, reqwest::Client, Option<String>)> =
         tokens.iter().map(|(role, t)| (format!("{role} token of A"), s.anonymous.clone(), Some(t.clone()))).collect();
     identities.push(("expired token of A".into(), s.anonymous.clone(), Some(expired)));

@@ -57,21 +57,7 @@ where
 async fn watch_logical_clusters(s: &TestServer) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
     let (_, list) = s.get(LC).await;
     let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
-    let resp = s.client.get(format!("{}{LC}?watch=true&resourceVersion={rv}", s.url)).send().await.unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut stream = resp.bytes_stream();
-        let mut buf = Vec::new();
-        while let Some(Ok(chunk)) = stream.next().await {
-            buf.extend_from_slice(&chunk);
-            while let Some(i) = buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=i).collect();
-                let _ = tx.send(serde_json::from_slice::<Value>(&line).expect("one JSON event per line"));
-            }
-        }
-    });
-    rx
+    s.watch(&format!("{LC}?watch=true&resourceVersion={rv}")).await
 }
 
 /// The next event about `name` (bookmarks and other objects skipped): (type, object).

@@ -292,6 +292,52 @@ impl TestServer {
     }
 }
 
+/// The CA of a server's data dir (it signs serving and client certificates).
+pub fn server_ca(dir: &Path) -> kgate::pki::CertPair {
+    kgate::pki::CertPair { cert_pem: pem(dir, "ca.crt"), key_pem: pem(dir, "ca.key") }
+}
+
+/// A client that trusts the server in `dir` and presents a certificate for `user` in `groups`, signed
+/// by `signer` (the server's CA from `server_ca`, or any other).
+pub fn cert_client(dir: &Path, signer: &kgate::pki::CertPair, user: &str, groups: &[&str]) -> reqwest::Client {
+    let cert = kgate::pki::client_cert(signer, user, groups).unwrap();
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(reqwest::Certificate::from_pem(pem(dir, "ca.crt").as_bytes()).unwrap())
+        .identity(reqwest::Identity::from_pem(format!("{}{}", cert.cert_pem, cert.key_pem).as_bytes()).unwrap())
+        .build()
+        .unwrap()
+}
+
+/// Run `op(i)` for `i` in `0..ops` with `conc` workers; returns operations per second.
+pub async fn ops_per_second<F, Fut>(ops: usize, conc: usize, op: F) -> f64
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let op = std::sync::Arc::new(op);
+    let next = std::sync::Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..conc {
+        let (op, next) = (op.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= ops {
+                    return;
+                }
+                op(i).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    ops as f64 / start.elapsed().as_secs_f64()
+}
+
 /// kgate as a process of its own (benchmarks read its memory from /proc), killed on drop.
 pub struct KgateProcess {
     child: Child,
@@ -327,6 +373,22 @@ impl KgateProcess {
     /// A client authenticated as the admin (a new connection per client).
     pub fn admin(&self) -> reqwest::Client {
         clients(self.dir.path()).0
+    }
+
+    /// Create logical clusters `<prefix>0` .. `<prefix>{n-1}`, `conc` at a time; returns clusters per
+    /// second.
+    pub async fn create_clusters(&self, prefix: &str, n: usize, conc: usize) -> f64 {
+        let (client, url, prefix) = (self.admin(), self.url.clone(), prefix.to_string());
+        ops_per_second(n, conc, move |i| {
+            let (client, url) = (client.clone(), url.clone());
+            let lc = serde_json::json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": format!("{prefix}{i}")}});
+            async move {
+                let r = client.post(format!("{url}/apis/tenancy.kgate.dev/v1alpha1/logicalclusters")).json(&lc).send().await.unwrap();
+                assert_eq!(r.status(), 201);
+                let _ = r.bytes().await;
+            }
+        })
+        .await
     }
 
     /// Resident memory now, KiB.
