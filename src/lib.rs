@@ -11,6 +11,7 @@ pub mod authz;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod crd;
 pub mod discovery;
 pub mod http;
 pub mod meta;

@@ -1,7 +1,10 @@
 //! The resource types a logical cluster serves: built-ins from a static table, each described by one
 //! `ResourceDef` that discovery, OpenAPI, routing, storage keys and printing all read.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
 
 use crate::meta::NameRule;
 
@@ -14,11 +17,27 @@ pub const CREATE_ONLY: &[&str] = &["create"];
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScaleDef {
     /// Dotted path of the desired replica count (`spec.replicas`).
-    pub spec_replicas: &'static str,
+    pub spec_replicas: Cow<'static, str>,
     /// Dotted path of the observed replica count (`status.replicas`).
-    pub status_replicas: &'static str,
-    /// Dotted path of the label selector (`spec.selector`, a LabelSelector object).
-    pub selector: &'static str,
+    pub status_replicas: Cow<'static, str>,
+    /// Dotted path of the label selector: a LabelSelector object for built-ins (`spec.selector`), a
+    /// selector string for custom resources (`status.selector`); empty when there is none.
+    pub selector: Cow<'static, str>,
+}
+
+/// What a custom resource's definition adds to its `ResourceDef`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomInfo {
+    /// The CustomResourceDefinition's name (`<plural>.<group>`).
+    pub crd_name: String,
+    /// The CRD's revision this was read from: schemas cached under an older one are stale.
+    pub crd_revision: i64,
+    /// `additionalPrinterColumns` of this version.
+    pub columns: Vec<Value>,
+    /// The CRD is being deleted: its objects are being removed and no new ones are accepted.
+    pub terminating: bool,
+    /// This version's `openAPIV3Schema`, attached for writes (see `crd::CrdIndex::schema`).
+    pub schema: Option<Arc<Value>>,
 }
 
 /// One resource of one group/version.
@@ -50,6 +69,8 @@ pub struct ResourceDef {
     pub name_rule: NameRule,
     /// Served only in the root cluster (tenancy types).
     pub root_only: bool,
+    /// Set for custom resources (served from a CustomResourceDefinition).
+    pub custom: Option<Arc<CustomInfo>>,
 }
 
 impl ResourceDef {
@@ -123,8 +144,11 @@ const fn rw(
     }
 }
 
-const DEFAULT_SCALE: ScaleDef =
-    ScaleDef { spec_replicas: "spec.replicas", status_replicas: "status.replicas", selector: "spec.selector" };
+const DEFAULT_SCALE: ScaleDef = ScaleDef {
+    spec_replicas: Cow::Borrowed("spec.replicas"),
+    status_replicas: Cow::Borrowed("status.replicas"),
+    selector: Cow::Borrowed("spec.selector"),
+};
 
 fn builtin_specs() -> Vec<Spec> {
     use NameRule::*;
@@ -220,6 +244,7 @@ fn build(spec: Spec, root_only: bool) -> ResourceDef {
         scale: if spec.scale { Some(DEFAULT_SCALE) } else { None },
         name_rule: spec.name_rule,
         root_only,
+        custom: None,
     }
 }
 
@@ -251,6 +276,11 @@ pub fn logical_cluster_def() -> Arc<ResourceDef> {
 /// Look a built-in up by group, version and plural.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
     builtins().iter().find(|d| d.group == group && d.version == version && d.plural == plural).cloned()
+}
+
+/// Whether a group is served by built-ins (custom resources may not use it).
+pub fn is_builtin_group(group: &str) -> bool {
+    group == "core" || builtins().iter().any(|d| d.group == group)
 }
 
 /// Look a built-in up by group and kind, any version.

@@ -105,6 +105,9 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
     let signer = crate::token::Signer::load_or_create(store.as_ref(), &config.etcd_prefix).await?;
     let authz = Arc::new(crate::authz::Authorizer::new(registry.clone()));
+    // Loaded before serving, so that every custom resource is served from the first request.
+    let crds = crate::crd::CrdIndex::new(registry.clone());
+    let crds_revision = crds.load().await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
     let state = Arc::new(AppState::new(
         registry.clone(),
         directory.clone(),
@@ -112,12 +115,15 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         metrics,
         authz.clone(),
         signer,
+        crds.clone(),
     ));
     // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut
     // short. It stops with the server (awaited below), so no purge outlives it.
     let lifecycle = tokio::spawn(tenancy::Lifecycle::new(registry.clone()).run(shutdown_rx.clone()));
     let background = vec![
         tokio::spawn(authz.watch_invalidations()),
+        tokio::spawn(crds.clone().run(crds_revision, shutdown_rx.clone())),
+        tokio::spawn(crds.clean_deleted()),
         tokio::spawn(directory.run()),
         tokio::spawn(compactor(store.clone(), config.compaction_interval)),
         tokio::spawn(resume_namespace_deletions(registry)),

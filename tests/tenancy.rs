@@ -6,11 +6,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{kubectl, kubectl_ok, Backend, TestServer};
+use common::{eventually, keys_of, kubectl, kubectl_ok, Backend, TestServer};
 use futures::StreamExt;
-use kgate::storage::{RangeRequest, Store};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -27,30 +26,6 @@ fn ready_condition(obj: &Value) -> Value {
         .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
         .cloned()
         .unwrap_or(Value::Null)
-}
-
-/// Every key of one logical cluster with its revision, whatever the resource: the cluster is the third
-/// segment after the prefix (`<prefix>/<group>/<resource>/<cluster>/...`).
-async fn keys_of(store: &dyn Store, prefix: &str, cluster: &str) -> Vec<(String, i64)> {
-    let page = store.range(RangeRequest { prefix: format!("{prefix}/"), ..Default::default() }).await.unwrap();
-    page.kvs
-        .into_iter()
-        .filter(|kv| kv.key[prefix.len() + 1..].split('/').nth(2) == Some(cluster))
-        .map(|kv| (kv.key, kv.mod_revision))
-        .collect()
-}
-
-/// Poll `check` every 50 ms until it holds, for at most `secs` seconds.
-async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Watch LogicalClusters from now on; every event, decoded.

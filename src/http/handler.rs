@@ -48,14 +48,31 @@ pub struct AppState {
     pub signer: Signer,
     /// The watch cache: every watch, and the reads it can serve.
     pub cache: Arc<crate::watch::cache::WatchCache>,
+    /// Every cluster's CRDs: the custom resources each serves.
+    pub crds: Arc<CrdIndex>,
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
     openapi: DashMap<(bool, String), OpenApiDoc>,
 }
 
-/// A rendered OpenAPI v3 document and its hash.
-type OpenApiDoc = (Arc<Vec<u8>>, String);
+use crate::crd::{ClusterDocs, CrdIndex, OpenApiDoc};
+
+/// A cluster's discovery: the shared built-in one, or its own when it has CRDs.
+enum Disc<'a> {
+    Shared(&'a Discovery),
+    Custom(Arc<ClusterDocs>),
+}
+
+impl std::ops::Deref for Disc<'_> {
+    type Target = Discovery;
+    fn deref(&self) -> &Discovery {
+        match self {
+            Disc::Shared(d) => d,
+            Disc::Custom(c) => &c.discovery,
+        }
+    }
+}
 
 /// The connection a request came on.
 #[derive(Debug, Clone, Default)]
@@ -75,6 +92,7 @@ impl AppState {
         metrics: Metrics,
         authz: Arc<Authorizer>,
         signer: Signer,
+        crds: Arc<CrdIndex>,
     ) -> Self {
         AppState {
             cache: crate::watch::cache::WatchCache::new(registry.clone(), metrics.cache.clone(), shutdown.clone()),
@@ -84,14 +102,20 @@ impl AppState {
             metrics,
             authz,
             signer,
+            crds,
             discovery: [OnceLock::new(), OnceLock::new()],
             openapi: DashMap::new(),
         }
     }
 
-    fn discovery(&self, cluster: &str) -> &Discovery {
+    fn discovery(&self, cluster: &str) -> Disc<'_> {
+        if let Some(docs) = self.crds.docs(cluster) {
+            return Disc::Custom(docs);
+        }
         let root = cluster == ROOT;
-        self.discovery[usize::from(root)].get_or_init(|| Discovery::build(resources::for_cluster(cluster)))
+        Disc::Shared(
+            self.discovery[usize::from(root)].get_or_init(|| Discovery::build(resources::for_cluster(cluster))),
+        )
     }
 }
 
@@ -219,10 +243,10 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
             None => Err(ApiError::path_not_found()),
         },
         Route::OpenApiV2 => Err(ApiError::path_not_found()),
-        Route::OpenApiV3 => plain(openapi_index(state, &cluster_name, if_none_match.as_deref())),
+        Route::OpenApiV3 => plain(openapi_index(state, &cluster_name, if_none_match.as_deref()).await?),
         Route::OpenApiV3Doc(gv) => {
             let q = Query::parse(req.uri().query());
-            plain(openapi_doc(state, &cluster_name, &gv, q.get("hash"), if_none_match.as_deref())?)
+            plain(openapi_doc(state, &cluster_name, &gv, q.get("hash"), if_none_match.as_deref()).await?)
         }
         Route::Resource(rp) => resource(state, &who, &target, rp, req).await,
     }
@@ -244,13 +268,20 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> Option<OpenApiDoc> {
+async fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> ApiResult<Option<OpenApiDoc>> {
     let root = cluster == ROOT;
-    if let Some(hit) = state.openapi.get(&(root, gv.to_string())) {
-        return Some(hit.clone());
+    let custom_docs = state.crds.docs(cluster);
+    let hit = match &custom_docs {
+        Some(docs) => docs.openapi(gv),
+        None => state.openapi.get(&(root, gv.to_string())).map(|h| h.clone()),
+    };
+    if hit.is_some() {
+        return Ok(hit);
     }
     let disc = state.discovery(cluster);
-    let ((g, v), defs) = disc.by_gv.iter().find(|((g, v), _)| gv_path(g, v) == gv)?;
+    let Some(((g, v), defs)) = disc.by_gv.iter().find(|((g, v), _)| gv_path(g, v) == gv) else {
+        return Ok(None);
+    };
     let ops: Vec<crate::openapi::ResourceOps> = defs
         .iter()
         .map(|d| crate::openapi::ResourceOps {
@@ -262,41 +293,53 @@ fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> Option<OpenApiDoc
             verbs: d.verbs,
         })
         .collect();
-    let doc = crate::openapi::Builtins::get().gv_document(g, v, &ops);
+    let mut schemas = Vec::new();
+    for d in defs.iter().filter(|d| d.custom.is_some()) {
+        // A CRD whose schema is gone (deleted meanwhile) is published with an open object schema.
+        let s = state.crds.schema(cluster, d).await?;
+        schemas.push((d.kind.clone(), s.unwrap_or_else(|| Arc::new(json!({"type": "object"})))));
+    }
+    let custom: Vec<crate::openapi::CustomKind> =
+        schemas.iter().map(|(kind, schema)| crate::openapi::CustomKind { kind, schema }).collect();
+    let doc = crate::openapi::Builtins::get().gv_document_with(g, v, &ops, &custom).map_err(ApiError::internal)?;
     let bytes = serde_json::to_vec(&doc).expect("JSON serialises");
     let hash = crate::openapi::doc_hash(&bytes);
     let entry = (Arc::new(bytes), hash);
-    state.openapi.insert((root, gv.to_string()), entry.clone());
-    Some(entry)
+    match &custom_docs {
+        Some(docs) => docs.keep_openapi(gv, entry.clone()),
+        None => {
+            state.openapi.insert((root, gv.to_string()), entry.clone());
+        }
+    }
+    Ok(Some(entry))
 }
 
-fn openapi_index(state: &AppState, cluster: &str, if_none_match: Option<&str>) -> Response<Body> {
-    let disc = state.discovery(cluster);
+async fn openapi_index(state: &AppState, cluster: &str, if_none_match: Option<&str>) -> ApiResult<Response<Body>> {
+    let gvs: Vec<String> = state.discovery(cluster).by_gv.keys().map(|(g, v)| gv_path(g, v)).collect();
     let mut paths = serde_json::Map::new();
-    for (g, v) in disc.by_gv.keys() {
-        let gv = gv_path(g, v);
-        if let Some((_, hash)) = openapi_bytes(state, cluster, &gv) {
+    for gv in gvs {
+        if let Some((_, hash)) = openapi_bytes(state, cluster, &gv).await? {
             paths.insert(gv.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={hash}")}));
         }
     }
     let body = serde_json::to_vec(&json!({"paths": paths})).expect("JSON serialises");
     let etag = format!("\"{}\"", crate::openapi::doc_hash(&body));
     if if_none_match == Some(etag.as_str()) {
-        return respond::bytes(304, "application/json", Bytes::new());
+        return Ok(respond::bytes(304, "application/json", Bytes::new()));
     }
     let mut r = respond::bytes(200, "application/json", body);
     r.headers_mut().insert(header::ETAG, etag.parse().expect("hex"));
-    r
+    Ok(r)
 }
 
-fn openapi_doc(
+async fn openapi_doc(
     state: &AppState,
     cluster: &str,
     gv: &str,
     hash: Option<&str>,
     if_none_match: Option<&str>,
 ) -> ApiResult<Response<Body>> {
-    let (bytes, current) = openapi_bytes(state, cluster, gv).ok_or_else(ApiError::path_not_found)?;
+    let (bytes, current) = openapi_bytes(state, cluster, gv).await?.ok_or_else(ApiError::path_not_found)?;
     let etag = format!("\"{current}\"");
     if let Some(h) = hash {
         if h != current {
@@ -327,6 +370,14 @@ fn openapi_doc(
     Ok(r)
 }
 
+/// Patch content types, strategic merge last (built-ins only).
+const PATCH_TYPES: [&str; 4] = [
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/strategic-merge-patch+json",
+];
+
 /// The Kubernetes verb of a resource request.
 fn verb_of(method: &Method, rp: &ResourcePath, watch: bool) -> ApiResult<&'static str> {
     Ok(match (method.as_str(), rp.name.is_some()) {
@@ -351,10 +402,23 @@ async fn resource(
     req: Request<Incoming>,
 ) -> Routed {
     let cluster_for_defs = target.name().unwrap_or("*");
-    let def: Arc<ResourceDef> = resources::for_cluster(cluster_for_defs)
+    let builtin = resources::for_cluster(cluster_for_defs)
         .find(|d| d.group == rp.group && d.version == rp.version && d.plural == rp.resource)
-        .cloned()
-        .ok_or_else(ApiError::path_not_found)?;
+        .cloned();
+    // Custom resources only where no built-in matches (CRDs may not use built-in groups).
+    let mut cluster_filter = None;
+    let def: Arc<ResourceDef> = match (builtin, target) {
+        (Some(d), _) => d,
+        (None, ClusterTarget::Named(c)) => {
+            state.crds.find(c, &rp.group, &rp.version, &rp.resource).ok_or_else(ApiError::path_not_found)?
+        }
+        (None, ClusterTarget::Wildcard) => {
+            let (d, filter) =
+                state.crds.wildcard(&rp.group, &rp.version, &rp.resource).ok_or_else(ApiError::path_not_found)?;
+            cluster_filter = Some(filter);
+            d
+        }
+    };
     if rp.namespace.is_some() && !def.namespaced {
         return Err(ApiError::path_not_found());
     }
@@ -385,6 +449,14 @@ async fn resource(
     if !def.allows(verb) && rp.subresource.is_none() {
         return Err(ApiError::method_not_allowed(verb, &def.plural));
     }
+    let def = match (&def.custom, &cluster, verb) {
+        (Some(custom), Some(c), "create" | "update" | "patch") => {
+            let schema = state.crds.schema(c, &def).await?;
+            let custom = crate::resources::CustomInfo { schema, ..(**custom).clone() };
+            Arc::new(ResourceDef { custom: Some(Arc::new(custom)), ..(*def).clone() })
+        }
+        _ => def,
+    };
     let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -422,11 +494,14 @@ async fn resource(
     if sub == Some("status") && !def.status || sub == Some("scale") && def.scale.is_none() {
         return Err(ApiError::path_not_found());
     }
-    let written = |w: crate::registry::Written| -> Response<Body> {
+    // The revision of the last object written, for read-your-writes on CRDs.
+    let mut last_rev: Option<i64> = None;
+    fn written(w: crate::registry::Written, last_rev: &mut Option<i64>) -> Response<Body> {
+        *last_rev = crate::meta::meta_str(&w.body, "resourceVersion").and_then(|r| r.parse().ok());
         let mut r = respond::json(w.code, &w.body);
         respond::add_warnings(&mut r, &w.warnings);
         r
-    };
+    }
     let resp = match (verb, name, sub) {
         ("get", Some(n), Some("scale")) => {
             respond::json(200, &crate::registry::scale_of(&def, &reg.get(&ctx, n).await?)?)
@@ -449,7 +524,7 @@ async fn resource(
             respond::json(200, &respond::render_object(&def, &obj, shape, include, true))
         }
         ("list", None, None) => {
-            let opts = ListOptions::from_query(&q, false)?;
+            let opts = ListOptions { clusters: cluster_filter, ..ListOptions::from_query(&q, false)? };
             let ns = rp.namespace.as_deref();
             if let Some(l) = crate::watch::read::list(&state.cache, reg, &def, cluster.as_deref(), ns, &opts).await? {
                 let mut meta = json!({"resourceVersion": l.revision.to_string()});
@@ -479,7 +554,7 @@ async fn resource(
             respond::json(200, &respond::render_list(&def, list.items, meta, shape, include))
         }
         ("watch", _, None) => {
-            let mut opts = ListOptions::from_query(&q, rp.watch_path)?;
+            let mut opts = ListOptions { clusters: cluster_filter, ..ListOptions::from_query(&q, rp.watch_path)? };
             if let Some(n) = name {
                 // `/watch/.../<name>`: a watch of one object.
                 opts.fields = crate::selector::FieldSelector::parse(&format!("metadata.name={n}"))?;
@@ -512,30 +587,27 @@ async fn resource(
         }
         ("create", None, None) => {
             let obj = body::decode_object(content_type.as_deref(), &body)?;
-            written(reg.create(&ctx, obj, &WriteOptions::from_query(&q)?).await?)
+            written(reg.create(&ctx, obj, &WriteOptions::from_query(&q)?).await?, &mut last_rev)
         }
         ("update", Some(n), Some("scale")) => {
             let obj = body::decode_object(content_type.as_deref(), &body)?;
-            written(reg.update_scale(&ctx, n, obj, &WriteOptions::from_query(&q)?).await?)
+            written(reg.update_scale(&ctx, n, obj, &WriteOptions::from_query(&q)?).await?, &mut last_rev)
         }
         ("update", Some(n), _) => {
             let obj = body::decode_object(content_type.as_deref(), &body)?;
-            written(reg.update(&ctx, n, obj, &WriteOptions::from_query(&q)?, sub).await?)
+            written(reg.update(&ctx, n, obj, &WriteOptions::from_query(&q)?, sub).await?, &mut last_rev)
         }
         ("patch", Some(n), _) => {
             let ct = content_type.as_deref().unwrap_or("");
-            let pt = PatchType::from_content_type(ct).ok_or_else(|| {
-                ApiError::unsupported_media_type(
-                    ct,
-                    &[
-                        "application/json-patch+json",
-                        "application/merge-patch+json",
-                        "application/apply-patch+yaml",
-                        "application/strategic-merge-patch+json",
-                    ],
-                )
-            })?;
-            written(reg.patch(&ctx, n, pt, &body, &WriteOptions::from_query(&q)?, sub).await?)
+            // As kube-apiserver: custom resources have no strategic merge rules.
+            let accepted: &[&str] = match def.custom {
+                Some(_) => &PATCH_TYPES[..3],
+                None => &PATCH_TYPES,
+            };
+            let pt = PatchType::from_content_type(ct)
+                .filter(|pt| def.custom.is_none() || *pt != PatchType::StrategicMerge)
+                .ok_or_else(|| ApiError::unsupported_media_type(ct, accepted))?;
+            written(reg.patch(&ctx, n, pt, &body, &WriteOptions::from_query(&q)?, sub).await?, &mut last_rev)
         }
         ("delete", Some(n), None) => {
             let w = reg.delete(&ctx, n, &delete_options(&body, &q)?).await?;
@@ -543,7 +615,7 @@ async fn resource(
                 // Read-your-writes on this replica: the deleted cluster answers 404 from now on.
                 state.directory.refresh(n).await;
             }
-            written(w)
+            written(w, &mut last_rev)
         }
         ("deletecollection", None, None) if def.namespaced && rp.namespace.is_none() => {
             // As kube-apiserver: deletecollection of a namespaced resource needs a namespace.
@@ -558,10 +630,16 @@ async fn resource(
                     state.directory.refresh(crate::meta::meta_str(item, "name").unwrap_or_default()).await;
                 }
             }
-            written(w)
+            written(w, &mut last_rev)
         }
         _ => return Err(ApiError::method_not_allowed(method.as_str(), &def.plural)),
     };
+    if def.group == "apiextensions.k8s.io" && !matches!(verb, "get" | "list" | "watch") {
+        // Read-your-writes for APIs on this replica: the next request finds the CRD's resources.
+        if let Some(rev) = last_rev {
+            state.crds.wait_for(rev).await;
+        }
+    }
     if def.group == "rbac.authorization.k8s.io" && !matches!(verb, "get" | "list" | "watch") {
         // Read-your-writes for RBAC on this replica; the invalidation watch covers the others.
         state.authz.invalidate(&cluster_str);

@@ -132,14 +132,12 @@ pub fn render_object(
         Shape::Plain => obj.clone(),
         Shape::Metadata => partial(obj),
         Shape::Table => {
-            let mut t = crate::table::table(
-                &def.group,
-                &def.plural,
+            let mut t = table(
+                def,
                 std::slice::from_ref(obj),
                 json!({"resourceVersion": obj["metadata"]["resourceVersion"]}),
                 include,
                 with_columns,
-                chrono::Utc::now(),
             );
             if !with_columns {
                 if let Some(m) = t.as_object_mut() {
@@ -167,9 +165,22 @@ pub fn render_list(
             let items: Vec<Value> = items.iter().map(partial).collect();
             json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "items": items})
         }
-        Shape::Table => {
-            crate::table::table(&def.group, &def.plural, &items, list_meta, include, true, chrono::Utc::now())
-        }
+        Shape::Table => table(def, &items, list_meta, include, true),
+    }
+}
+
+/// A Table of objects: the built-in columns of the type, or a custom resource's printer columns.
+fn table(
+    def: &ResourceDef,
+    items: &[Value],
+    list_meta: Value,
+    include: crate::table::IncludeObject,
+    with_columns: bool,
+) -> Value {
+    let now = chrono::Utc::now();
+    match &def.custom {
+        Some(c) => crate::table::custom_table(&c.columns, items, list_meta, include, with_columns, now),
+        None => crate::table::table(&def.group, &def.plural, items, list_meta, include, with_columns, now),
     }
 }
 

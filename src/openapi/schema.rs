@@ -53,6 +53,18 @@ pub(super) fn normalize(defs: &mut BTreeMap<String, Value>) {
     if let Some(s) = defs.get_mut("io.k8s.apimachinery.pkg.api.resource.Quantity") {
         s["oneOf"] = json!([{"type": "string"}, {"type": "number"}]);
     }
+    // Any JSON value (a schema's `default`, `enum`, `example`; schema-or-array unions): kube-openapi
+    // publishes them without a type, but k8s-openapi's schemas say `object`, which would refuse
+    // `default: red` in a CRD.
+    for any in ["JSON", "JSONSchemaPropsOrArray", "JSONSchemaPropsOrBool", "JSONSchemaPropsOrStringArray"] {
+        if let Some(Value::Object(s)) =
+            defs.get_mut(&format!("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.{any}"))
+        {
+            s.remove("type");
+            s.remove("properties");
+            s.insert("x-kubernetes-preserve-unknown-fields".into(), Value::Bool(true));
+        }
+    }
     apply_merge_table(defs);
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-pub use options::{DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
+pub use options::{ClusterFilter, DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
 pub(crate) use read::encode_continue;
 pub use read::{check_fields, matches, ListResult};
 pub use write::{scale_of, Sweep};

@@ -210,6 +210,17 @@ pub enum RvMatch {
     Exact,
 }
 
+/// Which clusters a wildcard request spans, when not all (a custom resource: the clusters whose CRD
+/// serves it; see `crd::CrdIndex::wildcard`).
+#[derive(Clone)]
+pub struct ClusterFilter(pub std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for ClusterFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterFilter")
+    }
+}
+
 /// Options of list and watch.
 #[derive(Debug, Clone)]
 pub struct ListOptions {
@@ -233,6 +244,8 @@ pub struct ListOptions {
     pub send_initial_events: Option<bool>,
     /// `timeoutSeconds`.
     pub timeout_seconds: Option<i64>,
+    /// Set by the server for wildcard requests over custom resources, never from the query.
+    pub clusters: Option<ClusterFilter>,
 }
 
 impl ListOptions {
@@ -279,9 +292,15 @@ impl ListOptions {
             bookmarks: q.flag("allowWatchBookmarks")?,
             send_initial_events,
             timeout_seconds: q.int("timeoutSeconds")?,
+            clusters: None,
         };
         opts.validate()?;
         Ok(opts)
+    }
+
+    /// Whether every object in scope passes (no selector, no cluster filter): then objects need no parsing.
+    pub fn selects_all(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty() && self.clusters.is_none()
     }
 
     fn validate(&self) -> ApiResult<()> {

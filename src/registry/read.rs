@@ -62,7 +62,12 @@ pub fn check_fields(def: &ResourceDef, opts: &ListOptions) -> ApiResult<()> {
 
 /// Whether an object passes the label and field selectors.
 pub fn matches(def: &ResourceDef, obj: &Value, opts: &ListOptions) -> bool {
-    (opts.labels.is_empty() || opts.labels.matches(crate::meta::labels(obj)))
+    let cluster_ok = || {
+        let cluster = obj["metadata"]["annotations"][crate::cluster::CLUSTER_ANNOTATION].as_str().unwrap_or("");
+        opts.clusters.as_ref().is_none_or(|f| (f.0)(cluster))
+    };
+    cluster_ok()
+        && (opts.labels.is_empty() || opts.labels.matches(crate::meta::labels(obj)))
         && (opts.fields.is_empty()
             || opts.fields.matches(&|f: &str| selector::field_value(&def.group, &def.plural, obj, f)))
 }

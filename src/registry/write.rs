@@ -9,7 +9,7 @@ use crate::meta::{self, now_rfc3339};
 use crate::patch::{self, PatchType};
 use crate::resources::ResourceDef;
 use crate::status::{cause, success_status, ApiError, ApiResult};
-use crate::storage::{KeyValue, StoreError};
+use crate::storage::{keys, KeyValue, StoreError};
 
 /// How many times a read-modify-write retries after losing a compare-and-swap.
 const MAX_RETRIES: usize = 16;
@@ -80,15 +80,33 @@ fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
 
 /// Schema checks: type errors always fail; unknown fields fail, warn or vanish per `fieldValidation`.
 fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation) -> ApiResult<Vec<String>> {
-    let schemas = crate::openapi::Builtins::get();
-    if !schemas.has_kind(&def.group, &def.version, &def.kind) {
-        return Ok(Vec::new());
-    }
-    let type_errors = schemas.type_errors(&def.group, &def.version, &def.kind, obj);
-    if !type_errors.is_empty() {
-        return Err(ApiError::bad_request(type_errors.join(", ")));
-    }
-    let unknown = schemas.unknown_fields(&def.group, &def.version, &def.kind, obj);
+    let unknown = match &def.custom {
+        Some(custom) => {
+            // A custom resource: its CRD version's structural schema (value errors come later, as a 422).
+            let Some(schema) = custom.schema.as_deref() else { return Ok(Vec::new()) };
+            crate::crd::schema::apply_defaults(schema, obj);
+            let unknown = crate::crd::schema::unknown_fields(schema, obj);
+            if !unknown.is_empty() && validation != FieldValidation::Strict {
+                crate::crd::schema::prune(schema, obj);
+            }
+            unknown
+        }
+        None => {
+            let schemas = crate::openapi::Builtins::get();
+            if !schemas.has_kind(&def.group, &def.version, &def.kind) {
+                return Ok(Vec::new());
+            }
+            let type_errors = schemas.type_errors(&def.group, &def.version, &def.kind, obj);
+            if !type_errors.is_empty() {
+                return Err(ApiError::bad_request(type_errors.join(", ")));
+            }
+            let unknown = schemas.unknown_fields(&def.group, &def.version, &def.kind, obj);
+            if !unknown.is_empty() && validation != FieldValidation::Strict {
+                schemas.prune(&def.group, &def.version, &def.kind, obj);
+            }
+            unknown
+        }
+    };
     if unknown.is_empty() {
         return Ok(Vec::new());
     }
@@ -97,15 +115,31 @@ fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation)
             let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
             Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))))
         }
-        FieldValidation::Warn => {
-            schemas.prune(&def.group, &def.version, &def.kind, obj);
-            Ok(unknown.into_iter().map(|f| format!("unknown field \"{f}\"")).collect())
-        }
-        FieldValidation::Ignore => {
-            schemas.prune(&def.group, &def.version, &def.kind, obj);
-            Ok(Vec::new())
-        }
+        FieldValidation::Warn => Ok(unknown.into_iter().map(|f| format!("unknown field \"{f}\"")).collect()),
+        FieldValidation::Ignore => Ok(Vec::new()),
     }
+}
+
+/// Checks of one type beyond metadata: a CRD's definition, a custom object's values against its schema.
+fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let causes = match &def.custom {
+        Some(c) => c.schema.as_deref().map(|s| crate::crd::schema::value_errors(s, obj)).unwrap_or_default(),
+        None if def.group == "apiextensions.k8s.io" && def.kind == "CustomResourceDefinition" => {
+            crate::crd::define::validate(obj, old)
+        }
+        None => Vec::new(),
+    };
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(def, meta::meta_str(obj, "name").unwrap_or_default(), causes))
+    }
+}
+
+/// Metadata and type checks, on every write path.
+fn validate_object(ctx: &Ctx, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+    validate_meta(ctx, obj)?;
+    validate_kind(ctx.def, obj, old)
 }
 
 fn invalid(def: &ResourceDef, name: &str, causes: Vec<crate::status::Cause>) -> ApiError {
@@ -193,43 +227,39 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             m.insert("status".into(), json!({"phase": "Pending", "qosClass": "BestEffort"}));
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            let names = m.get("spec").and_then(|s| s.get("names")).cloned().unwrap_or(json!({}));
-            let mut accepted = names.clone();
-            if accepted.get("listKind").is_none() {
-                if let Some(k) = names.get("kind").and_then(Value::as_str) {
-                    accepted["listKind"] = json!(format!("{k}List"));
-                }
-            }
-            if accepted.get("singular").is_none() {
-                if let Some(k) = names.get("kind").and_then(Value::as_str) {
-                    accepted["singular"] = json!(k.to_ascii_lowercase());
-                }
-            }
-            let stored: Vec<Value> = m
-                .get("spec")
-                .and_then(|s| s.get("versions"))
-                .and_then(Value::as_array)
-                .map(|vs| vs.iter().filter(|v| v["storage"] == true).map(|v| v["name"].clone()).collect())
-                .unwrap_or_default();
             let now = now_rfc3339();
             m.insert(
                 "status".into(),
                 json!({
-                    "acceptedNames": accepted,
-                    "storedVersions": stored,
                     "conditions": [
                         {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
                         {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now}
                     ]
                 }),
             );
+            let current = obj.clone();
+            crate::crd::refresh_status(&current, obj);
+            // As kube-apiserver: the CRD's objects are deleted before the CRD itself goes.
+            let m = meta::metadata_mut(obj);
+            let fins = m.entry("finalizers").or_insert_with(|| json!([]));
+            if let Some(a) = fins.as_array_mut() {
+                if !a.iter().any(|f| f == crate::crd::CLEANUP_FINALIZER) {
+                    a.push(json!(crate::crd::CLEANUP_FINALIZER));
+                }
+            }
+            return;
         }
+        // kube-apiserver drops status on create when it is a subresource of a custom resource.
+        _ if def.custom.is_some() && def.status => {
+            m.remove("status");
+        }
+        _ if def.custom.is_some() => {}
         _ if def.status => {
             m.insert("status".into(), json!({}));
         }
         _ => {}
     }
-    if def.scale.is_some() {
+    if def.scale.is_some() && def.custom.is_none() {
         let spec = m.entry("spec").or_insert_with(|| json!({}));
         if spec.get("replicas").is_none() {
             spec["replicas"] = json!(1);
@@ -353,11 +383,16 @@ impl Registry {
             let ns = ctx
                 .namespace
                 .ok_or_else(|| ApiError::bad_request("a namespace is required to create this resource"))?;
-            validate_meta(ctx, &obj)?;
+            validate_object(ctx, &obj, None)?;
             set_meta(&mut obj, "namespace", json!(ns));
         } else {
-            validate_meta(ctx, &obj)?;
+            validate_object(ctx, &obj, None)?;
             meta::metadata_mut(&mut obj).remove("namespace");
+        }
+        if def.custom.as_ref().is_some_and(|c| c.terminating) {
+            let mut e = ApiError::method_not_allowed("create", &def.plural);
+            e.message = "create not allowed while custom resource definition is terminating".into();
+            return Err(e);
         }
         if def.group == crate::resources::TENANCY_GROUP && meta::meta_str(&obj, "name") == Some(crate::cluster::ROOT) {
             // root always exists; a LogicalCluster for it could only ever be used to purge it.
@@ -383,7 +418,12 @@ impl Registry {
             }
             m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
             m.insert("creationTimestamp".into(), json!(now_rfc3339()));
-            if def.status || def.scale.is_some() || def.group == "apiextensions.k8s.io" || def.kind == "Deployment" {
+            if def.status
+                || def.scale.is_some()
+                || def.custom.is_some()
+                || def.group == "apiextensions.k8s.io"
+                || def.kind == "Deployment"
+            {
                 m.insert("generation".into(), json!(1));
             }
         }
@@ -541,7 +581,10 @@ impl Registry {
             }
         }
         keep_server_meta(current, &mut desired);
-        validate_meta(ctx, &desired)?;
+        if def.group == "apiextensions.k8s.io" && subresource.is_none() {
+            crate::crd::refresh_status(current, &mut desired);
+        }
+        validate_object(ctx, &desired, Some(current))?;
         // Scale writes change the spec, so they bump generation; status writes never do.
         if subresource != Some("status") && !meta::spec_equal(current, &desired) {
             if let Some(g) = meta::metadata(current).and_then(|m| m.get("generation")).and_then(Value::as_i64) {
@@ -756,7 +799,10 @@ impl Registry {
                             set_meta(&mut d, "generation", json!(g + 1));
                         }
                     }
-                    validate_meta(ctx, &d)?;
+                    if def.group == "apiextensions.k8s.io" && subresource.is_none() {
+                        crate::crd::refresh_status(current, &mut d);
+                    }
+                    validate_object(ctx, &d, Some(current))?;
                     d
                 } else {
                     self.prepare_update(ctx, current, patched, subresource, &manager)?
@@ -983,13 +1029,50 @@ impl Registry {
         Ok(Sweep::KeysLeft)
     }
 
+    /// Remove `finalizer` from a cluster-scoped object being deleted; the object goes with its last
+    /// finalizer. Returns whether the finalizer was released here (false: not deleting, or not there).
+    pub async fn remove_finalizer(
+        &self,
+        def: &ResourceDef,
+        cluster: &str,
+        name: &str,
+        finalizer: &str,
+    ) -> ApiResult<bool> {
+        let key = keys::object(&self.prefix, def.storage_group(), &def.plural, cluster, None, name);
+        for _ in 0..MAX_RETRIES {
+            let Some(kv) = self.store.get(&key).await? else { return Ok(false) };
+            let mut obj = self.decode(def, cluster, &kv)?;
+            let finalizers = meta::finalizers(&obj);
+            if meta::meta_str(&obj, "deletionTimestamp").is_none() || !finalizers.iter().any(|f| f == finalizer) {
+                return Ok(false);
+            }
+            let rest: Vec<String> = finalizers.into_iter().filter(|f| f != finalizer).collect();
+            let res = if rest.is_empty() {
+                self.store.delete(&key, Some(kv.mod_revision)).await.map(|_| ())
+            } else {
+                meta::metadata_mut(&mut obj).insert("finalizers".into(), json!(rest));
+                self.store.update(&key, super::encode(&obj), kv.mod_revision).await.map(|_| ())
+            };
+            match res {
+                Ok(()) | Err(StoreError::NotFound) => return Ok(true),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::conflict(&def.plural, &def.group, name, "too many concurrent updates; try again"))
+    }
+
     /// Delete everything in a namespace, then the namespace itself. Passes repeat until one finds
     /// nothing, so objects created by requests that raced the termination are removed too.
     pub async fn finalize_namespace(&self, cluster: &str, namespace: &str) -> ApiResult<()> {
-        let prefixes: Vec<String> = crate::resources::for_cluster(cluster)
-            .filter(|d| d.namespaced && !d.is_virtual())
-            .map(|d| self.collection(d, Some(cluster), Some(namespace)))
-            .collect();
+        // Custom resources too, as the namespace controller deletes them: their prefixes come from the
+        // cluster's CRDs in the store.
+        let mut prefixes = crate::crd::custom_prefixes(self, cluster, Some(namespace)).await?;
+        prefixes.extend(
+            crate::resources::for_cluster(cluster)
+                .filter(|d| d.namespaced && !d.is_virtual())
+                .map(|d| self.collection(d, Some(cluster), Some(namespace))),
+        );
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, namespace);
         // Only while the namespace is still the terminating one: a repeated DELETE may start a second
         // cleanup that outlives the first, and it must not empty a namespace re-created since.
@@ -1075,11 +1158,14 @@ pub fn scale_of(def: &ResourceDef, obj: &Value) -> ApiResult<Value> {
             meta_out.insert(f.into(), v.clone());
         }
     }
-    let spec_replicas = get_path(obj, sc.spec_replicas).and_then(Value::as_i64).unwrap_or(0);
-    let status_replicas = get_path(obj, sc.status_replicas).and_then(Value::as_i64).unwrap_or(0);
+    let spec_replicas = get_path(obj, &sc.spec_replicas).and_then(Value::as_i64).unwrap_or(0);
+    let status_replicas = get_path(obj, &sc.status_replicas).and_then(Value::as_i64).unwrap_or(0);
     let mut status = json!({"replicas": status_replicas});
-    if let Some(sel) = get_path(obj, sc.selector) {
-        status["selector"] = json!(selector_string(sel));
+    match get_path(obj, &sc.selector) {
+        // Custom resources keep the selector as a string already (`labelSelectorPath`).
+        Some(Value::String(s)) => status["selector"] = json!(s),
+        Some(sel) if !sc.selector.is_empty() => status["selector"] = json!(selector_string(sel)),
+        _ => {}
     }
     Ok(
         json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta_out, "spec": {"replicas": spec_replicas}, "status": status}),

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{initialize, is_live, object_key, PHASE_READY, PURGE_FINALIZER};
+use super::{initialize, is_live, PHASE_READY, PURGE_FINALIZER};
 use crate::cluster::ROOT;
 use crate::registry::{Registry, Sweep};
 use crate::resources;
@@ -171,11 +171,12 @@ pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
     if cluster == ROOT {
         return Ok(());
     }
-    let prefixes: Vec<String> = resources::builtins()
-        .iter()
-        .filter(|d| !d.is_virtual())
-        .map(|d| registry.collection(d, Some(cluster), None))
-        .collect();
+    // Custom resources first: their prefixes are known only while the cluster's CRDs exist, so a purge
+    // cut short and resumed must still find the CRDs.
+    let mut prefixes = crate::crd::custom_prefixes(registry, cluster, None).await?;
+    prefixes.extend(
+        resources::builtins().iter().filter(|d| !d.is_virtual()).map(|d| registry.collection(d, Some(cluster), None)),
+    );
     let sweep =
         registry.delete_prefixes(&prefixes, move || async move { Ok(!is_live(registry, cluster).await?) }).await?;
     match sweep {
@@ -190,31 +191,8 @@ pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
 /// Remove the purge finalizer from a LogicalCluster being deleted; the object goes with its last one.
 async fn release(registry: &Registry, cluster: &str) -> ApiResult<()> {
     let def = resources::logical_cluster_def();
-    let key = object_key(registry, cluster);
-    for _ in 0..super::MAX_RETRIES {
-        let Some(kv) = registry.store.get(&key).await? else { return Ok(()) };
-        let mut obj = registry.decode(&def, ROOT, &kv)?;
-        let finalizers = crate::meta::finalizers(&obj);
-        if crate::meta::meta_str(&obj, "deletionTimestamp").is_none()
-            || !finalizers.iter().any(|f| f == PURGE_FINALIZER)
-        {
-            return Ok(());
-        }
-        let rest: Vec<String> = finalizers.into_iter().filter(|f| f != PURGE_FINALIZER).collect();
-        let res = if rest.is_empty() {
-            registry.store.delete(&key, Some(kv.mod_revision)).await.map(|_| ())
-        } else {
-            crate::meta::metadata_mut(&mut obj).insert("finalizers".into(), serde_json::json!(rest));
-            registry.store.update(&key, crate::registry::encode(&obj), kv.mod_revision).await.map(|_| ())
-        };
-        match res {
-            Ok(()) | Err(StoreError::NotFound) => {
-                tracing::info!(cluster = %cluster, "logical cluster purged");
-                return Ok(());
-            }
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        }
+    if registry.remove_finalizer(&def, ROOT, cluster, PURGE_FINALIZER).await? {
+        tracing::info!(cluster = %cluster, "logical cluster purged");
     }
-    Err(ApiError::conflict(&def.plural, &def.group, cluster, "too many concurrent updates; try again"))
+    Ok(())
 }

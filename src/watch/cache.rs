@@ -575,11 +575,12 @@ impl WatchCache {
 
     /// The cache of a resource type, started if needed; waits (up to `patience`) until it serves.
     pub async fn cacher(&self, def: &Arc<ResourceDef>, patience: Duration) -> ApiResult<Arc<Cacher>> {
+        let key = self.key(def);
         for _ in 0..3 {
             let prefix = self.registry.collection(def, None, None);
             let cacher = self
                 .cachers
-                .entry(prefix.clone())
+                .entry(key.clone())
                 .or_insert_with(|| {
                     let c = Cacher::new(def.clone(), prefix, self.metrics.clone());
                     let task = tokio::spawn(c.clone().run(self.registry.clone(), self.stop.clone()));
@@ -596,17 +597,27 @@ impl WatchCache {
             if cacher.progress.borrow().0 != Phase::Stopped {
                 break;
             }
-            self.cachers.remove_if(&cacher.prefix, |_, c| Arc::ptr_eq(c, &cacher));
+            self.cachers.remove_if(&key, |_, c| Arc::ptr_eq(c, &cacher));
         }
         Err(ApiError::timeout(format!("the watch cache for {} is not ready; retry", def.plural)))
     }
 
     /// The cache of a resource type if it is already serving.
     pub fn existing(&self, def: &ResourceDef) -> Option<Arc<Cacher>> {
-        let prefix = self.registry.collection(def, None, None);
-        let c = self.cachers.get(&prefix)?.clone();
+        let c = self.cachers.get(&self.key(def))?.clone();
         let serving = c.progress.borrow().0 == Phase::Serving;
         serving.then_some(c)
+    }
+
+    /// Which cache serves `def`: one per store prefix. Custom resources of one prefix may differ by cluster
+    /// in version, kind or scope (each cluster has its own CRD), and a cache decodes every object with one
+    /// definition, so each combination gets its own.
+    fn key(&self, def: &ResourceDef) -> String {
+        let prefix = self.registry.collection(def, None, None);
+        match def.custom {
+            Some(_) => format!("{prefix}#{}#{}#{}", def.version, def.kind, def.namespaced),
+            None => prefix,
+        }
     }
 
     /// Drop caches nobody watched or read for `idle`.

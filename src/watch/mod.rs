@@ -233,7 +233,7 @@ async fn resume(
 
 /// Whether a cached object passes the selectors; returns what to send.
 fn select_entry(def: &ResourceDef, opts: &ListOptions, e: &Entry) -> ApiResult<Option<Payload>> {
-    if opts.labels.is_empty() && opts.fields.is_empty() {
+    if opts.selects_all() {
         return Ok(Some(Payload::Json(e.json.clone())));
     }
     let v = e.value()?;
@@ -242,7 +242,7 @@ fn select_entry(def: &ResourceDef, opts: &ListOptions, e: &Entry) -> ApiResult<O
 
 /// Turn a cached event into this watcher's event, applying selector transitions.
 fn translate(def: &ResourceDef, opts: &ListOptions, ev: &Event) -> ApiResult<Option<(&'static str, Payload)>> {
-    if opts.labels.is_empty() && opts.fields.is_empty() {
+    if opts.selects_all() {
         let kind = if ev.deleted {
             "DELETED"
         } else if ev.prev.is_some() {

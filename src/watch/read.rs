@@ -71,7 +71,7 @@ pub async fn list(
         namespace: if def.namespaced { namespace.map(str::to_string) } else { None },
     };
     let (entries, revision) = cacher.snapshot(&scope);
-    let filtered = !(opts.labels.is_empty() && opts.fields.is_empty());
+    let filtered = !(opts.selects_all());
     let mut items = Vec::new();
     let mut last_key = None;
     let mut iter = entries.iter().peekable();

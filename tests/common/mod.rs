@@ -492,3 +492,28 @@ pub fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
     assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
     out
 }
+
+/// Every key of one logical cluster with its revision, whatever the resource: the cluster is the third
+/// segment after the prefix (`<prefix>/<group>/<resource>/<cluster>/...`).
+pub async fn keys_of(store: &dyn kgate::storage::Store, prefix: &str, cluster: &str) -> Vec<(String, i64)> {
+    let page =
+        store.range(kgate::storage::RangeRequest { prefix: format!("{prefix}/"), ..Default::default() }).await.unwrap();
+    page.kvs
+        .into_iter()
+        .filter(|kv| kv.key[prefix.len() + 1..].split('/').nth(2) == Some(cluster))
+        .map(|kv| (kv.key, kv.mod_revision))
+        .collect()
+}
+
+/// Poll `check` every 50 ms until it holds, for at most `secs` seconds.
+pub async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,374 @@
+//! A CustomResourceDefinition object read as what it serves: names, scope and versions, turned into the
+//! `ResourceDef`s the rest of kgate routes, stores and prints by; and the checks kube-apiserver makes
+//! before it accepts a CRD.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::meta::{self, NameRule};
+use crate::resources::{self, CustomInfo, ResourceDef, ScaleDef, ALL_VERBS};
+use crate::status::{cause, Cause};
+use crate::storage::Revision;
+
+/// The finalizer kube-apiserver puts on every CRD: its objects are deleted before it goes.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+/// Groups that need this annotation (kube-apiserver's API review rule).
+const APPROVAL_ANNOTATION: &str = "api-approved.kubernetes.io";
+
+/// One version of a CRD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrdVersion {
+    /// `v1`, `v1beta1`.
+    pub name: String,
+    /// Served by the API.
+    pub served: bool,
+    /// The version objects are stored as.
+    pub storage: bool,
+    /// Has a `/status` subresource.
+    pub status: bool,
+    /// The `/scale` subresource's paths.
+    pub scale: Option<ScaleDef>,
+    /// `additionalPrinterColumns`.
+    pub columns: Vec<Value>,
+}
+
+/// What a CRD serves, without its schemas (they are read when needed; see `CrdIndex::schema`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Crd {
+    /// `<plural>.<group>`.
+    pub name: String,
+    /// API group.
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Plural (URL segment).
+    pub plural: String,
+    /// Singular name.
+    pub singular: String,
+    /// kubectl short names.
+    pub short_names: Vec<String>,
+    /// Categories (`all`).
+    pub categories: Vec<String>,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Every version, served or not.
+    pub versions: Vec<CrdVersion>,
+    /// The revision the CRD was last written at.
+    pub revision: Revision,
+    /// Being deleted.
+    pub terminating: bool,
+    /// Still holds the cleanup finalizer (its objects may still exist).
+    pub needs_cleanup: bool,
+}
+
+fn strs(v: &Value) -> Vec<String> {
+    v.as_array().map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default()
+}
+
+/// A CRD's JSONPath-style path (`.spec.replicas`) as the dotted path the registry walks.
+fn dotted(path: &str) -> Cow<'static, str> {
+    Cow::Owned(path.trim_start_matches('.').to_string())
+}
+
+impl Crd {
+    /// Read a stored CRD; `None` when it does not describe a servable type (it was validated on write,
+    /// so only a corrupt or foreign object gets here).
+    pub fn parse(obj: &Value, revision: Revision) -> Option<Crd> {
+        let spec = obj.get("spec")?;
+        let names = spec.get("names")?;
+        let group = spec.get("group")?.as_str()?.to_string();
+        let kind = names.get("kind")?.as_str()?.to_string();
+        let plural = names.get("plural")?.as_str()?.to_string();
+        let singular = names
+            .get("singular")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .unwrap_or_else(|| kind.to_ascii_lowercase());
+        let versions = spec
+            .get("versions")?
+            .as_array()?
+            .iter()
+            .filter_map(|v| {
+                let subs = v.get("subresources");
+                let scale = subs.and_then(|s| s.get("scale")).map(|sc| ScaleDef {
+                    spec_replicas: dotted(sc["specReplicasPath"].as_str().unwrap_or(".spec.replicas")),
+                    status_replicas: dotted(sc["statusReplicasPath"].as_str().unwrap_or(".status.replicas")),
+                    selector: dotted(sc["labelSelectorPath"].as_str().unwrap_or("")),
+                });
+                Some(CrdVersion {
+                    name: v.get("name")?.as_str()?.to_string(),
+                    served: v.get("served").and_then(Value::as_bool).unwrap_or(false),
+                    storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
+                    status: subs.and_then(|s| s.get("status")).is_some(),
+                    scale,
+                    columns: v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
+                })
+            })
+            .collect();
+        Some(Crd {
+            name: meta::meta_str(obj, "name")?.to_string(),
+            group,
+            kind,
+            plural,
+            singular,
+            short_names: strs(&names["shortNames"]),
+            categories: strs(&names["categories"]),
+            namespaced: spec.get("scope").and_then(Value::as_str) != Some("Cluster"),
+            versions,
+            revision,
+            terminating: meta::meta_str(obj, "deletionTimestamp").is_some(),
+            needs_cleanup: meta::finalizers(obj).iter().any(|f| f == CLEANUP_FINALIZER),
+        })
+    }
+
+    /// The resource type one served version is.
+    pub fn def(&self, version: &CrdVersion) -> ResourceDef {
+        ResourceDef {
+            group: self.group.clone(),
+            version: version.name.clone(),
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+            singular: self.singular.clone(),
+            namespaced: self.namespaced,
+            short_names: self.short_names.clone(),
+            categories: self.categories.clone(),
+            verbs: ALL_VERBS,
+            status: version.status,
+            scale: version.scale.clone(),
+            name_rule: NameRule::Subdomain,
+            root_only: false,
+            custom: Some(Arc::new(CustomInfo {
+                crd_name: self.name.clone(),
+                crd_revision: self.revision,
+                columns: version.columns.clone(),
+                terminating: self.terminating,
+                schema: None,
+            })),
+        }
+    }
+
+    /// Every served version's resource type.
+    pub fn defs(&self) -> impl Iterator<Item = ResourceDef> + '_ {
+        self.versions.iter().filter(|v| v.served).map(|v| self.def(v))
+    }
+
+    /// Whether `version` is served with the same kind and scope as `other` (wildcard requests span the
+    /// clusters whose definitions agree).
+    pub fn serves_like(&self, version: &str, other: &ResourceDef) -> bool {
+        self.kind == other.kind
+            && self.namespaced == other.namespaced
+            && self.versions.iter().any(|v| v.served && v.name == version)
+    }
+}
+
+fn field(path: &str, reason: &str, message: impl Into<String>) -> Cause {
+    cause(reason, path, message)
+}
+
+/// kube-apiserver's CRD validation (the parts clients meet): names, group, scope, versions, schemas,
+/// and on update the fields that may not change. Returns the causes of a 422.
+pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let group = spec["group"].as_str().unwrap_or("");
+    let plural = spec["names"]["plural"].as_str().unwrap_or("");
+    let kind = spec["names"]["kind"].as_str().unwrap_or("");
+    let name = meta::meta_str(obj, "name").unwrap_or("");
+
+    if group.is_empty() {
+        out.push(field("spec.group", "FieldValueRequired", "Required value"));
+    } else if let Err(e) = meta::validate_dns1123_subdomain(group) {
+        out.push(field("spec.group", "FieldValueInvalid", format!("Invalid value: {group:?}: {e}")));
+    } else if !group.contains('.') {
+        out.push(field(
+            "spec.group",
+            "FieldValueInvalid",
+            format!("Invalid value: {group:?}: should be a domain with at least one dot"),
+        ));
+    } else if resources::is_builtin_group(group) {
+        // Custom resources are stored beside the built-ins under `<group>/<plural>`; a built-in group
+        // would let a tenant's CRD shadow or collide with built-in objects.
+        out.push(field(
+            "spec.group",
+            "FieldValueInvalid",
+            format!("Invalid value: {group:?}: is served by a built-in API group"),
+        ));
+    } else if (group == "k8s.io"
+        || group.ends_with(".k8s.io")
+        || group == "kubernetes.io"
+        || group.ends_with(".kubernetes.io"))
+        && obj["metadata"]["annotations"].get(APPROVAL_ANNOTATION).is_none()
+    {
+        out.push(field(
+            &format!("metadata.annotations[{APPROVAL_ANNOTATION}]"),
+            "FieldValueRequired",
+            format!("Required value: protected groups must have approval annotation \"{APPROVAL_ANNOTATION}\", see https://github.com/kubernetes/enhancements/pull/1111"),
+        ));
+    }
+    if plural.is_empty() {
+        out.push(field("spec.names.plural", "FieldValueRequired", "Required value"));
+    } else if let Err(e) = meta::validate_dns1123_label(plural) {
+        out.push(field("spec.names.plural", "FieldValueInvalid", format!("Invalid value: {plural:?}: {e}")));
+    }
+    if let Some(s) = spec["names"]["singular"].as_str().filter(|s| !s.is_empty()) {
+        if let Err(e) = meta::validate_dns1123_label(s) {
+            out.push(field("spec.names.singular", "FieldValueInvalid", format!("Invalid value: {s:?}: {e}")));
+        }
+    }
+    let kind_ok = kind.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && kind.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if kind.is_empty() {
+        out.push(field("spec.names.kind", "FieldValueRequired", "Required value"));
+    } else if !kind_ok {
+        out.push(field(
+            "spec.names.kind",
+            "FieldValueInvalid",
+            format!(
+                "Invalid value: {kind:?}: may have mixed case, but should otherwise match: [a-z]([-a-z0-9]*[a-z0-9])?"
+            ),
+        ));
+    }
+    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
+        out.push(field(
+            "metadata.name",
+            "FieldValueInvalid",
+            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    match spec["scope"].as_str() {
+        Some("Namespaced") | Some("Cluster") => {}
+        None => out.push(field("spec.scope", "FieldValueRequired", "Required value")),
+        Some(s) => out.push(field(
+            "spec.scope",
+            "FieldValueNotSupported",
+            format!("Unsupported value: {s:?}: supported values: \"Cluster\", \"Namespaced\""),
+        )),
+    }
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    if versions.is_empty() {
+        out.push(field(
+            "spec.versions",
+            "FieldValueInvalid",
+            "Invalid value: null: must have exactly one version marked as storage version",
+        ));
+    } else {
+        let storage = versions.iter().filter(|v| v["storage"] == true).count();
+        if storage != 1 {
+            out.push(field(
+                "spec.versions",
+                "FieldValueInvalid",
+                format!(
+                    "Invalid value: {}: must have exactly one version marked as storage version",
+                    Value::Array(versions.clone())
+                ),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, v) in versions.iter().enumerate() {
+            let vn = v["name"].as_str().unwrap_or("");
+            if let Err(e) = meta::validate_dns1123_label(vn) {
+                out.push(field(
+                    &format!("spec.versions[{i}].name"),
+                    "FieldValueInvalid",
+                    format!("Invalid value: {vn:?}: {e}"),
+                ));
+            } else if !seen.insert(vn.to_string()) {
+                out.push(field(
+                    &format!("spec.versions[{i}].name"),
+                    "FieldValueDuplicate",
+                    format!("Duplicate value: {vn:?}"),
+                ));
+            }
+            match v["schema"].get("openAPIV3Schema") {
+                None | Some(Value::Null) => out.push(field(
+                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    "FieldValueRequired",
+                    "Required value: schemas are required",
+                )),
+                Some(s) if s.get("type").and_then(Value::as_str) != Some("object") => out.push(field(
+                    &format!("spec.versions[{i}].schema.openAPIV3Schema.type"),
+                    "FieldValueInvalid",
+                    "Invalid value: must be object at the root",
+                )),
+                Some(_) => {}
+            }
+        }
+        if !versions.iter().any(|v| v["served"] == true) {
+            out.push(field(
+                "spec.versions",
+                "FieldValueInvalid",
+                "Invalid value: must have at least one served version",
+            ));
+        }
+    }
+    if let Some(old) = old {
+        for (path, now, was) in [
+            ("spec.group", &spec["group"], &old["spec"]["group"]),
+            ("spec.names.plural", &spec["names"]["plural"], &old["spec"]["names"]["plural"]),
+            ("spec.scope", &spec["scope"], &old["spec"]["scope"]),
+        ] {
+            if now != was {
+                out.push(field(path, "FieldValueInvalid", format!("Invalid value: {now}: field is immutable")));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn crd(group: &str, plural: &str) -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{group}")},
+            "spec": {"group": group, "scope": "Namespaced",
+                "names": {"plural": plural, "kind": "Widget", "shortNames": ["wd"]},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}},
+                     "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.size"}}},
+                    {"name": "v1beta1", "served": true, "storage": false, "schema": {"openAPIV3Schema": {"type": "object"}}},
+                    {"name": "v1alpha1", "served": false, "storage": false, "schema": {"openAPIV3Schema": {"type": "object"}}}
+                ]}
+        })
+    }
+
+    #[test]
+    fn parses_what_it_serves() {
+        let c = Crd::parse(&crd("example.com", "widgets"), 7).unwrap();
+        assert_eq!((c.singular.as_str(), c.namespaced, c.revision), ("widget", true, 7));
+        let defs: Vec<ResourceDef> = c.defs().collect();
+        assert_eq!(defs.iter().map(|d| d.version.as_str()).collect::<Vec<_>>(), ["v1", "v1beta1"]);
+        assert!(defs[0].status && !defs[1].status);
+        assert_eq!(defs[0].scale.as_ref().unwrap().spec_replicas, "spec.size");
+        assert_eq!(defs[0].storage_group(), "example.com");
+    }
+
+    #[test]
+    fn accepts_a_good_crd_and_names_what_is_wrong() {
+        assert!(validate(&crd("example.com", "widgets"), None).is_empty());
+        let fields = |v: &Value| validate(v, None).into_iter().map(|c| c.field).collect::<Vec<_>>();
+        assert_eq!(fields(&crd("apps", "widgets")), ["spec.group"]);
+        assert_eq!(fields(&crd("example", "widgets")), ["spec.group"]);
+        assert_eq!(fields(&crd("x.k8s.io", "widgets")), ["metadata.annotations[api-approved.kubernetes.io]"]);
+        let mut wrong_name = crd("example.com", "widgets");
+        wrong_name["metadata"]["name"] = json!("gadgets.example.com");
+        assert_eq!(fields(&wrong_name), ["metadata.name"]);
+        let mut two_storage = crd("example.com", "widgets");
+        two_storage["spec"]["versions"][1]["storage"] = json!(true);
+        assert_eq!(fields(&two_storage), ["spec.versions"]);
+        let mut no_schema = crd("example.com", "widgets");
+        no_schema["spec"]["versions"][0]["schema"] = json!({});
+        assert_eq!(fields(&no_schema), ["spec.versions[0].schema.openAPIV3Schema"]);
+        let mut moved = crd("example.com", "widgets");
+        moved["spec"]["scope"] = json!("Cluster");
+        let causes = validate(&moved, Some(&crd("example.com", "widgets")));
+        assert_eq!(causes.into_iter().map(|c| c.field).collect::<Vec<_>>(), ["spec.scope"]);
+    }
+}

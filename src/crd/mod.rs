@@ -1,0 +1,483 @@
+//! Custom resources: every logical cluster's CustomResourceDefinitions, followed by one store watch, and
+//! what they make each cluster serve (routing, discovery, OpenAPI, schemas), what a wildcard request over a
+//! custom resource spans, and the cleanup of a deleted CRD's objects.
+//!
+//! Memory: the index keeps what CRDs serve (names, scope, versions, printer columns), a few hundred bytes
+//! per CRD, and nothing for clusters without CRDs. Schemas, which can be large, and the discovery and
+//! OpenAPI documents built from them live in caches bounded by `CAPACITY` entries that start over when
+//! full (as the RBAC cache does), and are read again from the store when needed.
+
+pub mod define;
+pub mod schema;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use crate::discovery::Discovery;
+use crate::registry::{ClusterFilter, Registry, Sweep};
+use crate::resources::{self, ResourceDef};
+use crate::status::{ApiError, ApiResult};
+use crate::storage::{keys, RangeRequest, Revision, StoreError, WatchEvent};
+pub use define::{Crd, CLEANUP_FINALIZER};
+
+/// Most entries each bounded cache holds before it starts over.
+const CAPACITY: usize = 1_000;
+/// CRDs read per page while loading.
+const PAGE: usize = 500;
+/// How long a CRD write waits for the index to see it before answering anyway.
+const SEE_PATIENCE: Duration = Duration::from_secs(5);
+
+/// A rendered OpenAPI v3 document and its hash.
+pub type OpenApiDoc = (Arc<Vec<u8>>, String);
+
+/// The group, resource and storage group of CustomResourceDefinitions.
+fn crd_def() -> Arc<ResourceDef> {
+    resources::find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("CRDs are built in")
+}
+
+#[derive(Default)]
+struct State {
+    /// Clusters with at least one CRD, and their CRDs by name.
+    clusters: HashMap<Box<str>, BTreeMap<Box<str>, Arc<Crd>>>,
+    /// CRD name (`<plural>.<group>`) to the clusters that define it, for wildcard requests.
+    by_name: HashMap<Box<str>, BTreeSet<Box<str>>>,
+}
+
+impl State {
+    fn insert(&mut self, cluster: &str, crd: Crd) {
+        self.by_name.entry(crd.name.as_str().into()).or_default().insert(cluster.into());
+        self.clusters.entry(cluster.into()).or_default().insert(crd.name.as_str().into(), Arc::new(crd));
+    }
+
+    fn remove(&mut self, cluster: &str, name: &str) {
+        if let Some(crds) = self.clusters.get_mut(cluster) {
+            crds.remove(name);
+            if crds.is_empty() {
+                self.clusters.remove(cluster);
+            }
+        }
+        if let Some(cs) = self.by_name.get_mut(name) {
+            cs.remove(cluster);
+            if cs.is_empty() {
+                self.by_name.remove(name);
+            }
+        }
+    }
+}
+
+/// Discovery and OpenAPI of one cluster that has CRDs.
+pub struct ClusterDocs {
+    /// Built-ins plus the cluster's custom resources.
+    pub discovery: Discovery,
+    /// OpenAPI v3 documents by group-version path, built on first request. A std mutex: held only to
+    /// look up or insert, never while a document is built.
+    openapi: Mutex<HashMap<String, OpenApiDoc>>,
+}
+
+impl ClusterDocs {
+    /// A document built before, if any.
+    pub fn openapi(&self, gv: &str) -> Option<OpenApiDoc> {
+        self.openapi.lock().expect("openapi lock").get(gv).cloned()
+    }
+
+    /// Keep a built document.
+    pub fn keep_openapi(&self, gv: &str, doc: OpenApiDoc) {
+        self.openapi.lock().expect("openapi lock").insert(gv.to_string(), doc);
+    }
+}
+
+/// The schemas of one CRD, by version, as of one revision of it.
+struct Schemas {
+    revision: Revision,
+    by_version: HashMap<String, Arc<Value>>,
+}
+
+/// Every cluster's CRDs, kept current by a store watch.
+pub struct CrdIndex {
+    registry: Registry,
+    /// A std `RwLock`: read by every request for a non-built-in resource and by discovery, written only by
+    /// the watch; never held across an await, and each hold is a map lookup or insert.
+    state: RwLock<State>,
+    /// The store revision the index has applied everything up to; a CRD write waits for its revision.
+    seen: watch::Sender<Revision>,
+    /// Bumped on every change; a document or schema built across a bump is not kept (it may be stale).
+    epoch: AtomicU64,
+    docs: DashMap<Box<str>, Arc<ClusterDocs>>,
+    schemas: DashMap<(Box<str>, Box<str>), Arc<Schemas>>,
+    /// CRDs whose objects need deleting, for the cleanup task.
+    cleanup: mpsc::UnboundedSender<(String, String)>,
+    cleanup_rx: Mutex<Option<mpsc::UnboundedReceiver<(String, String)>>>,
+}
+
+impl CrdIndex {
+    /// An empty index; [`CrdIndex::load`] it, then [`CrdIndex::run`] it.
+    pub fn new(registry: Registry) -> Arc<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Arc::new(CrdIndex {
+            registry,
+            state: RwLock::new(State::default()),
+            seen: watch::channel(0).0,
+            epoch: AtomicU64::new(0),
+            docs: DashMap::new(),
+            schemas: DashMap::new(),
+            cleanup: tx,
+            cleanup_rx: Mutex::new(Some(rx)),
+        })
+    }
+
+    fn prefix(&self) -> String {
+        self.registry.collection(&crd_def(), None, None)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Read every CRD (in pages, at one revision); returns that revision.
+    pub async fn load(&self) -> Result<Revision, StoreError> {
+        let prefix = self.prefix();
+        let mut fresh = State::default();
+        let mut start = None;
+        let mut at = None;
+        loop {
+            let page = self
+                .registry
+                .store
+                .range(RangeRequest { prefix: prefix.clone(), start: start.take(), limit: PAGE, revision: at })
+                .await?;
+            at = Some(page.revision);
+            for kv in &page.kvs {
+                if let Some((cluster, crd)) = self.parse(&kv.key, &kv.value, kv.mod_revision) {
+                    self.note_cleanup(&cluster, &crd);
+                    fresh.insert(&cluster, crd);
+                }
+            }
+            match (page.more, page.kvs.last()) {
+                (true, Some(last)) => start = Some(format!("{}\u{0}", last.key)),
+                _ => break,
+            }
+        }
+        let revision = at.unwrap_or(0);
+        *self.write() = fresh;
+        self.changed(None);
+        self.seen.send_replace(revision);
+        Ok(revision)
+    }
+
+    fn parse(&self, key: &str, value: &[u8], revision: Revision) -> Option<(String, Crd)> {
+        let k = keys::parse(&self.prefix(), key, false)?;
+        let obj: Value = serde_json::from_slice(value).ok()?;
+        Some((k.cluster.to_string(), Crd::parse(&obj, revision)?))
+    }
+
+    fn note_cleanup(&self, cluster: &str, crd: &Crd) {
+        if crd.terminating && crd.needs_cleanup {
+            let _ = self.cleanup.send((cluster.to_string(), crd.name.clone()));
+        }
+    }
+
+    /// Forget documents and schemas of one cluster (or of all, after a reload).
+    fn changed(&self, cluster: Option<&str>) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        match cluster {
+            Some(c) => {
+                self.docs.remove(c);
+                self.schemas.retain(|(sc, _), _| &**sc != c);
+            }
+            None => {
+                self.docs.clear();
+                self.schemas.clear();
+            }
+        }
+    }
+
+    fn apply(&self, ev: WatchEvent) {
+        let prefix = self.prefix();
+        let revision = ev.revision();
+        match ev {
+            WatchEvent::Put { kv, .. } => {
+                if let Some((cluster, crd)) = self.parse(&kv.key, &kv.value, kv.mod_revision) {
+                    self.note_cleanup(&cluster, &crd);
+                    self.write().insert(&cluster, crd);
+                    self.changed(Some(&cluster));
+                }
+            }
+            WatchEvent::Delete { key, .. } => {
+                if let Some(k) = keys::parse(&prefix, &key, false) {
+                    self.write().remove(k.cluster, k.name);
+                    self.changed(Some(k.cluster));
+                }
+            }
+            WatchEvent::Progress(_) => {}
+        }
+        self.seen.send_if_modified(|r| {
+            let newer = revision > *r;
+            if newer {
+                *r = revision;
+            }
+            newer
+        });
+    }
+
+    /// Follow the store from `from` until `stop`, reloading when the watch breaks.
+    pub async fn run(self: Arc<Self>, mut from: Revision, mut stop: watch::Receiver<bool>) {
+        loop {
+            let res = tokio::select! {
+                r = self.follow(from) => r,
+                _ = stop.wait_for(|s| *s) => break,
+            };
+            if let Err(e) = res {
+                tracing::warn!(error = %e, "CRD watch ended; reloading");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = stop.wait_for(|s| *s) => break,
+            }
+            match self.load().await {
+                Ok(r) => from = r,
+                Err(e) => tracing::warn!(error = %e, "reloading CRDs"),
+            }
+        }
+    }
+
+    async fn follow(&self, from: Revision) -> Result<(), StoreError> {
+        let mut events = self.registry.store.watch(&self.prefix(), from).await?;
+        while let Some(ev) = events.next().await {
+            self.apply(ev?);
+        }
+        Err(StoreError::Unavailable("watch closed".into()))
+    }
+
+    /// Wait until the index has seen revision `rev` (a CRD write through this server), so the request
+    /// that follows it finds the new API; gives up after a few seconds.
+    pub async fn wait_for(&self, rev: Revision) {
+        let mut rx = self.seen.subscribe();
+        let _ = tokio::time::timeout(SEE_PATIENCE, rx.wait_for(|r| *r >= rev)).await;
+    }
+
+    /// Whether a cluster has any CRD.
+    pub fn has_crds(&self, cluster: &str) -> bool {
+        self.read().clusters.contains_key(cluster)
+    }
+
+    /// The custom resource a cluster serves at group/version/plural.
+    pub fn find(&self, cluster: &str, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        let st = self.read();
+        let crd = st.clusters.get(cluster)?.get(format!("{plural}.{group}").as_str())?;
+        let v = crd.versions.iter().find(|v| v.served && v.name == version)?;
+        Some(Arc::new(crd.def(v)))
+    }
+
+    /// Every custom resource a cluster serves (one per served version).
+    pub fn defs(&self, cluster: &str) -> Vec<Arc<ResourceDef>> {
+        let st = self.read();
+        st.clusters
+            .get(cluster)
+            .into_iter()
+            .flat_map(|crds| crds.values())
+            .flat_map(|c| c.defs())
+            .map(Arc::new)
+            .collect()
+    }
+
+    /// A wildcard request over group/version/plural: the resource as the first cluster (by name) serving
+    /// it defines it, and a filter admitting each cluster whose CRD serves that version with the same kind
+    /// and scope. The filter reads the index as it is at each call, so clusters that add the CRD later
+    /// join a running watch, and a deleted CRD's objects still produce their DELETED events (the CRD
+    /// stays, terminating, until they are gone).
+    pub fn wildcard(
+        self: &Arc<Self>,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<(Arc<ResourceDef>, ClusterFilter)> {
+        let name = format!("{plural}.{group}");
+        let def = {
+            let st = self.read();
+            st.by_name.get(name.as_str())?.iter().find_map(|c| {
+                let crd = st.clusters.get(c)?.get(name.as_str())?;
+                let v = crd.versions.iter().find(|v| v.served && v.name == version)?;
+                Some(Arc::new(crd.def(v)))
+            })?
+        };
+        let (index, version, like) = (self.clone(), version.to_string(), def.clone());
+        let filter = ClusterFilter(Arc::new(move |cluster: &str| {
+            let st = index.read();
+            st.clusters
+                .get(cluster)
+                .and_then(|crds| crds.get(name.as_str()))
+                .is_some_and(|c| c.serves_like(&version, &like))
+        }));
+        Some((def, filter))
+    }
+
+    /// Discovery (and the OpenAPI cache) of a cluster with CRDs; `None` for a cluster without any, which
+    /// shares the built-in documents.
+    pub fn docs(&self, cluster: &str) -> Option<Arc<ClusterDocs>> {
+        if let Some(d) = self.docs.get(cluster) {
+            return Some(d.clone());
+        }
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let custom = self.defs(cluster);
+        if custom.is_empty() {
+            return None;
+        }
+        let builtins: Vec<Arc<ResourceDef>> = resources::for_cluster(cluster).cloned().collect();
+        let docs = Arc::new(ClusterDocs {
+            discovery: Discovery::build(builtins.iter().chain(custom.iter())),
+            openapi: Mutex::new(HashMap::new()),
+        });
+        self.keep(&self.docs, cluster.into(), docs.clone(), epoch);
+        Some(docs)
+    }
+
+    fn keep<K: std::hash::Hash + Eq, V>(&self, map: &DashMap<K, V>, k: K, v: V, epoch: u64) {
+        if self.epoch.load(Ordering::Acquire) != epoch {
+            return;
+        }
+        if map.len() >= CAPACITY {
+            map.clear();
+        }
+        map.insert(k, v);
+    }
+
+    /// The `openAPIV3Schema` of a custom resource's version, read from the store when not cached.
+    pub async fn schema(&self, cluster: &str, def: &ResourceDef) -> ApiResult<Option<Arc<Value>>> {
+        let Some(custom) = &def.custom else { return Ok(None) };
+        let cache_key: (Box<str>, Box<str>) = (cluster.into(), custom.crd_name.as_str().into());
+        if let Some(s) = self.schemas.get(&cache_key).filter(|s| s.revision >= custom.crd_revision) {
+            return Ok(s.by_version.get(&def.version).cloned());
+        }
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let key = keys::object(
+            &self.registry.prefix,
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            cluster,
+            None,
+            &custom.crd_name,
+        );
+        let Some(kv) = self.registry.store.get(&key).await? else { return Ok(None) };
+        let obj: Value = serde_json::from_slice(&kv.value).map_err(ApiError::internal)?;
+        let by_version = obj["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| Some((v["name"].as_str()?.to_string(), Arc::new(v["schema"]["openAPIV3Schema"].clone()))))
+            .collect();
+        let s = Arc::new(Schemas { revision: kv.mod_revision, by_version });
+        self.keep(&self.schemas, cache_key, s.clone(), epoch);
+        Ok(s.by_version.get(&def.version).cloned())
+    }
+
+    /// Delete the objects of CRDs being deleted, then release their finalizer; one at a time, retried
+    /// with a pause while the store fails. Runs beside [`CrdIndex::run`], which finds the work.
+    pub async fn clean_deleted(self: Arc<Self>) {
+        let Some(mut rx) = self.cleanup_rx.lock().expect("cleanup lock").take() else { return };
+        while let Some((cluster, name)) = rx.recv().await {
+            while let Err(e) = self.clean_one(&cluster, &name).await {
+                tracing::warn!(error = %e, %cluster, crd = %name, "deleting a deleted CRD's objects; will retry");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+
+    async fn clean_one(&self, cluster: &str, name: &str) -> ApiResult<()> {
+        let def = crd_def();
+        let key = keys::object(&self.registry.prefix, def.storage_group(), &def.plural, cluster, None, name);
+        let terminating = |kv: Option<crate::storage::KeyValue>| {
+            kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
+                .is_some_and(|o| crate::meta::meta_str(&o, "deletionTimestamp").is_some())
+        };
+        let Some(kv) = self.registry.store.get(&key).await? else { return Ok(()) };
+        if !terminating(Some(kv.clone())) {
+            return Ok(());
+        }
+        let obj: Value = serde_json::from_slice(&kv.value).map_err(ApiError::internal)?;
+        let Some(crd) = Crd::parse(&obj, kv.mod_revision) else { return Ok(()) };
+        let prefix = keys::collection(&self.registry.prefix, &crd.group, &crd.plural, Some(cluster), None);
+        let store = self.registry.store.clone();
+        let still = || {
+            let (store, key) = (store.clone(), key.clone());
+            async move { Ok(terminating(store.get(&key).await?)) }
+        };
+        match self.registry.delete_prefixes(&[prefix], still).await? {
+            Sweep::Empty => {
+                self.registry.remove_finalizer(&def, cluster, name, CLEANUP_FINALIZER).await?;
+                Ok(())
+            }
+            Sweep::Stopped => Ok(()),
+            Sweep::KeysLeft => Err(ApiError::internal(format!("objects of {name} were still being written"))),
+        }
+    }
+}
+
+/// Keep a CRD's status in step with its spec, as kube-apiserver's naming controller does at once here:
+/// `acceptedNames` are the spec's names with their defaults, and `storedVersions` gains the storage
+/// version (a version once stored stays listed until an administrator removes it).
+pub fn refresh_status(current: &Value, obj: &mut Value) {
+    let names = obj["spec"]["names"].clone();
+    let mut accepted = if names.is_object() { names } else { serde_json::json!({}) };
+    if let Some(kind) = accepted["kind"].as_str().map(str::to_string) {
+        if accepted.get("listKind").is_none() {
+            accepted["listKind"] = serde_json::json!(format!("{kind}List"));
+        }
+        if accepted.get("singular").is_none() {
+            accepted["singular"] = serde_json::json!(kind.to_ascii_lowercase());
+        }
+    }
+    let mut stored: Vec<Value> = current["status"]["storedVersions"].as_array().cloned().unwrap_or_default();
+    for v in obj["spec"]["versions"].as_array().into_iter().flatten() {
+        if v["storage"] == true && !stored.contains(&v["name"]) {
+            stored.push(v["name"].clone());
+        }
+    }
+    if !obj.get("status").is_some_and(Value::is_object) {
+        obj["status"] = serde_json::json!({});
+    }
+    obj["status"]["acceptedNames"] = accepted;
+    obj["status"]["storedVersions"] = Value::Array(stored);
+}
+
+/// The key prefixes of every custom resource a cluster's CRDs define (in one namespace, for namespaced
+/// ones, when `namespace` is given), read from the store itself: sweeps of a deleted namespace or cluster
+/// must not depend on any cache.
+pub async fn custom_prefixes(registry: &Registry, cluster: &str, namespace: Option<&str>) -> ApiResult<Vec<String>> {
+    let def = crd_def();
+    let prefix = registry.collection(&def, Some(cluster), None);
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let page = registry
+            .store
+            .range(RangeRequest { prefix: prefix.clone(), start: start.take(), limit: PAGE, revision: None })
+            .await?;
+        for kv in &page.kvs {
+            let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
+            let Some(crd) = Crd::parse(&obj, kv.mod_revision) else { continue };
+            match namespace {
+                Some(ns) if crd.namespaced => {
+                    out.push(keys::collection(&registry.prefix, &crd.group, &crd.plural, Some(cluster), Some(ns)))
+                }
+                Some(_) => {}
+                None => out.push(keys::collection(&registry.prefix, &crd.group, &crd.plural, Some(cluster), None)),
+            }
+        }
+        match (page.more, page.kvs.last()) {
+            (true, Some(last)) => start = Some(format!("{}\u{0}", last.key)),
+            _ => break,
+        }
+    }
+    Ok(out)
+}

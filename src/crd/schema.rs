@@ -1,0 +1,433 @@
+//! A custom object checked against its CRD version's structural schema, as kube-apiserver does:
+//! defaults filled in, unknown fields found (to refuse, warn about or prune), and value errors
+//! (type, required, enum, bounds, pattern) reported as the field causes of a 422.
+//!
+//! `apiVersion`, `kind` and `metadata` at the root are the server's business (checked with every other
+//! object's metadata), so the walk starts below them.
+
+use serde_json::{Map, Value};
+
+use crate::status::{cause, Cause};
+
+const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+fn preserves_unknown(s: &Value) -> bool {
+    s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+}
+
+fn embedded(s: &Value) -> bool {
+    s.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true))
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Fill in `default`s of absent properties, depth first, where the parent object exists.
+pub fn apply_defaults(schema: &Value, obj: &mut Value) {
+    match obj {
+        Value::Object(m) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, ps) in props {
+                    if m.contains_key(k) {
+                        continue;
+                    }
+                    if let Some(d) = ps.get("default") {
+                        m.insert(k.clone(), d.clone());
+                    }
+                }
+                for (k, v) in m.iter_mut() {
+                    if let Some(ps) = props.get(k) {
+                        apply_defaults(ps, v);
+                    }
+                }
+            } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                for v in m.values_mut() {
+                    apply_defaults(ap, v);
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = schema.get("items") {
+                for v in a {
+                    apply_defaults(items, v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Dotted paths (`spec.extra`, `spec.list[0].x`) of fields the schema does not declare.
+pub fn unknown_fields(schema: &Value, obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    walk_unknown(schema, obj, "", true, &mut out);
+    out
+}
+
+fn walk_unknown(schema: &Value, v: &Value, path: &str, root: bool, out: &mut Vec<String>) {
+    if preserves_unknown(schema) {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let values = schema.get("additionalProperties").filter(|a| a.is_object());
+            let free = schema.get("additionalProperties") == Some(&Value::Bool(true));
+            for (k, child) in m {
+                if (root || embedded(schema)) && ROOT_FIELDS.contains(&k.as_str()) {
+                    continue;
+                }
+                let p = join(path, k);
+                match props.and_then(|ps| ps.get(k)).or(values) {
+                    Some(cs) => walk_unknown(cs, child, &p, false, out),
+                    None if free => {}
+                    None => out.push(p),
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = schema.get("items") {
+                for (i, child) in a.iter().enumerate() {
+                    walk_unknown(items, child, &format!("{path}[{i}]"), false, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Remove the fields `unknown_fields` reports (kube-apiserver prunes them unless asked to refuse).
+pub fn prune(schema: &Value, obj: &mut Value) {
+    prune_walk(schema, obj, true);
+}
+
+fn prune_walk(schema: &Value, v: &mut Value, root: bool) {
+    if preserves_unknown(schema) {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let values = schema.get("additionalProperties").filter(|a| a.is_object());
+            let free = schema.get("additionalProperties") == Some(&Value::Bool(true));
+            let keep_root = root || embedded(schema);
+            m.retain(|k, _| {
+                (keep_root && ROOT_FIELDS.contains(&k.as_str()))
+                    || free
+                    || values.is_some()
+                    || props.is_some_and(|p| p.contains_key(k))
+            });
+            for (k, child) in m.iter_mut() {
+                if keep_root && ROOT_FIELDS.contains(&k.as_str()) {
+                    continue;
+                }
+                if let Some(cs) = props.and_then(|p| p.get(k)).or(values) {
+                    prune_walk(cs, child, false);
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = schema.get("items") {
+                for child in a {
+                    prune_walk(items, child, false);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Go's JSON word for a value, as kube-openapi's validator quotes it.
+fn type_word(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A value as it appears in a validation message (strings quoted, like Go's `%#v`).
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Object(_) => "\"object\"".into(),
+        Value::Array(_) => "\"array\"".into(),
+        other => other.to_string(),
+    }
+}
+
+fn type_ok(ty: &str, v: &Value) -> bool {
+    match ty {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "integer" => v.is_i64() || v.is_u64() || v.as_f64().is_some_and(|f| f.fract() == 0.0),
+        "number" => v.is_number(),
+        _ => true,
+    }
+}
+
+/// Value errors of the whole object, as field causes.
+pub fn value_errors(schema: &Value, obj: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    if let (Some(props), Some(m)) = (schema.get("properties").and_then(Value::as_object), obj.as_object()) {
+        check_object(schema, props, m, "", true, &mut out);
+    }
+    out
+}
+
+fn check_object(
+    schema: &Value,
+    props: &Map<String, Value>,
+    m: &Map<String, Value>,
+    path: &str,
+    root: bool,
+    out: &mut Vec<Cause>,
+) {
+    for req in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        if !m.contains_key(req) {
+            out.push(cause("FieldValueRequired", &join(path, req), "Required value"));
+        }
+    }
+    for (k, child) in m {
+        if root && ROOT_FIELDS.contains(&k.as_str()) {
+            continue;
+        }
+        if let Some(cs) = props.get(k) {
+            check(cs, child, &join(path, k), out);
+        }
+    }
+}
+
+fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
+    if v.is_null() {
+        if schema.get("nullable") != Some(&Value::Bool(true)) && schema.get("type").is_some() {
+            out.push(cause(
+                "FieldValueTypeInvalid",
+                path,
+                format!(
+                    "Invalid value: \"null\": {path} in body must be of type {}: \"null\"",
+                    schema["type"].as_str().unwrap_or("object")
+                ),
+            ));
+        }
+        return;
+    }
+    if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        if !(v.is_string() || type_ok("integer", v)) {
+            out.push(cause(
+                "FieldValueTypeInvalid",
+                path,
+                format!(
+                    "Invalid value: {}: {path} in body must be of type integer,string: {:?}",
+                    shown(v),
+                    type_word(v)
+                ),
+            ));
+        }
+        return;
+    }
+    if let Some(ty) = schema.get("type").and_then(Value::as_str) {
+        if !type_ok(ty, v) {
+            out.push(cause(
+                "FieldValueTypeInvalid",
+                path,
+                format!("Invalid value: {:?}: {path} in body must be of type {ty}: {:?}", type_word(v), type_word(v)),
+            ));
+            return;
+        }
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
+        if !allowed.contains(v) {
+            let list: Vec<String> = allowed.iter().map(shown).collect();
+            out.push(cause(
+                "FieldValueNotSupported",
+                path,
+                format!("Unsupported value: {}: supported values: {}", shown(v), list.join(", ")),
+            ));
+        }
+    }
+    let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
+    let exclusive = |key: &str| schema.get(key) == Some(&Value::Bool(true));
+    match v {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = bound("minimum") {
+                let (bad, word) = if exclusive("exclusiveMinimum") {
+                    (x <= min, "greater than")
+                } else {
+                    (x < min, "greater than or equal to")
+                };
+                if bad {
+                    out.push(cause(
+                        "FieldValueInvalid",
+                        path,
+                        format!("Invalid value: {n}: {path} in body should be {word} {min}"),
+                    ));
+                }
+            }
+            if let Some(max) = bound("maximum") {
+                let (bad, word) = if exclusive("exclusiveMaximum") {
+                    (x >= max, "less than")
+                } else {
+                    (x > max, "less than or equal to")
+                };
+                if bad {
+                    out.push(cause(
+                        "FieldValueInvalid",
+                        path,
+                        format!("Invalid value: {n}: {path} in body should be {word} {max}"),
+                    ));
+                }
+            }
+        }
+        Value::String(s) => {
+            let len = s.chars().count() as f64;
+            if bound("minLength").is_some_and(|m| len < m) {
+                out.push(cause(
+                    "FieldValueInvalid",
+                    path,
+                    format!(
+                        "Invalid value: {s:?}: {path} in body should be at least {} chars long",
+                        bound("minLength").unwrap_or(0.0)
+                    ),
+                ));
+            }
+            if bound("maxLength").is_some_and(|m| len > m) {
+                out.push(cause(
+                    "FieldValueTooLong",
+                    path,
+                    format!("Too long: may not be more than {} bytes", bound("maxLength").unwrap_or(0.0)),
+                ));
+            }
+            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+                // RE2 (Go) and the regex crate share their syntax for what schemas use; a pattern
+                // that does not compile was the CRD author's mistake and checks nothing.
+                if regex::Regex::new(p).is_ok_and(|re| !re.is_match(s)) {
+                    out.push(cause(
+                        "FieldValueInvalid",
+                        path,
+                        format!("Invalid value: {s:?}: {path} in body should match '{p}'"),
+                    ));
+                }
+            }
+        }
+        Value::Array(a) => {
+            let n = a.len() as f64;
+            if bound("minItems").is_some_and(|m| n < m) {
+                out.push(cause(
+                    "FieldValueInvalid",
+                    path,
+                    format!(
+                        "Invalid value: {}: {path} in body should have at least {} items",
+                        a.len(),
+                        bound("minItems").unwrap_or(0.0)
+                    ),
+                ));
+            }
+            if bound("maxItems").is_some_and(|m| n > m) {
+                out.push(cause(
+                    "FieldValueTooMany",
+                    path,
+                    format!("Too many: {}: must have at most {} items", a.len(), bound("maxItems").unwrap_or(0.0)),
+                ));
+            }
+            if let Some(items) = schema.get("items") {
+                for (i, child) in a.iter().enumerate() {
+                    check(items, child, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        Value::Object(m) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                check_object(schema, props, m, path, embedded(schema), out);
+            } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                for (k, child) in m {
+                    check(ap, child, &join(path, k), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["size"], "properties": {
+                "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                "name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5},
+                "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
+                "port": {"x-kubernetes-int-or-string": true},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "empty": {"type": "object"}
+            }},
+            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+        }})
+    }
+
+    fn fields(obj: Value) -> Vec<String> {
+        value_errors(&schema(), &obj).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+    }
+
+    #[test]
+    fn a_valid_object_has_no_errors_and_gets_defaults() {
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "a"},
+            "spec": {"size": 3, "port": "http", "labels": {"a": "b"}, "free": {"any": [1]}}});
+        assert!(fields(obj.clone()).is_empty());
+        apply_defaults(&schema(), &mut obj);
+        assert_eq!(obj["spec"]["color"], "red");
+        assert!(obj.get("status").is_none(), "defaults only fill existing parents");
+    }
+
+    #[test]
+    fn value_errors_name_the_field() {
+        assert_eq!(fields(json!({"spec": {}})), ["spec.size: Required value"]);
+        assert_eq!(
+            fields(json!({"spec": {"size": "3"}})),
+            ["spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\""]
+        );
+        assert_eq!(
+            fields(json!({"spec": {"size": 0}})),
+            ["spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"]
+        );
+        assert_eq!(
+            fields(json!({"spec": {"size": 1, "color": "green"}})),
+            ["spec.color: Unsupported value: \"green\": supported values: \"red\", \"blue\""]
+        );
+        assert_eq!(fields(json!({"spec": {"size": 1, "name": "ABC"}})).len(), 1);
+        assert_eq!(fields(json!({"spec": {"size": 1, "tags": ["a", "b", 3]}})).len(), 2);
+        assert_eq!(fields(json!({"spec": {"size": 1, "port": true}})).len(), 1);
+        assert_eq!(fields(json!({"spec": {"size": 1, "labels": {"a": 1}}})).len(), 1);
+    }
+
+    #[test]
+    fn unknown_fields_are_found_and_pruned() {
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "a"},
+            "spec": {"size": 1, "extra": 1, "free": {"kept": 1}, "empty": {"gone": 1}, "tags": ["a"]}, "top": 1});
+        assert_eq!(unknown_fields(&schema(), &obj), ["spec.empty.gone", "spec.extra", "top"]);
+        prune(&schema(), &mut obj);
+        assert_eq!(
+            obj,
+            json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "a"},
+            "spec": {"size": 1, "free": {"kept": 1}, "empty": {}, "tags": ["a"]}})
+        );
+    }
+}

@@ -1,0 +1,340 @@
+//! Custom resources: a logical cluster's CRDs are served in that cluster alone (discovery, OpenAPI,
+//! kubectl's whole workflow, schema validation, status and scale), two clusters hold different versions
+//! of one CRD side by side, a wildcard request spans the clusters whose CRD serves the version asked
+//! for, and deleting a CRD, a namespace or a cluster deletes the objects with it.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{eventually, keys_of, kubectl, kubectl_ok, kubectl_stdin, Backend, TestServer};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// `widgets.example.com`, served at `version`, with printer columns, status and scale, and a schema in
+/// which `spec.size` is an integer of at least 0 (or, with `size_type = "string"`, a string).
+fn widget_crd(version: &str, size_type: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{
+                "name": version, "served": true, "storage": true,
+                "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.size"}},
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "string", "jsonPath": ".spec.size"},
+                    {"name": "Color", "type": "string", "jsonPath": ".spec.color"}
+                ],
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {
+                        "size": if size_type == "integer" {
+                            json!({"type": "integer", "minimum": 0, "description": "How many widgets to make."})
+                        } else {
+                            json!({"type": "string"})
+                        },
+                        "color": {"type": "string", "enum": ["red", "blue"], "default": "red"}
+                    }},
+                    "status": {"type": "object", "properties": {"size": {"type": "integer"}}}
+                }}}
+            }]
+        }
+    })
+}
+
+fn widget(version: &str, name: &str, size: Value) -> Value {
+    json!({"apiVersion": format!("example.com/{version}"), "kind": "Widget", "metadata": {"name": name}, "spec": {"size": size}})
+}
+
+fn yaml(v: &Value) -> String {
+    serde_yaml_ng::to_string(v).unwrap()
+}
+
+fn apply(kc: &Path, v: &Value) -> (bool, String, String) {
+    kubectl_stdin(kc, &["apply", "-f", "-"], Some(&yaml(v)))
+}
+
+fn names(list: &Value) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["metadata"]["annotations"]["kgate.dev/cluster"].as_str().unwrap().to_string(),
+                i["metadata"]["name"].as_str().unwrap().to_string(),
+                i["apiVersion"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn triple(cluster: &str, name: &str, api_version: &str) -> (String, String, String) {
+    (cluster.into(), name.into(), api_version.into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_works_with_a_clusters_own_crds() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("team-a").await;
+    s.create_cluster("team-b").await;
+    let (a, b, root) = (s.kubeconfig_for("team-a"), s.kubeconfig_for("team-b"), s.kubeconfig());
+
+    let (ok, out, err) = apply(&a, &widget_crd("v1", "integer"));
+    assert!(ok, "{out}{err}");
+    kubectl_ok(&a, &["wait", "--for", "condition=established", "--timeout=20s", "crd/widgets.example.com"]);
+
+    // Served in team-a alone.
+    assert!(kubectl_ok(&a, &["api-resources", "--api-group=example.com"]).contains("widgets"));
+    for other in [&b, &root] {
+        let out = kubectl_ok(other, &["api-resources", "--api-group=example.com"]);
+        assert!(!out.contains("widgets"), "{out}");
+        let (ok, _, err) = kubectl(other, &["get", "widgets"]);
+        assert!(!ok && err.contains("doesn't have a resource type"), "{err}");
+    }
+
+    // Create with defaults, print with the CRD's columns, explain from its schema.
+    let (ok, out, err) = apply(&a, &widget("v1", "w1", json!(3)));
+    assert!(ok, "{out}{err}");
+    let table = kubectl_ok(&a, &["get", "wd"]);
+    let mut lines = table.lines();
+    assert_eq!(lines.next().unwrap().split_whitespace().collect::<Vec<_>>(), ["NAME", "SIZE", "COLOR"]);
+    assert_eq!(lines.next().unwrap().split_whitespace().collect::<Vec<_>>(), ["w1", "3", "red"]);
+    let explain = kubectl_ok(&a, &["explain", "widget.spec.size"]);
+    assert!(explain.contains("How many widgets to make."), "{explain}");
+
+    // Bad values are refused with the fields named; unknown fields are refused under strict validation.
+    let mut bad = widget("v1", "bad", json!(-1));
+    bad["spec"]["color"] = json!("green");
+    let (ok, _, err) = apply(&a, &bad);
+    assert!(!ok, "a bad widget was accepted");
+    assert!(err.contains("spec.size") && err.contains("greater than or equal to 0"), "{err}");
+    assert!(err.contains("spec.color") && err.contains("supported values"), "{err}");
+    let mut unknown = widget("v1", "bad", json!(1));
+    unknown["spec"]["colour"] = json!("red");
+    let (ok, _, err) = apply(&a, &unknown);
+    assert!(!ok && err.contains("unknown field \"spec.colour\""), "{err}");
+    let (ok, _, _) = kubectl(&a, &["get", "widget", "bad"]);
+    assert!(!ok, "a refused widget was stored");
+
+    // Change, diff, scale, patch (merge; strategic merge is refused as kube-apiserver does), status.
+    let (ok, _, _) = apply(&a, &widget("v1", "w1", json!(5)));
+    assert!(ok);
+    let (_, diff, _) = kubectl_stdin(&a, &["diff", "-f", "-"], Some(&yaml(&widget("v1", "w1", json!(6)))));
+    assert!(diff.contains("-  size: 5") && diff.contains("+  size: 6"), "{diff}");
+    kubectl_ok(&a, &["scale", "widget", "w1", "--replicas=7"]);
+    kubectl_ok(&a, &["patch", "widget", "w1", "--type=merge", "-p", r#"{"spec":{"color":"blue"}}"#]);
+    let (ok, _, err) = kubectl(&a, &["patch", "widget", "w1", "-p", r#"{"spec":{"color":"red"}}"#]);
+    assert!(!ok && err.contains("strategic-merge-patch"), "{err}");
+    kubectl_ok(
+        &a,
+        &["patch", "widget", "w1", "--subresource=status", "--type=merge", "-p", r#"{"status":{"size":2}}"#],
+    );
+    let got: Value = serde_json::from_str(&kubectl_ok(&a, &["get", "widget", "w1", "-o", "json"])).unwrap();
+    assert_eq!(
+        (&got["spec"]["size"], &got["spec"]["color"], &got["status"]["size"]),
+        (&json!(7), &json!("blue"), &json!(2))
+    );
+    // Status only changes through /status.
+    let mut with_status = widget("v1", "w1", json!(7));
+    with_status["status"] = json!({"size": 99});
+    assert!(apply(&a, &with_status).0);
+    let got: Value = serde_json::from_str(&kubectl_ok(&a, &["get", "widget", "w1", "-o", "json"])).unwrap();
+    assert_eq!(got["status"]["size"], 2);
+
+    // team-b holds another version and schema of the same CRD: size is a string there.
+    assert!(apply(&b, &widget_crd("v2", "string")).0);
+    let (ok, out, err) = apply(&b, &widget("v2", "b1", json!("large")));
+    assert!(ok, "{out}{err}");
+    assert!(!apply(&a, &widget("v1", "a-str", json!("large"))).0, "team-a's schema must still apply in team-a");
+    let (ok, _, err) = kubectl(&b, &["get", "widgets.v1.example.com"]);
+    assert!(!ok, "team-b does not serve v1: {err}");
+
+    // Deleting the CRD deletes its objects: re-created, it starts empty.
+    kubectl_ok(&a, &["delete", "crd", "widgets.example.com", "--timeout=30s"]);
+    assert!(apply(&a, &widget_crd("v1", "integer")).0);
+    kubectl_ok(&a, &["wait", "--for", "condition=established", "--timeout=20s", "crd/widgets.example.com"]);
+    let (ok, out, err) = kubectl(&a, &["get", "widgets"]);
+    assert!(ok && out.trim().is_empty() && err.contains("No resources found"), "{out}{err}");
+    // team-b's objects were not touched.
+    assert!(kubectl_ok(&b, &["get", "widgets"]).contains("b1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crds_are_checked_and_change_discovery_and_openapi() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("team-a").await;
+    let base = "/clusters/team-a";
+
+    // What kube-apiserver refuses: a built-in group, a group without a dot, a name not plural.group.
+    for (group, name) in
+        [("apps", "widgets.apps"), ("example", "widgets.example"), ("example.com", "gadgets.example.com")]
+    {
+        let mut crd = widget_crd("v1", "integer");
+        crd["spec"]["group"] = json!(group);
+        crd["metadata"]["name"] = json!(name);
+        let (st, body) = s.post(&format!("{base}{CRDS}"), &crd).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{group}: {body}");
+    }
+
+    let etag = |s: &TestServer| {
+        let url = format!("{}{base}/apis", s.url);
+        let client = s.client.clone();
+        async move {
+            let r = client
+                .get(url)
+                .header("accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+                .send()
+                .await
+                .unwrap();
+            r.headers()["etag"].to_str().unwrap().to_string()
+        }
+    };
+    let before = etag(&s).await;
+    let (st, crd) = s.post(&format!("{base}{CRDS}"), &widget_crd("v1", "integer")).await;
+    assert_eq!(st, StatusCode::CREATED, "{crd}");
+    assert!(crd["metadata"]["finalizers"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("customresourcecleanup.apiextensions.k8s.io")));
+    assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
+    assert_eq!(crd["status"]["acceptedNames"]["listKind"], "WidgetList");
+    assert_ne!(etag(&s).await, before, "discovery must change with the cluster's APIs");
+
+    // OpenAPI v3: the group-version is published in team-a only, with the CRD's schema.
+    let (_, index) = s.get(&format!("{base}/openapi/v3")).await;
+    let url =
+        index["paths"]["apis/example.com/v1"]["serverRelativeURL"].as_str().expect("team-a publishes example.com/v1");
+    // Relative to the cluster's URL, as client-go resolves it.
+    let (st, doc) = s.get(&format!("{base}{url}")).await;
+    assert_eq!(st, StatusCode::OK);
+    let schema = &doc["components"]["schemas"]["com.example.v1.Widget"];
+    assert_eq!(schema["properties"]["spec"]["properties"]["size"]["type"], "integer", "{schema}");
+    let (_, root_index) = s.get("/openapi/v3").await;
+    assert!(root_index["paths"].get("apis/example.com/v1").is_none());
+
+    // A CR's URL answers only where the CRD is; the wrong patch type gets 415.
+    let w = format!("{base}/apis/example.com/v1/namespaces/default/widgets");
+    let (st, body) = s.post(&w, &widget("v1", "w1", json!(1))).await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+    let (st, _) = s.get("/apis/example.com/v1/namespaces/default/widgets").await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, body) = s.patch(&format!("{w}/w1"), "application/strategic-merge-patch+json", &json!({})).await;
+    assert_eq!(st, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+
+    // CRDs survive a restart: the index is loaded before serving.
+    let prefix = s.running_prefix();
+    let dir = s.stop().await;
+    let s = TestServer::start_in(Backend::Embedded, dir, prefix).await;
+    let (st, body) = s.get(&format!("{w}/w1")).await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(body["spec"]["color"], "red");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wildcard_spans_the_clusters_whose_crd_serves_the_version() {
+    let s = TestServer::start(Backend::Etcd).await;
+    for c in ["a", "b", "c"] {
+        s.create_cluster(c).await;
+    }
+    for (c, version) in [("a", "v1"), ("b", "v1"), ("c", "v2")] {
+        let (st, body) = s.post(&format!("/clusters/{c}{CRDS}"), &widget_crd(version, "integer")).await;
+        assert_eq!(st, StatusCode::CREATED, "{body}");
+        let url = format!("/clusters/{c}/apis/example.com/{version}/namespaces/default/widgets");
+        let (st, body) = s.post(&url, &widget(version, &format!("{c}1"), json!(1))).await;
+        assert_eq!(st, StatusCode::CREATED, "{body}");
+    }
+
+    let all = "/clusters/*/apis/example.com/v1/widgets";
+    let (st, list) = s.get(all).await;
+    assert_eq!(st, StatusCode::OK, "{list}");
+    assert_eq!(list["kind"], "WidgetList");
+    assert_eq!(names(&list), [triple("a", "a1", "example.com/v1"), triple("b", "b1", "example.com/v1")]);
+    let (_, v2) = s.get("/clusters/*/apis/example.com/v2/widgets").await;
+    assert_eq!(names(&v2), [triple("c", "c1", "example.com/v2")]);
+    let (st, _) = s.get("/clusters/*/apis/example.com/v3/widgets").await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) =
+        s.post("/clusters/*/apis/example.com/v1/namespaces/default/widgets", &widget("v1", "x", json!(1))).await;
+    assert_eq!(st, StatusCode::METHOD_NOT_ALLOWED);
+
+    // A watch from the list: new objects in v1 clusters only, and DELETED for a deleted CRD's objects.
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut events = s.watch(&format!("{all}?watch=true&resourceVersion={rv}")).await;
+    for (c, version) in [("c", "v2"), ("b", "v1")] {
+        let url = format!("/clusters/{c}/apis/example.com/{version}/namespaces/default/widgets");
+        let (st, _) = s.post(&url, &widget(version, &format!("{c}2"), json!(2))).await;
+        assert_eq!(st, StatusCode::CREATED);
+    }
+    let (st, _) = s.delete(&format!("/clusters/a{CRDS}/widgets.example.com")).await;
+    assert_eq!(st, StatusCode::OK);
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let ev = tokio::time::timeout(Duration::from_secs(20), events.recv()).await.expect("event in time").unwrap();
+        let o = &ev["object"];
+        seen.push((
+            ev["type"].as_str().unwrap().to_string(),
+            o["metadata"]["annotations"]["kgate.dev/cluster"].as_str().unwrap().to_string(),
+            o["metadata"]["name"].as_str().unwrap().to_string(),
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("ADDED".to_string(), "b".to_string(), "b2".to_string()),
+            ("DELETED".to_string(), "a".to_string(), "a1".to_string())
+        ]
+    );
+    eventually(20, "a's CRD to go", || async {
+        s.get(&format!("/clusters/a{CRDS}/widgets.example.com")).await.0 == StatusCode::NOT_FOUND
+    })
+    .await;
+    let (_, list) = s.get(all).await;
+    assert_eq!(names(&list), [triple("b", "b1", "example.com/v1"), triple("b", "b2", "example.com/v1")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_and_cluster_deletion_take_custom_objects_along() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let store = s.running_store();
+    s.create_cluster("team-a").await;
+    let base = "/clusters/team-a";
+    let (st, _) = s.post(&format!("{base}{CRDS}"), &widget_crd("v1", "integer")).await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (st, _) = s.post(&format!("{base}/api/v1/namespaces"), &json!({"metadata": {"name": "ns1"}})).await;
+    assert_eq!(st, StatusCode::CREATED);
+    for ns in ["ns1", "default"] {
+        let (st, body) =
+            s.post(&format!("{base}/apis/example.com/v1/namespaces/{ns}/widgets"), &widget("v1", "w", json!(1))).await;
+        assert_eq!(st, StatusCode::CREATED, "{body}");
+    }
+    let widget_keys = |ns: &'static str| {
+        let (store, prefix) = (store.clone(), s.prefix.clone());
+        async move {
+            keys_of(store.as_ref(), &prefix, "team-a")
+                .await
+                .into_iter()
+                .filter(|(k, _)| {
+                    k.contains("/example.com/widgets/") && (ns.is_empty() || k.contains(&format!("/{ns}/")))
+                })
+                .count()
+        }
+    };
+    assert_eq!(widget_keys("ns1").await, 1);
+
+    let (st, _) = s.delete(&format!("{base}/api/v1/namespaces/ns1")).await;
+    assert_eq!(st, StatusCode::OK);
+    eventually(20, "ns1's widget to go", || async { widget_keys("ns1").await == 0 }).await;
+    assert_eq!(widget_keys("default").await, 1, "other namespaces keep theirs");
+
+    let (st, _) = s.delete("/apis/tenancy.kgate.dev/v1alpha1/logicalclusters/team-a").await;
+    assert_eq!(st, StatusCode::OK);
+    eventually(30, "team-a's keys to go", || async { keys_of(store.as_ref(), &s.prefix, "team-a").await.is_empty() })
+        .await;
+}
