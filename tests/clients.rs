@@ -135,3 +135,54 @@ async fn kube_rs_typed_api_discovery_and_watcher() {
     assert_eq!(seen, [("rs-all-0".into(), "root".into()), ("rs-all-1".into(), "rs-team".into())]);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_rs_custom_resources_by_discovery() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::DynamicObject;
+    use kube::runtime::wait::{await_condition, conditions};
+
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("rs-team").await;
+    let client = kube_client(&s, Some("rs-team")).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "gizmos.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "gizmos", "kind": "Gizmo"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let established = await_condition(crds, "gizmos.example.com", conditions::is_crd_established());
+    tokio::time::timeout(Duration::from_secs(15), established).await.expect("established in time").unwrap();
+
+    // A controller finds the kind by discovery and works with it as a dynamic object.
+    let disc = kube::Discovery::new(client.clone()).run_aggregated().await.unwrap();
+    let (ar, caps) = disc.resolve_gvk(&kube::api::GroupVersionKind::gvk("example.com", "v1", "Gizmo")).expect("found");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    let gizmos: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let all: Api<DynamicObject> = Api::all_with(kube_client(&s, Some("*")).await, &ar);
+    let mut everywhere = watcher(all, watcher::Config::default()).boxed();
+    let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": "g1"}, "spec": {"free": ["form"]}
+    }))
+    .unwrap();
+    gizmos.create(&PostParams::default(), &obj).await.unwrap();
+    assert_eq!(gizmos.get("g1").await.unwrap().data["spec"]["free"][0], "form");
+    let seen = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            if let Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = everywhere.try_next().await.unwrap()
+            {
+                return (o.metadata.name.unwrap(), o.metadata.annotations.unwrap()["kgate.dev/cluster"].clone());
+            }
+        }
+    })
+    .await
+    .expect("the wildcard watcher delivers in time");
+    assert_eq!(seen, ("g1".to_string(), "rs-team".to_string()));
+    // Not served in root.
+    let root = kube::Discovery::new(kube_client(&s, None).await).run_aggregated().await.unwrap();
+    assert!(root.resolve_gvk(&kube::api::GroupVersionKind::gvk("example.com", "v1", "Gizmo")).is_none());
+    s.stop().await;
+}

@@ -64,6 +64,30 @@ def exercise(api, label):
     check(cms.get(namespace="default", label_selector="from=python").items == [], f"{label}: delete collection")
 
 
+def custom_resources(cluster):
+    """A CRD made through the DynamicClient serves its kind in that cluster, and not in root."""
+    dyn = DynamicClient(api_client(cluster))
+    crds = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    crds.create(body={
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}})
+    # A new client discovers the new kind, as a controller started after the CRD would.
+    gadgets = DynamicClient(api_client(cluster)).resources.get(api_version="example.com/v1", kind="Gadget")
+    gadgets.create(body={"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g1"}, "spec": {"size": 2}}, namespace="default")
+    gadgets.patch(name="g1", namespace="default", body={"spec": {"size": 3}}, content_type="application/merge-patch+json")
+    got = gadgets.get(name="g1", namespace="default")
+    check(got.spec.size == 3 and got.metadata.annotations["kgate.dev/cluster"] == cluster, f"custom resource read back: {got}")
+    try:
+        DynamicClient(api_client()).resources.get(api_version="example.com/v1", kind="Gadget")
+        check(False, "root must not serve another cluster's CRD")
+    except Exception as e:
+        check(type(e).__name__ == "ResourceNotFoundError", f"root: {e!r}")
+
+
 def label_cluster(label):
     return "root" if label == "root" else os.environ["KGATE_CLUSTER"]
 
@@ -79,6 +103,7 @@ def main():
     core.create_namespaced_config_map("default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="by-header")))
     via_path = client.CoreV1Api(api_client(cluster)).read_namespaced_config_map("by-header", "default")
     check(via_path.metadata.annotations["kgate.dev/cluster"] == cluster, "header and path reach the same cluster")
+    custom_resources(cluster)
     print("python clients: ok")
 
 
