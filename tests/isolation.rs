@@ -100,6 +100,16 @@ fn operations() -> Vec<(&'static str, Method, String, Option<Value>)> {
             ),
         ),
         ("discovery", Method::GET, "/api".to_string(), None),
+        ("get custom", Method::GET, "/apis/example.com/v1/namespaces/default/widgets/victim".to_string(), None),
+        ("list custom", Method::GET, "/apis/example.com/v1/widgets".to_string(), None),
+        (
+            "patch custom",
+            Method::PATCH,
+            "/apis/example.com/v1/namespaces/default/widgets/victim".to_string(),
+            Some(json!({"spec": {"v": "patched"}})),
+        ),
+        ("custom discovery", Method::GET, "/apis/example.com/v1".to_string(), None),
+        ("openapi of a custom group", Method::GET, "/openapi/v3/apis/example.com/v1".to_string(), None),
     ]
 }
 
@@ -119,6 +129,22 @@ async fn identities_of_one_cluster_cannot_see_or_touch_another() {
     let deploy = json!({"metadata": {"name": "victim", "labels": {"m": MARKER}}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
     assert_eq!(
         s.post("/clusters/iso-b/apis/apps/v1/namespaces/default/deployments", &deploy).await.0,
+        StatusCode::CREATED
+    );
+
+    // A custom resource only B serves, with the marker in an object and in its schema's description.
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "description": MARKER, "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    assert_eq!(
+        s.post("/clusters/iso-b/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await.0,
+        StatusCode::CREATED
+    );
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "victim"}, "spec": {"v": MARKER}});
+    assert_eq!(
+        s.post("/clusters/iso-b/apis/example.com/v1/namespaces/default/widgets", &widget).await.0,
         StatusCode::CREATED
     );
 
