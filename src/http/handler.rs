@@ -270,18 +270,23 @@ fn gv_path(group: &str, version: &str) -> String {
 
 async fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> ApiResult<Option<OpenApiDoc>> {
     let root = cluster == ROOT;
-    let custom_docs = state.crds.docs(cluster);
-    let hit = match &custom_docs {
+    let disc = state.discovery(cluster);
+    let Some(((g, v), defs)) = disc.by_gv.iter().find(|((g, v), _)| gv_path(g, v) == gv) else {
+        return Ok(None);
+    };
+    // Only documents of custom groups are the cluster's own; built-in ones are shared by every cluster
+    // (CRDs may not use built-in groups), so a thousand clusters with CRDs do not hold a thousand copies.
+    let own = match &disc {
+        Disc::Custom(docs) if defs.iter().any(|d| d.custom.is_some()) => Some(docs.clone()),
+        _ => None,
+    };
+    let hit = match &own {
         Some(docs) => docs.openapi(gv),
         None => state.openapi.get(&(root, gv.to_string())).map(|h| h.clone()),
     };
     if hit.is_some() {
         return Ok(hit);
     }
-    let disc = state.discovery(cluster);
-    let Some(((g, v), defs)) = disc.by_gv.iter().find(|((g, v), _)| gv_path(g, v) == gv) else {
-        return Ok(None);
-    };
     let ops: Vec<crate::openapi::ResourceOps> = defs
         .iter()
         .map(|d| crate::openapi::ResourceOps {
@@ -305,7 +310,7 @@ async fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> ApiResult<O
     let bytes = serde_json::to_vec(&doc).expect("JSON serialises");
     let hash = crate::openapi::doc_hash(&bytes);
     let entry = (Arc::new(bytes), hash);
-    match &custom_docs {
+    match &own {
         Some(docs) => docs.keep_openapi(gv, entry.clone()),
         None => {
             state.openapi.insert((root, gv.to_string()), entry.clone());
