@@ -69,23 +69,54 @@ pub fn unknown_fields(schema: &Value, obj: &Value) -> Vec<String> {
     out
 }
 
+/// What an object schema says about its fields.
+struct Fields<'a> {
+    props: Option<&'a Map<String, Value>>,
+    /// `additionalProperties` with a schema: a map whose values all follow it.
+    values: Option<&'a Value>,
+    /// `additionalProperties: true`: any field goes, unchecked.
+    free: bool,
+    /// At the root or in an embedded resource: `apiVersion`, `kind` and `metadata` are not the schema's.
+    meta_is_ours: bool,
+}
+
+impl<'a> Fields<'a> {
+    fn of(schema: &'a Value, root: bool) -> Self {
+        Fields {
+            props: schema.get("properties").and_then(Value::as_object),
+            values: schema.get("additionalProperties").filter(|a| a.is_object()),
+            free: schema.get("additionalProperties") == Some(&Value::Bool(true)),
+            meta_is_ours: root || embedded(schema),
+        }
+    }
+
+    /// Fields the walk leaves alone.
+    fn skipped(&self, k: &str) -> bool {
+        self.meta_is_ours && ROOT_FIELDS.contains(&k)
+    }
+
+    /// The schema of field `k`, if declared.
+    fn child(&self, k: &str) -> Option<&'a Value> {
+        self.props.and_then(|ps| ps.get(k)).or(self.values)
+    }
+
+    fn known(&self, k: &str) -> bool {
+        self.free || self.skipped(k) || self.child(k).is_some()
+    }
+}
+
 fn walk_unknown(schema: &Value, v: &Value, path: &str, root: bool, out: &mut Vec<String>) {
     if preserves_unknown(schema) {
         return;
     }
     match v {
         Value::Object(m) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let values = schema.get("additionalProperties").filter(|a| a.is_object());
-            let free = schema.get("additionalProperties") == Some(&Value::Bool(true));
-            for (k, child) in m {
-                if (root || embedded(schema)) && ROOT_FIELDS.contains(&k.as_str()) {
-                    continue;
-                }
+            let fields = Fields::of(schema, root);
+            for (k, child) in m.iter().filter(|(k, _)| !fields.skipped(k)) {
                 let p = join(path, k);
-                match props.and_then(|ps| ps.get(k)).or(values) {
+                match fields.child(k) {
                     Some(cs) => walk_unknown(cs, child, &p, false, out),
-                    None if free => {}
+                    None if fields.free => {}
                     None => out.push(p),
                 }
             }
@@ -112,21 +143,10 @@ fn prune_walk(schema: &Value, v: &mut Value, root: bool) {
     }
     match v {
         Value::Object(m) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let values = schema.get("additionalProperties").filter(|a| a.is_object());
-            let free = schema.get("additionalProperties") == Some(&Value::Bool(true));
-            let keep_root = root || embedded(schema);
-            m.retain(|k, _| {
-                (keep_root && ROOT_FIELDS.contains(&k.as_str()))
-                    || free
-                    || values.is_some()
-                    || props.is_some_and(|p| p.contains_key(k))
-            });
-            for (k, child) in m.iter_mut() {
-                if keep_root && ROOT_FIELDS.contains(&k.as_str()) {
-                    continue;
-                }
-                if let Some(cs) = props.and_then(|p| p.get(k)).or(values) {
+            let fields = Fields::of(schema, root);
+            m.retain(|k, _| fields.known(k));
+            for (k, child) in m.iter_mut().filter(|(k, _)| !fields.skipped(k)) {
+                if let Some(cs) = fields.child(k) {
                     prune_walk(cs, child, false);
                 }
             }
