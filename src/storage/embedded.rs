@@ -79,6 +79,13 @@ impl Drop for EmbeddedStore {
         if let Some(w) = self.writer.take() {
             let _ = w.join();
         }
+        // Reads already on blocking threads (a watch's log read when its task was aborted, say) hold the
+        // database until they finish; wait for them, so that once the store is dropped the same data dir
+        // opens again at once (a restart in one process). They are short; the bound is only a safeguard.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while Arc::strong_count(&self.shared) > 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
 
@@ -427,7 +434,8 @@ fn read_log(shared: &Shared, prefix: &str, after: Revision, upto: Revision) -> R
 }
 
 struct WatchState {
-    shared: Arc<Shared>,
+    /// Weak: an idle watch must not keep the database open after the store is dropped.
+    shared: std::sync::Weak<Shared>,
     prefix: String,
     next_after: Revision,
     buffered: VecDeque<WatchEvent>,
@@ -485,7 +493,7 @@ impl Store for EmbeddedStore {
             return Err(StoreError::Compacted { requested: after, compacted });
         }
         let state = WatchState {
-            shared: self.shared.clone(),
+            shared: Arc::downgrade(&self.shared),
             prefix: prefix.to_string(),
             next_after: after,
             buffered: VecDeque::new(),
@@ -503,7 +511,8 @@ impl Store for EmbeddedStore {
                 let current = *st.rx.borrow_and_update();
                 if st.next_after < current {
                     let upto = current.min(st.next_after + WATCH_READ_CHUNK as i64);
-                    let (shared, prefix, after) = (st.shared.clone(), st.prefix.clone(), st.next_after);
+                    let Some(shared) = st.shared.upgrade() else { return None };
+                    let (prefix, after) = (st.prefix.clone(), st.next_after);
                     let read = tokio::task::spawn_blocking(move || read_log(&shared, &prefix, after, upto)).await;
                     match read.map_err(internal).and_then(|r| r) {
                         Ok(events) => {
