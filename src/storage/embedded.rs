@@ -511,7 +511,7 @@ impl Store for EmbeddedStore {
                 let current = *st.rx.borrow_and_update();
                 if st.next_after < current {
                     let upto = current.min(st.next_after + WATCH_READ_CHUNK as i64);
-                    let Some(shared) = st.shared.upgrade() else { return None };
+                    let shared = st.shared.upgrade()?;
                     let (prefix, after) = (st.prefix.clone(), st.next_after);
                     let read = tokio::task::spawn_blocking(move || read_log(&shared, &prefix, after, upto)).await;
                     match read.map_err(internal).and_then(|r| r) {
