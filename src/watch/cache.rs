@@ -13,6 +13,7 @@
 //! list or a watch event sends), not as parsed trees.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -283,22 +284,31 @@ impl Cacher {
             && (!self.def.namespaced || scope.namespace.is_none() || scope.namespace.as_deref() == k.namespace)
     }
 
-    /// The current objects in scope, in key order, and the revision they are current at.
-    pub fn snapshot(&self, scope: &Scope) -> (Vec<Keyed>, Revision) {
+    /// Visit the current objects in scope in key order until `visit` breaks; returns the revision they
+    /// are current at. `visit` runs under the state's read lock, so it should only copy out what it
+    /// needs (reference counts, not bytes) and leave parsing until after.
+    pub fn scan(&self, scope: &Scope, mut visit: impl FnMut(&str, &Arc<Entry>) -> ControlFlow<()>) -> Revision {
         self.touch();
         let st = self.lock_read();
-        (self.collect(&st, scope), st.revision)
+        for (k, e) in self.in_range(&st, scope) {
+            if visit(k, e).is_break() {
+                break;
+            }
+        }
+        st.revision
     }
 
-    fn collect(&self, st: &State, scope: &Scope) -> Vec<Keyed> {
+    fn in_range<'a>(&'a self, st: &'a State, scope: &'a Scope) -> impl Iterator<Item = (&'a Box<str>, &'a Arc<Entry>)> {
         let prefix = self.range_prefix(scope);
         let end = String::from_utf8(keys::prefix_end(&prefix)).unwrap_or_default();
         let wildcard_ns = scope.cluster.is_none() && scope.namespace.is_some() && self.def.namespaced;
         st.objects
             .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Excluded(end.as_str())))
-            .filter(|(k, _)| !wildcard_ns || self.in_scope(scope, k))
-            .map(|(k, e)| (k.clone(), e.clone()))
-            .collect()
+            .filter(move |(k, _)| !wildcard_ns || self.in_scope(scope, k))
+    }
+
+    fn collect(&self, st: &State, scope: &Scope) -> Vec<Keyed> {
+        self.in_range(st, scope).map(|(k, e)| (k.clone(), e.clone())).collect()
     }
 
     /// One object by key.
