@@ -377,6 +377,16 @@ async fn cached_reads_are_current_and_paginate_like_store_reads() {
     let even: Vec<&str> =
         even["items"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
     assert_eq!(even, ["p0", "p2", "p4"]);
+    // With a limit too: the page ends at its last match and the rest continues from the store.
+    let (_, first) = s.get(&format!("/{CM}?resourceVersion=0&labelSelector=even%3Dtrue&limit=2")).await;
+    let names = |page: &Value| -> Vec<String> {
+        page["items"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(names(&first), ["p0", "p2"]);
+    let c = first["metadata"]["continue"].as_str().expect("a continue token");
+    let (code, rest) = s.get(&format!("/{CM}?labelSelector=even%3Dtrue&limit=2&continue={c}")).await;
+    assert_eq!(code, 200, "{rest}");
+    assert_eq!(names(&rest), ["p4"]);
     let (code, missing) = s.get(&format!("/{CM}/nope?resourceVersion=0")).await;
     assert_eq!((code.as_u16(), missing["reason"].as_str()), (404, Some("NotFound")));
     s.stop().await;

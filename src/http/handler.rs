@@ -538,7 +538,7 @@ async fn resource(
                 }
                 return Ok((
                     match shape {
-                        respond::Shape::Plain => respond::raw_list(&def, &meta, &l.items),
+                        respond::Shape::Plain => respond::raw_list(&def, &meta, l.items),
                         _ => {
                             let items = l
                                 .items

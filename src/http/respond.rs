@@ -24,23 +24,87 @@ pub fn json(code: u16, v: &Value) -> Response<Body> {
     bytes(code, "application/json", serde_json::to_vec(v).expect("JSON serialises"))
 }
 
+/// Bytes per chunk of a list body built from cached objects: large enough that a chunk fills several
+/// HTTP/2 frames and TLS records, small enough to come from the allocator's reused memory rather than
+/// fresh pages (one buffer of a 4 MiB list cost a page fault per 4 KiB on every list).
+const LIST_CHUNK: usize = 64 * 1024;
+
 /// A plain JSON list from objects already serialised (the watch cache keeps them so): the bytes are
-/// joined, never parsed.
-pub fn raw_list(def: &ResourceDef, list_meta: &Value, items: &[Bytes]) -> Response<Body> {
+/// joined, never parsed, a chunk at a time as the connection takes them, so the first bytes leave
+/// before the last are copied and no buffer of the whole list is ever allocated.
+pub fn raw_list<T: AsRef<[u8]> + Unpin + Send + 'static>(
+    def: &ResourceDef,
+    list_meta: &Value,
+    items: Vec<T>,
+) -> Response<Body> {
     let head = json!({"kind": def.list_kind(), "apiVersion": def.api_version(), "metadata": list_meta});
-    let mut out = serde_json::to_vec(&head).expect("JSON serialises");
-    out.pop(); // the closing brace; items follow
-    let size: usize = items.iter().map(|b| b.len() + 1).sum();
-    out.reserve(size + 12);
-    out.extend_from_slice(b",\"items\":[");
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    let mut head = serde_json::to_vec(&head).expect("JSON serialises");
+    head.pop(); // the closing brace; items follow
+    head.extend_from_slice(b",\"items\":[");
+    let commas = items.len().saturating_sub(1);
+    let len = head.len() + items.iter().map(|i| i.as_ref().len()).sum::<usize>() + commas + 2;
+    let body = ListBody { head: Some(head), items: items.into_iter(), first: true, len: len as u64 };
+    let mut r = Response::new(body.boxed_unsync());
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// The body of a list of serialised objects, joined into chunks as it is polled. Its length is known up
+/// front, so it keeps a Content-Length.
+struct ListBody<T> {
+    /// The list's opening, until the first chunk is sent.
+    head: Option<Vec<u8>>,
+    items: std::vec::IntoIter<T>,
+    /// No item has been written yet (no comma before the next).
+    first: bool,
+    /// Bytes not yet sent.
+    len: u64,
+}
+
+impl<T: AsRef<[u8]>> ListBody<T> {
+    fn next_chunk(&mut self) -> Option<Bytes> {
+        if self.len == 0 {
+            return None;
         }
-        out.extend_from_slice(item);
+        let mut chunk = self.head.take().unwrap_or_default();
+        chunk.reserve(LIST_CHUNK.min(self.len as usize).saturating_sub(chunk.len()));
+        while chunk.len() < LIST_CHUNK {
+            let Some(item) = self.items.as_slice().first().map(AsRef::as_ref) else {
+                chunk.extend_from_slice(b"]}");
+                break;
+            };
+            if !chunk.is_empty() && chunk.len() + item.len() + 1 > LIST_CHUNK {
+                break;
+            }
+            if !std::mem::take(&mut self.first) {
+                chunk.push(b',');
+            }
+            chunk.extend_from_slice(item);
+            self.items.next();
+        }
+        self.len -= chunk.len() as u64;
+        Some(Bytes::from(chunk))
     }
-    out.extend_from_slice(b"]}");
-    bytes(200, "application/json", out)
+}
+
+impl<T: AsRef<[u8]> + Unpin> http_body::Body for ListBody<T> {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.next_chunk().map(|c| Ok(http_body::Frame::data(c))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.len == 0
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.len)
+    }
 }
 
 /// A response with raw bytes and a content type.
@@ -196,6 +260,38 @@ mod tests {
         assert_eq!(shape(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")), Shape::Metadata);
         assert_eq!(shape(None), Shape::Plain);
         assert_eq!(shape(Some("application/vnd.kubernetes.protobuf,application/json")), Shape::Plain);
+    }
+
+    #[test]
+    fn raw_lists_are_valid_json_in_chunks_of_the_announced_length() {
+        use http_body_util::BodyExt;
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        let big = format!(r#"{{"big":"{}"}}"#, "x".repeat(LIST_CHUNK + 10));
+        for n in [0, 1, 3, 500] {
+            let mut items: Vec<Bytes> =
+                (0..n).map(|i| Bytes::from(format!(r#"{{"i":{i},"pad":"{}"}}"#, "y".repeat(300)))).collect();
+            if n == 3 {
+                items.insert(1, Bytes::from(big.clone()));
+            }
+            let want = items.len();
+            let r = raw_list(&def, &json!({"resourceVersion": "7"}), items);
+            let announced = http_body::Body::size_hint(r.body()).exact().unwrap();
+            let mut body = r.into_body();
+            let mut out = Vec::new();
+            let mut chunks = 0;
+            while let Some(f) = futures::executor::block_on(body.frame()) {
+                out.extend_from_slice(&f.unwrap().into_data().unwrap());
+                chunks += 1;
+            }
+            assert_eq!(out.len() as u64, announced);
+            let v: Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(v["kind"], "ConfigMapList");
+            assert_eq!(v["metadata"]["resourceVersion"], "7");
+            assert_eq!(v["items"].as_array().unwrap().len(), want);
+            if n == 500 {
+                assert!(chunks > 1, "a large list goes out in several chunks");
+            }
+        }
     }
 
     #[test]

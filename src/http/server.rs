@@ -100,7 +100,10 @@ pub async fn serve(
             let conn = Arc::new(ConnInfo { identity, server_address });
             let svc = service_fn(move |req| {
                 let (state, conn) = (state.clone(), conn.clone());
-                async move { Ok::<_, Infallible>(handle(state, conn, req).await) }
+                // Boxed: hyper spawns a task per HTTP/2 stream sized for this future, and keeps that
+                // task for as long as the response body streams; unboxed, every open watch would hold
+                // the request's whole handling state (about 650 bytes) after it has finished.
+                Box::pin(async move { Ok::<_, Infallible>(handle(state, conn, req).await) })
             });
             let mut builder = auto::Builder::new(TokioExecutor::new());
             // A client that never finishes its request headers must not hold a task forever.

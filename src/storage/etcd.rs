@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, TlsOptions, Txn, TxnOp,
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, KvClient, TlsOptions, Txn, TxnOp,
     TxnOpResponse, WatchOptions,
 };
 use futures::StreamExt;
@@ -29,9 +29,11 @@ pub struct EtcdTls {
 
 /// A `Store` over etcd.
 pub struct EtcdStore {
-    /// `etcd_client::Client` is a cheap handle over one multiplexed channel; each call clones it
-    /// because the client's methods take `&mut self`.
+    /// The handle for watches and maintenance calls.
     client: Client,
+    /// The key-value client alone: calls clone it because its methods take `&mut self`, and a whole
+    /// `Client` is eight gRPC clients, each clone and drop of which costs atomics on every request.
+    kv: KvClient,
 }
 
 fn map_err(e: etcd_client::Error) -> StoreError {
@@ -96,11 +98,15 @@ impl EtcdStore {
             opts = opts.with_tls(t);
         }
         let client = Client::connect(endpoints, Some(opts)).await.map_err(map_err)?;
-        Ok(EtcdStore { client })
+        Ok(EtcdStore { kv: client.kv_client(), client })
     }
 
     fn c(&self) -> Client {
         self.client.clone()
+    }
+
+    fn kv(&self) -> KvClient {
+        self.kv.clone()
     }
 }
 
@@ -116,12 +122,12 @@ fn else_current(resp: &etcd_client::TxnResponse) -> Result<Option<KeyValue>, Sto
 #[async_trait]
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        let resp = self.c().get(key, None).await.map_err(map_err)?;
+        let resp = self.kv().get(key, None).await.map_err(map_err)?;
         resp.kvs().first().map(kv_of).transpose()
     }
 
     async fn get_relaxed(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        let resp = self.c().get(key, Some(GetOptions::new().with_serializable())).await.map_err(map_err)?;
+        let resp = self.kv().get(key, Some(GetOptions::new().with_serializable())).await.map_err(map_err)?;
         resp.kvs().first().map(kv_of).transpose()
     }
 
@@ -134,7 +140,7 @@ impl Store for EtcdStore {
         if let Some(r) = req.revision {
             opts = opts.with_revision(r);
         }
-        let resp = self.c().get(start, Some(opts)).await.map_err(|e| match map_err(e) {
+        let resp = self.kv().get(start, Some(opts)).await.map_err(|e| match map_err(e) {
             StoreError::Compacted { .. } => {
                 StoreError::Compacted { requested: req.revision.unwrap_or(0), compacted: req.revision.unwrap_or(0) }
             }
@@ -152,7 +158,7 @@ impl Store for EtcdStore {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, value, None)]);
-        let resp = self.c().txn(txn).await.map_err(map_err)?;
+        let resp = self.kv().txn(txn).await.map_err(map_err)?;
         if !resp.succeeded() {
             return Err(StoreError::AlreadyExists);
         }
@@ -164,7 +170,7 @@ impl Store for EtcdStore {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::put(key, value, None)])
             .or_else([TxnOp::get(key, None)]);
-        let resp = self.c().txn(txn).await.map_err(map_err)?;
+        let resp = self.kv().txn(txn).await.map_err(map_err)?;
         if !resp.succeeded() {
             return match else_current(&resp)? {
                 None => Err(StoreError::NotFound),
@@ -177,7 +183,7 @@ impl Store for EtcdStore {
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue), StoreError> {
         // Without an expected revision, still compare against the revision just read so the returned
         // value is exactly the one deleted.
-        let mut client = self.c();
+        let mut client = self.kv();
         let expected = match expected {
             Some(e) => e,
             None => match self.get(key).await? {
@@ -209,7 +215,7 @@ impl Store for EtcdStore {
 
     async fn revision(&self) -> Result<Revision, StoreError> {
         // A linearizable read of a key that never exists: the header carries the current revision.
-        let resp = self.c().get("\0kgate-revision", None).await.map_err(map_err)?;
+        let resp = self.kv().get("\0kgate-revision", None).await.map_err(map_err)?;
         Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
     }
 
@@ -217,7 +223,7 @@ impl Store for EtcdStore {
         // etcd reports a compacted start revision only on the stream; probe it with a read at the first
         // revision the watch needs, so callers get `Compacted` synchronously as from the embedded store.
         let probe = GetOptions::new().with_revision(after + 1).with_count_only();
-        match self.c().get(prefix, Some(probe)).await.map_err(map_err) {
+        match self.kv().get(prefix, Some(probe)).await.map_err(map_err) {
             Err(StoreError::Compacted { .. }) => {
                 return Err(StoreError::Compacted { requested: after, compacted: after });
             }
@@ -229,7 +235,7 @@ impl Store for EtcdStore {
             prefix: prefix.to_string(),
             after,
             inner: None,
-            pending: Vec::new(),
+            pending: std::collections::VecDeque::new(),
             done: false,
         };
         Ok(Box::pin(futures::stream::unfold(state, |mut st| async move {
@@ -239,7 +245,7 @@ impl Store for EtcdStore {
     }
 
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
-        match self.c().compact(revision, None).await {
+        match self.kv().compact(revision, None).await {
             Ok(_) => Ok(()),
             Err(e) => match map_err(e) {
                 StoreError::Compacted { .. } => Ok(()),
@@ -249,7 +255,7 @@ impl Store for EtcdStore {
     }
 
     async fn healthy(&self) -> bool {
-        let mut c = self.c();
+        let mut c = self.kv();
         matches!(tokio::time::timeout(Duration::from_secs(2), c.get("\0kgate-health", None)).await, Ok(Ok(_)))
     }
 }
@@ -260,7 +266,8 @@ struct EtcdWatch {
     /// Last revision delivered (or the start point).
     after: Revision,
     inner: Option<etcd_client::WatchStream>,
-    pending: Vec<WatchEvent>,
+    /// Events of the last response not yet returned (a response can carry thousands).
+    pending: std::collections::VecDeque<WatchEvent>,
     done: bool,
 }
 
@@ -272,8 +279,7 @@ impl EtcdWatch {
             if self.done {
                 return None;
             }
-            if !self.pending.is_empty() {
-                let ev = self.pending.remove(0);
+            if let Some(ev) = self.pending.pop_front() {
                 return Some(Ok(ev));
             }
             if self.inner.is_none() {
@@ -331,7 +337,7 @@ impl EtcdWatch {
                             },
                         };
                         last = last.max(item.revision());
-                        self.pending.push(item);
+                        self.pending.push_back(item);
                     }
                     if resp.events().is_empty() {
                         if let Some(h) = resp.header() {

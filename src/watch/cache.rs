@@ -13,15 +13,18 @@
 //! list or a watch event sends), not as parsed trees.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, RwLock};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use dashmap::DashMap;
+use futures::task::AtomicWaker;
 use futures::StreamExt;
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::metrics::CacheMetrics;
 use crate::registry::Registry;
@@ -85,14 +88,13 @@ pub struct Scope {
 
 /// Why a watcher's queue was closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
 pub enum Cutoff {
     /// Still registered.
-    Active = 0,
+    Active,
     /// Its queue overflowed: catch up from history.
-    Lagging = 1,
+    Lagging,
     /// The cache reloaded and its history restarted: catch up from the store.
-    Reloaded = 2,
+    Reloaded,
 }
 
 /// How a new watcher starts.
@@ -112,21 +114,25 @@ pub struct Registration {
     pub replay: Vec<Arc<Event>>,
     /// The revision the watcher starts at: events at or below it are never queued for it.
     pub revision: Revision,
-    /// Further events.
-    pub queue: mpsc::Receiver<Arc<Event>>,
-    cutoff: Arc<AtomicU8>,
+    queue: Arc<Queue>,
     id: u64,
     cacher: Arc<Cacher>,
 }
 
 impl Registration {
+    /// The next queued event; `None` once the queue is closed and drained (see `cutoff` for why).
+    pub async fn recv(&self) -> Option<Arc<Event>> {
+        std::future::poll_fn(|cx| self.queue.poll_pop(cx)).await
+    }
+
+    /// Whether no event is queued.
+    pub fn is_drained(&self) -> bool {
+        self.queue.lock().events.is_empty()
+    }
+
     /// Why the queue closed (or `Active` while it is open).
     pub fn cutoff(&self) -> Cutoff {
-        match self.cutoff.load(Ordering::Acquire) {
-            0 => Cutoff::Active,
-            1 => Cutoff::Lagging,
-            _ => Cutoff::Reloaded,
-        }
+        self.queue.lock().cutoff
     }
 
     /// The cache this watcher is fed by.
@@ -150,8 +156,82 @@ pub struct TooOld {
 
 struct Slot {
     scope: Scope,
-    tx: mpsc::Sender<Arc<Event>>,
-    cutoff: Arc<AtomicU8>,
+    queue: Arc<Queue>,
+}
+
+/// A watcher's queue: the events the ingest task handed it that it has not sent yet, and why it was
+/// closed. Not a tokio mpsc channel: that allocates about 800 bytes up front (a block of 32 slots and
+/// cache-padded halves) which every idle watcher would hold; this holds nothing until events arrive
+/// and lets the memory go when drained.
+struct Queue {
+    /// Guards the events and the cutoff. A std `Mutex`: held to push, pop or close, never across an
+    /// await. Lock order: the ingest task pushes while holding `Cacher::state`; the watcher takes this
+    /// lock alone.
+    inner: Mutex<QueueState>,
+    /// The watcher's task, woken by the first event after the queue ran empty and by closing.
+    waker: AtomicWaker,
+}
+
+struct QueueState {
+    events: VecDeque<Arc<Event>>,
+    cutoff: Cutoff,
+}
+
+/// A drained queue keeping more room than this gives it back (a burst does not stay allocated).
+const QUEUE_KEEP: usize = 8;
+
+impl Queue {
+    fn new() -> Arc<Self> {
+        Arc::new(Queue {
+            inner: Mutex::new(QueueState { events: VecDeque::new(), cutoff: Cutoff::Active }),
+            waker: AtomicWaker::new(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        // Every change under this lock is a single push, pop or assignment: nothing half-done to see.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queue an event; when the queue is full, close it as lagging instead and return false.
+    fn push(&self, event: Arc<Event>) -> bool {
+        let mut q = self.lock();
+        if q.events.len() >= WATCHER_QUEUE {
+            q.cutoff = Cutoff::Lagging;
+            drop(q);
+            self.waker.wake();
+            return false;
+        }
+        let was_empty = q.events.is_empty();
+        q.events.push_back(event);
+        drop(q);
+        // The watcher only waits on an empty queue, so only the first event after that needs a wake.
+        if was_empty {
+            self.waker.wake();
+        }
+        true
+    }
+
+    fn close(&self, why: Cutoff) {
+        self.lock().cutoff = why;
+        self.waker.wake();
+    }
+
+    fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Option<Arc<Event>>> {
+        // Registered before looking, so an event pushed after the look wakes us.
+        self.waker.register(cx.waker());
+        let mut q = self.lock();
+        match q.events.pop_front() {
+            Some(ev) => {
+                if q.events.is_empty() && q.events.capacity() > QUEUE_KEEP {
+                    q.events = VecDeque::new();
+                }
+                Poll::Ready(Some(ev))
+            }
+            None if q.cutoff == Cutoff::Active => Poll::Pending,
+            None => Poll::Ready(None),
+        }
+    }
 }
 
 /// Everything the ingest task changes. Guarded by `Cacher::state`.
@@ -283,22 +363,31 @@ impl Cacher {
             && (!self.def.namespaced || scope.namespace.is_none() || scope.namespace.as_deref() == k.namespace)
     }
 
-    /// The current objects in scope, in key order, and the revision they are current at.
-    pub fn snapshot(&self, scope: &Scope) -> (Vec<Keyed>, Revision) {
+    /// Visit the current objects in scope in key order until `visit` breaks; returns the revision they
+    /// are current at. `visit` runs under the state's read lock, so it should only copy out what it
+    /// needs (reference counts, not bytes) and leave parsing until after.
+    pub fn scan(&self, scope: &Scope, mut visit: impl FnMut(&str, &Arc<Entry>) -> ControlFlow<()>) -> Revision {
         self.touch();
         let st = self.lock_read();
-        (self.collect(&st, scope), st.revision)
+        for (k, e) in self.in_range(&st, scope) {
+            if visit(k, e).is_break() {
+                break;
+            }
+        }
+        st.revision
     }
 
-    fn collect(&self, st: &State, scope: &Scope) -> Vec<Keyed> {
+    fn in_range<'a>(&'a self, st: &'a State, scope: &'a Scope) -> impl Iterator<Item = (&'a Box<str>, &'a Arc<Entry>)> {
         let prefix = self.range_prefix(scope);
         let end = String::from_utf8(keys::prefix_end(&prefix)).unwrap_or_default();
         let wildcard_ns = scope.cluster.is_none() && scope.namespace.is_some() && self.def.namespaced;
         st.objects
             .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Excluded(end.as_str())))
-            .filter(|(k, _)| !wildcard_ns || self.in_scope(scope, k))
-            .map(|(k, e)| (k.clone(), e.clone()))
-            .collect()
+            .filter(move |(k, _)| !wildcard_ns || self.in_scope(scope, k))
+    }
+
+    fn collect(&self, st: &State, scope: &Scope) -> Vec<Keyed> {
+        self.in_range(st, scope).map(|(k, e)| (k.clone(), e.clone())).collect()
     }
 
     /// One object by key.
@@ -311,8 +400,7 @@ impl Cacher {
     /// Register a watcher atomically with its starting point, so no event falls between the two.
     pub fn register(self: &Arc<Self>, scope: Scope, start: Start) -> Result<Registration, TooOld> {
         self.touch();
-        let (tx, rx) = mpsc::channel(WATCHER_QUEUE);
-        let cutoff = Arc::new(AtomicU8::new(Cutoff::Active as u8));
+        let queue = Queue::new();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut st = self.lock_write();
         let (snapshot, replay, revision) = match start {
@@ -333,9 +421,9 @@ impl Cacher {
             Some(c) => st.by_cluster.entry(c.as_str().into()).or_default().push(id),
             None => st.wildcard.push(id),
         }
-        st.slots.insert(id, Slot { scope, tx, cutoff: cutoff.clone() });
+        st.slots.insert(id, Slot { scope, queue: queue.clone() });
         drop(st);
-        Ok(Registration { snapshot, replay, revision, queue: rx, cutoff, id, cacher: self.clone() })
+        Ok(Registration { snapshot, replay, revision, queue, id, cacher: self.clone() })
     }
 
     fn unregister(&self, id: u64) {
@@ -376,7 +464,7 @@ impl Cacher {
         st.history_from = revision;
         st.revision = revision;
         for (_, slot) in st.slots.drain() {
-            slot.cutoff.store(Cutoff::Reloaded as u8, Ordering::Release);
+            slot.queue.close(Cutoff::Reloaded);
         }
         st.by_cluster.clear();
         st.wildcard.clear();
@@ -433,14 +521,9 @@ impl Cacher {
             if !ns_ok {
                 continue;
             }
-            match slot.tx.try_send(event.clone()) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    slot.cutoff.store(Cutoff::Lagging as u8, Ordering::Release);
-                    self.metrics.lagging.with_label_values(&[&self.def.plural]).inc();
-                    dead.push(id);
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => dead.push(id),
+            if !slot.queue.push(event.clone()) {
+                self.metrics.lagging.with_label_values(&[&self.def.plural]).inc();
+                dead.push(id);
             }
         }
         for id in dead {
@@ -478,7 +561,7 @@ impl Cacher {
     fn stop(&self) {
         let mut st = self.lock_write();
         for (_, slot) in st.slots.drain() {
-            slot.cutoff.store(Cutoff::Reloaded as u8, Ordering::Release);
+            slot.queue.close(Cutoff::Reloaded);
         }
         st.by_cluster.clear();
         st.wildcard.clear();

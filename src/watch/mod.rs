@@ -91,8 +91,9 @@ enum Feed {
     /// The shared cache.
     Cache(Registration),
     /// A store watch of its own, for a resume point the cache's history no longer holds, until it has
-    /// caught up with that history (then it rejoins the cache).
-    Store(direct::DirectWatch, Arc<cache::Cacher>),
+    /// caught up with that history (then it rejoins the cache). Boxed: rare, and inline it would more
+    /// than double every watcher's feed.
+    Store(Box<direct::DirectWatch>, Arc<cache::Cacher>),
 }
 
 /// Start a watch; returns the stream of newline-delimited JSON events for the response body.
@@ -224,7 +225,7 @@ async fn resume(
         Ok(reg) => Ok(Feed::Cache(reg)),
         Err(_) => match direct::DirectWatch::open(registry, def, scope, opts, after, &cacher.metrics().store_fed).await
         {
-            Ok(d) => Ok(Feed::Store(d, cacher.clone())),
+            Ok(d) => Ok(Feed::Store(Box::new(d), cacher.clone())),
             Err(StoreError::Compacted { requested, compacted }) => Err(expired(requested, compacted + 1)),
             Err(e) => Err(e.into()),
         },
@@ -341,7 +342,7 @@ impl Pump {
                 // Read the revision first: every event at or below it was queued before it was published,
                 // so an empty queue afterwards means we have sent them all.
                 let applied = reg.cacher().revision();
-                if reg.queue.is_empty() && reg.cutoff() == Cutoff::Active {
+                if reg.is_drained() && reg.cutoff() == Cutoff::Active {
                     self.last.max(applied)
                 } else {
                     self.last
@@ -362,7 +363,7 @@ impl Pump {
         self.last = from;
         self.replay = std::mem::take(&mut reg.replay).into_iter();
         self.feed = Feed::Cache(reg);
-        while let Some(ev) = self.replay.next() {
+        while let Some(ev) = next_of(&mut self.replay) {
             if let Some(b) = self.event_line(&ev) {
                 return Some(b);
             }
@@ -380,10 +381,10 @@ impl Pump {
         if self.done {
             return None;
         }
-        if let Some(p) = self.initial.next() {
+        if let Some(p) = next_of(&mut self.initial) {
             return Some(self.encode("ADDED", p));
         }
-        while let Some(ev) = self.replay.next() {
+        while let Some(ev) = next_of(&mut self.replay) {
             if let Some(b) = self.event_line(&ev) {
                 return Some(b);
             }
@@ -434,7 +435,7 @@ impl Pump {
                                 self.replay = std::mem::take(&mut reg.replay).into_iter();
                             }
                             self.feed = f;
-                            while let Some(ev) = self.replay.next() {
+                            while let Some(ev) = next_of(&mut self.replay) {
                                 if let Some(b) = self.event_line(&ev) {
                                     return Some(b);
                                 }
@@ -447,6 +448,16 @@ impl Pump {
             }
         }
     }
+}
+
+/// The next item, letting the buffer go with the last one: a watcher lives on long after its initial
+/// state or a replay is sent.
+fn next_of<T>(items: &mut std::vec::IntoIter<T>) -> Option<T> {
+    let next = items.next();
+    if items.len() == 0 {
+        *items = Vec::new().into_iter();
+    }
+    next
 }
 
 /// The next bookmark tick, or never.
@@ -468,7 +479,7 @@ enum Next {
 
 async fn next_event(feed: &mut Feed) -> Next {
     match feed {
-        Feed::Cache(reg) => match reg.queue.recv().await {
+        Feed::Cache(reg) => match reg.recv().await {
             Some(ev) => Next::Cached(ev),
             None if reg.cutoff() == Cutoff::Active => Next::End,
             None => Next::CutOff,

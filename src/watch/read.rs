@@ -3,6 +3,7 @@
 //! caught up with the store's revision (kube-apiserver's consistent reads from cache). Everything else
 //! (exact revisions, continued pages, a cache that is behind) is read from the store.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -17,11 +18,30 @@ use crate::storage::Revision;
 /// A page of a list served from the cache.
 pub struct CachedList {
     /// Matching objects, as JSON.
-    pub items: Vec<Bytes>,
+    pub items: Vec<CachedJson>,
     /// The revision they are current at.
     pub revision: Revision,
     /// Token for the next page (continued from the store at `revision`).
     pub continue_token: Option<String>,
+}
+
+/// A cached object's JSON, shared with the cache: taking it costs a reference count on the entry, not a
+/// copy, and it stays valid however the cache changes meanwhile.
+#[derive(Clone)]
+pub struct CachedJson(Arc<Entry>);
+
+impl std::ops::Deref for CachedJson {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0.json
+    }
+}
+
+impl AsRef<[u8]> for CachedJson {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.json
+    }
 }
 
 /// Serve a list from the cache when its options allow; `None` means read the store.
@@ -70,23 +90,53 @@ pub async fn list(
         cluster: cluster.map(str::to_string),
         namespace: if def.namespaced { namespace.map(str::to_string) } else { None },
     };
-    let (entries, revision) = cacher.snapshot(&scope);
-    let filtered = !(opts.selects_all());
+    let filtered = !opts.selects_all();
+    let limit = if opts.limit > 0 { opts.limit } else { usize::MAX };
     let mut items = Vec::new();
-    let mut last_key = None;
-    let mut iter = entries.iter().peekable();
-    while let Some((key, e)) = iter.next() {
-        if filtered && !passes(def, opts, e)? {
-            continue;
-        }
-        items.push(e.json.clone());
-        if opts.limit > 0 && items.len() == opts.limit {
-            if iter.peek().is_some() {
-                last_key = Some(key.clone());
+    // The key of a page's last item, when more follow (for the continue token).
+    let mut last_key: Option<Box<str>> = None;
+    let revision = if filtered {
+        // Selectors parse each object, which must not happen under the cache's lock: take the entries
+        // (and keys, only if a page may end early) first.
+        let mut entries = Vec::new();
+        let mut keys = Vec::new();
+        let revision = cacher.scan(&scope, |k, e| {
+            entries.push(e.clone());
+            if opts.limit > 0 {
+                keys.push(Box::<str>::from(k));
             }
-            break;
+            ControlFlow::Continue(())
+        });
+        let mut iter = entries.iter().enumerate().peekable();
+        while let Some((i, e)) = iter.next() {
+            if !passes(def, opts, e)? {
+                continue;
+            }
+            items.push(CachedJson(e.clone()));
+            if items.len() == limit {
+                if iter.peek().is_some() {
+                    last_key = keys.get(i).cloned();
+                }
+                break;
+            }
         }
-    }
+        revision
+    } else {
+        // Only the entries are taken (a reference count each: the Arc's count shares a cache line with the
+        // JSON's pointer, which the body reads anyway), and one key when a page ends early.
+        let mut pending: Option<Box<str>> = None;
+        cacher.scan(&scope, |k, e| {
+            if items.len() == limit {
+                last_key = pending.take();
+                return ControlFlow::Break(());
+            }
+            items.push(CachedJson(e.clone()));
+            if items.len() == limit {
+                pending = Some(k.into());
+            }
+            ControlFlow::Continue(())
+        })
+    };
     let continue_token = last_key.map(|k| {
         let prefix = registry.collection(def, cluster, namespace);
         crate::registry::encode_continue(revision, &format!("{}\u{0}", &k[prefix.len()..]))
