@@ -186,11 +186,12 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
             return Err(ApiError::not_found("logicalclusters", resources::TENANCY_GROUP, name));
         }
     }
-    // Discovery for the wildcard shows what every tenant serves.
+    // The wildcard's discovery is the built-ins' (see `CrdIndex::docs`).
     let cluster_name = target.name().unwrap_or("*").to_string();
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let if_none_match = req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let disc = state.discovery(&cluster_name);
+    // Only discovery routes look their cluster's documents up: resource requests, the hot path, never do.
+    let disc = || state.discovery(&cluster_name);
     let doc = |d: &crate::discovery::Doc, ct: &str| -> Response<Body> {
         if if_none_match.as_deref() == Some(d.etag.as_str()) {
             let mut r = respond::bytes(304, ct, Bytes::new());
@@ -214,6 +215,7 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
             plain(respond::bytes(200, "text/plain; version=0.0.4", state.metrics.render()))
         }
         Route::Api | Route::Apis => {
+            let disc = disc();
             let core = matches!(route, Route::Api);
             if let Some(agg) = accept.as_deref().and_then(Aggregated::negotiate) {
                 let d = &disc.aggregated[&(agg.version(), core)];
@@ -230,15 +232,15 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
                 plain(doc(&disc.apis, "application/json"))
             }
         }
-        Route::ApiVersion(v) => match disc.resource_lists.get(&format!("api/{v}")) {
+        Route::ApiVersion(v) => match disc().resource_lists.get(&format!("api/{v}")) {
             Some(d) => plain(doc(d, "application/json")),
             None => Err(ApiError::path_not_found()),
         },
-        Route::ApiGroup(g) => match disc.groups.get(&g) {
+        Route::ApiGroup(g) => match disc().groups.get(&g) {
             Some(d) => plain(doc(d, "application/json")),
             None => Err(ApiError::path_not_found()),
         },
-        Route::ApiGroupVersion(g, v) => match disc.resource_lists.get(&format!("apis/{g}/{v}")) {
+        Route::ApiGroupVersion(g, v) => match disc().resource_lists.get(&format!("apis/{g}/{v}")) {
             Some(d) => plain(doc(d, "application/json")),
             None => Err(ApiError::path_not_found()),
         },
