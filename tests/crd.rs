@@ -205,7 +205,17 @@ async fn crds_are_checked_and_change_discovery_and_openapi() {
         .contains(&json!("customresourcecleanup.apiextensions.k8s.io")));
     assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
     assert_eq!(crd["status"]["acceptedNames"]["listKind"], "WidgetList");
-    assert_ne!(etag(&s).await, before, "discovery must change with the cluster's APIs");
+    let with_widgets = etag(&s).await;
+    assert_ne!(with_widgets, before, "discovery must change with the cluster's APIs");
+    // A second CRD changes the cluster's cached documents again.
+    let mut gadgets = widget_crd("v1", "integer");
+    gadgets["metadata"]["name"] = json!("gadgets.example.com");
+    gadgets["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget"});
+    assert_eq!(s.post(&format!("{base}{CRDS}"), &gadgets).await.0, StatusCode::CREATED);
+    assert_ne!(etag(&s).await, with_widgets, "a cached discovery document outlived a CRD change");
+    let (_, list) = s.get(&format!("{base}/apis/example.com/v1")).await;
+    let served: Vec<&str> = list["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
+    assert!(served.contains(&"gadgets") && served.contains(&"widgets"), "{served:?}");
 
     // OpenAPI v3: the group-version is published in team-a only, with the CRD's schema.
     let (_, index) = s.get(&format!("{base}/openapi/v3")).await;

@@ -11,7 +11,6 @@ pub mod define;
 pub mod schema;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -74,6 +73,9 @@ impl State {
 
 /// Discovery and OpenAPI of one cluster that has CRDs.
 pub struct ClusterDocs {
+    /// The cluster's CRDs these were built from: their newest revision and their number (a change
+    /// either adds a newer revision or removes one).
+    stamp: (Revision, usize),
     /// Built-ins plus the cluster's custom resources.
     pub discovery: Discovery,
     /// OpenAPI v3 documents by group-version path, built on first request. A std mutex: held only to
@@ -107,8 +109,6 @@ pub struct CrdIndex {
     state: RwLock<State>,
     /// The store revision the index has applied everything up to; a CRD write waits for its revision.
     seen: watch::Sender<Revision>,
-    /// Bumped on every change; a document or schema built across a bump is not kept (it may be stale).
-    epoch: AtomicU64,
     docs: DashMap<Box<str>, Arc<ClusterDocs>>,
     schemas: DashMap<(Box<str>, Box<str>), Arc<Schemas>>,
     /// CRDs whose objects need deleting, for the cleanup task.
@@ -124,7 +124,6 @@ impl CrdIndex {
             registry,
             state: RwLock::new(State::default()),
             seen: watch::channel(0).0,
-            epoch: AtomicU64::new(0),
             docs: DashMap::new(),
             schemas: DashMap::new(),
             cleanup: tx,
@@ -170,7 +169,8 @@ impl CrdIndex {
         }
         let revision = at.unwrap_or(0);
         *self.write() = fresh;
-        self.changed(None);
+        self.docs.clear();
+        self.schemas.clear();
         self.seen.send_replace(revision);
         Ok(revision)
     }
@@ -187,19 +187,11 @@ impl CrdIndex {
         }
     }
 
-    /// Forget documents and schemas of one cluster (or of all, after a reload).
-    fn changed(&self, cluster: Option<&str>) {
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        match cluster {
-            Some(c) => {
-                self.docs.remove(c);
-                self.schemas.retain(|(sc, _), _| &**sc != c);
-            }
-            None => {
-                self.docs.clear();
-                self.schemas.clear();
-            }
-        }
+    /// Free what was cached from a CRD that changed. Only memory: a stale entry is never served, since
+    /// documents carry their cluster's stamp and schemas the CRD's revision.
+    fn forget(&self, cluster: &str, name: &str) {
+        self.docs.remove(cluster);
+        self.schemas.remove(&(Box::from(cluster), Box::from(name)));
     }
 
     fn apply(&self, ev: WatchEvent) {
@@ -209,14 +201,15 @@ impl CrdIndex {
             WatchEvent::Put { kv, .. } => {
                 if let Some((cluster, crd)) = self.parse(&kv.key, &kv.value, kv.mod_revision) {
                     self.note_cleanup(&cluster, &crd);
+                    let name = crd.name.clone();
                     self.write().insert(&cluster, crd);
-                    self.changed(Some(&cluster));
+                    self.forget(&cluster, &name);
                 }
             }
             WatchEvent::Delete { key, .. } => {
                 if let Some(k) = keys::parse(&prefix, &key, false) {
                     self.write().remove(k.cluster, k.name);
-                    self.changed(Some(k.cluster));
+                    self.forget(k.cluster, k.name);
                 }
             }
             WatchEvent::Progress(_) => {}
@@ -264,11 +257,6 @@ impl CrdIndex {
     pub async fn wait_for(&self, rev: Revision) {
         let mut rx = self.seen.subscribe();
         let _ = tokio::time::timeout(SEE_PATIENCE, rx.wait_for(|r| *r >= rev)).await;
-    }
-
-    /// Whether a cluster has any CRD.
-    pub fn has_crds(&self, cluster: &str) -> bool {
-        self.read().clusters.contains_key(cluster)
     }
 
     /// The custom resource a cluster serves at group/version/plural.
@@ -325,33 +313,37 @@ impl CrdIndex {
     /// Discovery (and the OpenAPI cache) of a cluster with CRDs; `None` for a cluster without any, which
     /// shares the built-in documents.
     pub fn docs(&self, cluster: &str) -> Option<Arc<ClusterDocs>> {
-        if let Some(d) = self.docs.get(cluster) {
-            return Some(d.clone());
-        }
-        let epoch = self.epoch.load(Ordering::Acquire);
-        let custom = self.defs(cluster);
-        if custom.is_empty() {
-            return None;
-        }
+        // The stamp and the definitions are read under one lock, so a document always matches its stamp.
+        let (stamp, custom) = {
+            let st = self.read();
+            let crds = st.clusters.get(cluster)?;
+            let stamp = (crds.values().map(|c| c.revision).max().unwrap_or(0), crds.len());
+            if let Some(d) = self.docs.get(cluster).filter(|d| d.stamp == stamp) {
+                return Some(d.clone());
+            }
+            let custom: Vec<Arc<ResourceDef>> = crds.values().flat_map(|c| c.defs()).map(Arc::new).collect();
+            (stamp, custom)
+        };
         let builtins: Vec<Arc<ResourceDef>> = resources::for_cluster(cluster).cloned().collect();
         let docs = Arc::new(ClusterDocs {
+            stamp,
             discovery: Discovery::build(builtins.iter().chain(custom.iter())),
             openapi: Mutex::new(HashMap::new()),
         });
-        self.keep(&self.docs, cluster.into(), docs.clone(), epoch);
+        keep(&self.docs, cluster.into(), docs.clone());
         Some(docs)
     }
+}
 
-    fn keep<K: std::hash::Hash + Eq, V>(&self, map: &DashMap<K, V>, k: K, v: V, epoch: u64) {
-        if self.epoch.load(Ordering::Acquire) != epoch {
-            return;
-        }
-        if map.len() >= CAPACITY {
-            map.clear();
-        }
-        map.insert(k, v);
+/// Cache `v`, starting the cache over when it is full (as the RBAC cache does).
+fn keep<K: std::hash::Hash + Eq, V>(map: &DashMap<K, V>, k: K, v: V) {
+    if map.len() >= CAPACITY {
+        map.clear();
     }
+    map.insert(k, v);
+}
 
+impl CrdIndex {
     /// The `openAPIV3Schema` of a custom resource's version, read from the store when not cached.
     pub async fn schema(&self, cluster: &str, def: &ResourceDef) -> ApiResult<Option<Arc<Value>>> {
         let Some(custom) = &def.custom else { return Ok(None) };
@@ -359,7 +351,6 @@ impl CrdIndex {
         if let Some(s) = self.schemas.get(&cache_key).filter(|s| s.revision >= custom.crd_revision) {
             return Ok(s.by_version.get(&def.version).cloned());
         }
-        let epoch = self.epoch.load(Ordering::Acquire);
         let key = keys::object(
             &self.registry.prefix,
             "apiextensions.k8s.io",
@@ -377,7 +368,7 @@ impl CrdIndex {
             .filter_map(|v| Some((v["name"].as_str()?.to_string(), Arc::new(v["schema"]["openAPIV3Schema"].clone()))))
             .collect();
         let s = Arc::new(Schemas { revision: kv.mod_revision, by_version });
-        self.keep(&self.schemas, cache_key, s.clone(), epoch);
+        keep(&self.schemas, cache_key, s.clone());
         Ok(s.by_version.get(&def.version).cloned())
     }
 
