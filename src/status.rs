@@ -292,6 +292,12 @@ impl From<StoreError> for ApiError {
                 e.retry_after = Some(1);
                 e
             }
+            // Only after a create's retries ran out on a namespace that kept changing.
+            StoreError::GuardChanged => ApiError::new(
+                409,
+                "Conflict",
+                "the namespace changed while the object was being created; please try again",
+            ),
             other => ApiError::internal(other),
         }
     }

@@ -320,6 +320,46 @@ async fn namespaces_terminate_and_take_their_contents() {
     s.stop().await;
 }
 
+/// A replica remembers namespaces it saw active, so a create costs one store round trip; the store
+/// still refuses a create into a namespace that has since started terminating (here written straight
+/// to the store, as another replica whose cleanup is still running leaves it) or gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn creates_respect_namespace_changes_this_replica_did_not_see() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        let objs = "/api/v1/namespaces/shared/configmaps";
+        s.post("/api/v1/namespaces", &json!({"metadata": {"name": "shared"}})).await;
+        let (code, _) = s.post(objs, &cm("seen", json!({}))).await;
+        assert_eq!(code, StatusCode::CREATED);
+
+        let store = s.running_store();
+        let key = format!("{}/core/namespaces/root/shared", s.running_prefix());
+        let kv = store.get(&key).await.unwrap().unwrap();
+        let mut ns: Value = serde_json::from_slice(&kv.value).unwrap();
+        ns["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        ns["status"] = json!({"phase": "Terminating"});
+        store.update(&key, serde_json::to_vec(&ns).unwrap(), kv.mod_revision).await.unwrap();
+        let (code, st) = s.post(objs, &cm("late", json!({}))).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{backend:?}: {st}");
+        assert!(st["message"].as_str().unwrap().contains("because it is being terminated"), "{st}");
+
+        store.delete(&key, None).await.unwrap();
+        let (code, st) = s.post(objs, &cm("later", json!({}))).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{backend:?}: {st}");
+
+        // Made again: what the replica remembers of the old namespace does not stand in the way.
+        s.post("/api/v1/namespaces", &json!({"metadata": {"name": "shared"}})).await;
+        let (code, st) = s.post(objs, &cm("again", json!({}))).await;
+        assert_eq!(code, StatusCode::CREATED, "{backend:?}: {st}");
+        let (_, list) = s.get(objs).await;
+        let names: Vec<&str> =
+            list["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+        assert_eq!(names, ["again", "seen"], "{backend:?}: nothing was created while the namespace was going");
+        drop(store);
+        s.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn status_and_scale_subresources() {
     let s = TestServer::start(Backend::Embedded).await;

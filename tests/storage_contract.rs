@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kgate::storage::embedded::EmbeddedStore;
 use kgate::storage::etcd::{EtcdStore, EtcdTls};
-use kgate::storage::{RangeRequest, Store, StoreError, WatchEvent, WatchStream};
+use kgate::storage::{Guard, RangeRequest, Store, StoreError, WatchEvent, WatchStream};
 
 async fn next_change(w: &mut WatchStream) -> WatchEvent {
     loop {
@@ -42,6 +42,33 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
         other => panic!("expected conflict, got {other:?}"),
     }
     assert!(matches!(store.update(&k("a/missing"), b"1".to_vec(), 1).await, Err(StoreError::NotFound)));
+
+    // Guarded create: only while the guard key is at its revision; an existing key is reported first.
+    let g = store.create(&k("g/ns"), b"active".to_vec()).await.unwrap();
+    let guard = Guard { key: k("g/ns"), mod_revision: g };
+    let rg = store.create_guarded(&k("g/obj1"), b"1".to_vec(), Some(&guard)).await.unwrap();
+    assert!(rg > g);
+    assert!(matches!(
+        store.create_guarded(&k("g/obj1"), b"1".to_vec(), Some(&guard)).await,
+        Err(StoreError::AlreadyExists)
+    ));
+    let g2 = store.update(&k("g/ns"), b"terminating".to_vec(), g).await.unwrap();
+    assert!(matches!(
+        store.create_guarded(&k("g/obj2"), b"2".to_vec(), Some(&guard)).await,
+        Err(StoreError::GuardChanged)
+    ));
+    assert!(store.get(&k("g/obj2")).await.unwrap().is_none(), "a refused create writes nothing");
+    assert!(matches!(
+        store.create_guarded(&k("g/obj1"), b"1".to_vec(), Some(&guard)).await,
+        Err(StoreError::AlreadyExists)
+    ));
+    let fresh = Guard { key: k("g/ns"), mod_revision: g2 };
+    store.create_guarded(&k("g/obj2"), b"2".to_vec(), Some(&fresh)).await.unwrap();
+    store.delete(&k("g/ns"), None).await.unwrap();
+    assert!(matches!(
+        store.create_guarded(&k("g/obj3"), b"3".to_vec(), Some(&fresh)).await,
+        Err(StoreError::GuardChanged)
+    ));
 
     // Prefix isolation: `a/` never sees `a-b/`.
     store.create(&k("a-b/y"), b"other".to_vec()).await.unwrap();

@@ -322,7 +322,7 @@ async fn purging_a_cluster_never_touches_one_whose_name_extends_it() {
     assert_eq!(keys_of(&*store, &s.prefix, "a").await, vec![]);
     assert_eq!(keys_of(&*store, &s.prefix, "a-b").await, ab_before, "a-b's keys neither deleted nor rewritten");
     // A purge that comes late (another replica's, a repeated one) deletes nothing of a live cluster.
-    let registry = kgate::registry::Registry { store: store.clone(), prefix: s.prefix.clone() };
+    let registry = kgate::registry::Registry::new(store.clone(), s.prefix.clone());
     kgate::tenancy::purge(&registry, "a-b").await.unwrap();
     kgate::tenancy::purge(&registry, "a").await.unwrap();
     assert_eq!(keys_of(&*store, &s.prefix, "a-b").await, ab_before, "a live cluster is never purged");
@@ -475,7 +475,7 @@ async fn the_tenants_dir_is_applied_at_every_start_and_never_deletes() {
     assert_eq!(one["spec"], json!({"note": "first"}));
 
     // What was skipped is reported, each naming its file (and document).
-    let registry = kgate::registry::Registry { store: s.running_store(), prefix: prefix.clone() };
+    let registry = kgate::registry::Registry::new(s.running_store(), prefix.clone());
     let report = kgate::tenancy::apply_dir(&registry, t).await.unwrap();
     let mut errors: Vec<String> = report.errors.iter().map(|e| e.to_string()).collect();
     errors.sort();
@@ -526,7 +526,7 @@ async fn the_tenants_dir_is_applied_at_every_start_and_never_deletes() {
 
     // The documented examples in the repository apply cleanly.
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("tenants");
-    let registry = kgate::registry::Registry { store: s.running_store(), prefix: s.prefix.clone() };
+    let registry = kgate::registry::Registry::new(s.running_store(), s.prefix.clone());
     let report = kgate::tenancy::apply_dir(&registry, &examples).await.unwrap();
     assert!(report.errors.is_empty(), "{:#?}", report.errors);
     assert_eq!(report.clusters, ["team-data", "team-web", "team-a"]);

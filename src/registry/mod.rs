@@ -3,6 +3,7 @@
 //! It owns the rules kube-apiserver's generic registry applies (server-set metadata, resourceVersion
 //! preconditions, status and scale subresources, finalizers, dry run) so handlers only translate HTTP.
 
+mod namespaces;
 mod options;
 mod read;
 mod write;
@@ -29,6 +30,8 @@ pub struct Registry {
     pub store: Arc<dyn Store>,
     /// The key prefix (`/registry`).
     pub prefix: String,
+    /// Namespaces seen active, shared by the clones of one registry.
+    namespaces: Arc<namespaces::ActiveNamespaces>,
 }
 
 /// Who acts on what: one resource type in one cluster (and namespace).
@@ -58,6 +61,11 @@ pub struct Written {
 }
 
 impl Registry {
+    /// A registry over `store`, with every key under `prefix`.
+    pub fn new(store: Arc<dyn Store>, prefix: impl Into<String>) -> Self {
+        Registry { store, prefix: prefix.into(), namespaces: Default::default() }
+    }
+
     /// Key of one object in the context's cluster and namespace.
     pub fn key(&self, ctx: &Ctx, name: &str) -> String {
         let ns = if ctx.def.namespaced { ctx.namespace } else { None };

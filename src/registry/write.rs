@@ -9,7 +9,7 @@ use crate::meta::{self, now_rfc3339};
 use crate::patch::{self, PatchType};
 use crate::resources::ResourceDef;
 use crate::status::{cause, success_status, ApiError, ApiResult};
-use crate::storage::{keys, KeyValue, StoreError};
+use crate::storage::{keys, Guard, KeyValue, StoreError};
 
 /// How many times a read-modify-write retries after losing a compare-and-swap.
 const MAX_RETRIES: usize = 16;
@@ -318,33 +318,43 @@ impl Registry {
         }
     }
 
-    /// The namespace must exist and not be terminating before anything is created in it.
-    async fn check_namespace(&self, ctx: &Ctx<'_>) -> ApiResult<()> {
+    /// The namespace must exist and not be terminating before anything is created in it. Returns the
+    /// guard the create is stored under: the namespace's revision when it was seen active. `fresh`
+    /// skips what this replica remembers and reads the store (after the guard failed).
+    async fn namespace_guard(&self, ctx: &Ctx<'_>, fresh: bool) -> ApiResult<Option<Guard>> {
         let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else {
-            return Ok(());
+            return Ok(None);
         };
-        let ns_def = crate::resources::find("", "v1", "namespaces").expect("namespaces are built in");
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", ctx.cluster, None, ns);
-        // A relaxed read first; only a miss pays for a quorum read (the namespace may be brand new).
-        let found = match self.store.get_relaxed(&key).await? {
+        if !fresh {
+            if let Some(g) = self.namespaces.guard(&key) {
+                return Ok(Some(g));
+            }
+        }
+        // A relaxed read first; only a miss pays for a quorum read (the namespace may be brand new). A
+        // stale answer is harmless: the store refuses the create if the namespace changed since.
+        let relaxed = if fresh { None } else { self.store.get_relaxed(&key).await? };
+        let found = match relaxed {
             Some(kv) => Some(kv),
             None => self.store.get(&key).await?,
         };
-        match found {
-            None => Err(ApiError::not_found("namespaces", "", ns)),
-            Some(kv) => {
-                let obj = self.decode(&ns_def, ctx.cluster, &kv)?;
-                if obj["status"]["phase"] == "Terminating" {
-                    let mut e = ApiError::forbidden(format!(
-                        "{} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                        ctx.def.plural,
-                    ));
-                    e.kind = Some(ctx.def.plural.clone());
-                    return Err(e);
-                }
-                Ok(())
-            }
+        let Some(kv) = found else {
+            self.namespaces.forget(&key);
+            return Err(ApiError::not_found("namespaces", "", ns));
+        };
+        let ns_def = crate::resources::find("", "v1", "namespaces").expect("namespaces are built in");
+        let obj = self.decode(&ns_def, ctx.cluster, &kv)?;
+        if obj["status"]["phase"] == "Terminating" {
+            self.namespaces.forget(&key);
+            let mut e = ApiError::forbidden(format!(
+                "{} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                ctx.def.plural,
+            ));
+            e.kind = Some(ctx.def.plural.clone());
+            return Err(e);
         }
+        self.namespaces.saw_active(&key, kv.mod_revision);
+        Ok(Some(Guard { key, mod_revision: kv.mod_revision }))
     }
 
     /// POST: create an object.
@@ -406,7 +416,7 @@ impl Registry {
                 )],
             ));
         }
-        self.check_namespace(ctx).await?;
+        let mut guard = self.namespace_guard(ctx, false).await?;
         apply_defaults(def, &mut obj);
         if def.group == crate::resources::TENANCY_GROUP {
             crate::tenancy::prepare_new(&mut obj);
@@ -440,11 +450,11 @@ impl Registry {
         if opts.dry_run {
             return Ok(Written { code: 201, body: obj, warnings });
         }
-        let mut attempts = 0;
+        let (mut attempts, mut guard_changes) = (0, 0);
         loop {
             let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
             let key = self.key(ctx, &name);
-            match self.store.create(&key, super::encode(&obj)).await {
+            match self.store.create_guarded(&key, super::encode(&obj), guard.as_ref()).await {
                 Ok(rev) => {
                     super::decorate(&mut obj, def, ctx.cluster, rev);
                     let obj = self.after_create(ctx, obj).await?;
@@ -454,6 +464,11 @@ impl Registry {
                     attempts += 1;
                     let base = meta::meta_str(&obj, "generateName").unwrap_or_default().to_string();
                     set_meta(&mut obj, "name", json!(meta::generate_name(&base)));
+                }
+                Err(StoreError::GuardChanged) if guard_changes < MAX_RETRIES => {
+                    // The namespace changed since it was checked: check it again, then retry.
+                    guard_changes += 1;
+                    guard = self.namespace_guard(ctx, true).await?;
                 }
                 Err(StoreError::AlreadyExists) => {
                     let mut e = ApiError::already_exists(&def.plural, &def.group, &name);

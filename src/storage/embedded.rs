@@ -14,7 +14,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 use tokio::sync::{oneshot, watch};
 
 use super::keys::prefix_end;
-use super::{KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream};
+use super::{Guard, KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream};
 
 const KV: TableDefinition<&str, &[u8]> = TableDefinition::new("kv");
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
@@ -32,7 +32,7 @@ fn internal(e: impl std::fmt::Display) -> StoreError {
 }
 
 enum Op {
-    Create { key: String, value: Vec<u8> },
+    Create { key: String, value: Vec<u8>, guard: Option<Guard> },
     Update { key: String, value: Vec<u8>, expected: Revision },
     Delete { key: String, expected: Option<Revision> },
     Compact { revision: Revision },
@@ -249,6 +249,15 @@ fn writer_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Cmd>, rev_tx: watch::Send
 
 type Outcomes = Vec<Result<Done, StoreError>>;
 
+/// Whether a guard's key is gone or was written since its revision.
+fn guard_changed(kv: &redb::Table<&str, &[u8]>, guard: Option<&Guard>) -> Result<bool, StoreError> {
+    let Some(g) = guard else { return Ok(false) };
+    Ok(match kv.get(g.key.as_str()).map_err(internal)? {
+        Some(v) => decode_kv(&g.key, v.value())?.mod_revision != g.mod_revision,
+        None => true,
+    })
+}
+
 fn apply_batch(shared: &Shared, batch: &[Cmd], rev: &mut Revision) -> Result<Outcomes, StoreError> {
     let txn = shared.db.begin_write().map_err(internal)?;
     let mut outcomes = Vec::with_capacity(batch.len());
@@ -264,8 +273,9 @@ fn apply_batch(shared: &Shared, batch: &[Cmd], rev: &mut Revision) -> Result<Out
                 }
             };
             let outcome = match &cmd.op {
-                Op::Create { key, value } => match current(&kv, key)? {
+                Op::Create { key, value, guard } => match current(&kv, key)? {
                     Some(_) => Err(StoreError::AlreadyExists),
+                    None if guard_changed(&kv, guard.as_ref())? => Err(StoreError::GuardChanged),
                     None => {
                         *rev += 1;
                         kv.insert(key.as_str(), encode_kv(*rev, value).as_slice()).map_err(internal)?;
@@ -462,8 +472,8 @@ impl Store for EmbeddedStore {
         self.blocking(move |s| read_range(s, &req)).await
     }
 
-    async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
-        match self.submit(Op::Create { key: key.to_string(), value }).await? {
+    async fn create_guarded(&self, key: &str, value: Vec<u8>, guard: Option<&Guard>) -> Result<Revision, StoreError> {
+        match self.submit(Op::Create { key: key.to_string(), value, guard: guard.cloned() }).await? {
             Done::Written(r) => Ok(r),
             _ => Err(internal("unexpected writer answer")),
         }

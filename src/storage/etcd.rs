@@ -14,7 +14,7 @@ use etcd_client::{
 use futures::StreamExt;
 
 use super::keys::prefix_end;
-use super::{KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream};
+use super::{Guard, KeyValue, RangeRequest, RangeResult, Revision, Store, StoreError, WatchEvent, WatchStream};
 
 /// TLS material for reaching etcd.
 #[derive(Debug, Clone, Default)]
@@ -154,13 +154,20 @@ impl Store for EtcdStore {
         Ok(RangeResult { kvs, more: resp.more(), revision })
     }
 
-    async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
-        let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, value, None)]);
+    async fn create_guarded(&self, key: &str, value: Vec<u8>, guard: Option<&Guard>) -> Result<Revision, StoreError> {
+        let mut when = vec![Compare::create_revision(key, CompareOp::Equal, 0)];
+        let mut otherwise = Vec::new();
+        if let Some(g) = guard {
+            when.push(Compare::mod_revision(g.key.as_str(), CompareOp::Equal, g.mod_revision));
+            // A failed transaction does not say which compare failed: read the key back in the same
+            // round trip to tell "exists" from "guard changed".
+            otherwise.push(TxnOp::get(key, Some(GetOptions::new().with_keys_only())));
+        }
+        let txn = Txn::new().when(when).and_then([TxnOp::put(key, value, None)]).or_else(otherwise);
         let resp = self.kv().txn(txn).await.map_err(map_err)?;
         if !resp.succeeded() {
-            return Err(StoreError::AlreadyExists);
+            let exists = guard.is_none() || else_current(&resp)?.is_some();
+            return Err(if exists { StoreError::AlreadyExists } else { StoreError::GuardChanged });
         }
         Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
     }

@@ -85,12 +85,24 @@ pub struct RangeRequest {
     pub revision: Option<Revision>,
 }
 
+/// Another key a write depends on, at the revision it was checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard {
+    /// The key.
+    pub key: String,
+    /// Its `mod_revision` when it was checked.
+    pub mod_revision: Revision,
+}
+
 /// Store failures. Each maps to one Kubernetes status in `status.rs`.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// A create found the key already there.
     #[error("key already exists")]
     AlreadyExists,
+    /// A guarded create found its guard key changed or gone since the revision it was given.
+    #[error("guard key changed")]
+    GuardChanged,
     /// The key does not exist.
     #[error("key not found")]
     NotFound,
@@ -138,7 +150,14 @@ pub trait Store: Send + Sync + 'static {
     /// Read keys under a prefix, in key order, optionally at a past revision.
     async fn range(&self, req: RangeRequest) -> Result<RangeResult, StoreError>;
     /// Create a key that must not exist.
-    async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError>;
+    async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
+        self.create_guarded(key, value, None).await
+    }
+    /// Create a key that must not exist, and only while `guard`'s key is still at its revision, in one
+    /// atomic step. A create that depends on another object (its namespace being there and not
+    /// terminating) checks that object once, then lets the store refuse the create if it changed since:
+    /// no race, and no second round trip. Fails with `AlreadyExists` before `GuardChanged`.
+    async fn create_guarded(&self, key: &str, value: Vec<u8>, guard: Option<&Guard>) -> Result<Revision, StoreError>;
     /// Replace a key whose revision must be `expected`.
     async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<Revision, StoreError>;
     /// Delete a key, only if its revision is `expected` when given. Returns the delete's revision and the
