@@ -27,8 +27,12 @@ const WATCHES_PER_CLUSTER: usize = 10;
 const WILDCARD_WATCHES: usize = 10;
 const STALLED_WATCHES: usize = 10;
 const WRITES_PER_SECOND: usize = 1000;
-/// Writes per round; three rounds leave the 10,000 objects the LIST figure reads.
-const WRITES_PER_ROUND: u64 = 3334;
+/// Stalled watchers in each fan-out round: plain rounds and rounds with stalled watchers alternate,
+/// and the two kinds are compared by their median p99. Identical rounds here differ by up to half at
+/// these millisecond levels, so one round against its neighbours cannot resolve a 20% criterion.
+const ROUNDS: [usize; 7] = [0, STALLED_WATCHES, 0, STALLED_WATCHES, 0, STALLED_WATCHES, 0];
+/// Writes per round; the rounds together leave the 10,000 objects the LIST figure reads.
+const WRITES_PER_ROUND: u64 = 1429;
 /// HTTP/2 streams per client connection (kgate allows 1,000 per connection).
 const STREAMS_PER_CONNECTION: usize = 250;
 
@@ -283,7 +287,12 @@ async fn etcd_fan_out(endpoint: &str) -> Figures {
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    xs[xs.len() / 2]
+    let n = xs.len();
+    if n % 2 == 0 {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    } else {
+        xs[n / 2]
+    }
 }
 
 #[tokio::main]
@@ -316,29 +325,37 @@ async fn main() {
     let acks: Acks = Arc::new(DashMap::new());
 
     let watches = CLUSTERS * WATCHES_PER_CLUSTER + WILDCARD_WATCHES;
-    let (plain, next, idle) = kgate_fan_out(&k, 0, 0, &clients, &acks).await;
+    let (mut rounds, mut next, mut idle) = (Vec::new(), 0, 0);
+    for (i, stalled) in ROUNDS.into_iter().enumerate() {
+        let (figures, end, rss) = kgate_fan_out(&k, stalled, next, &clients, &acks).await;
+        if i == 0 {
+            idle = rss;
+        }
+        rounds.push((stalled, figures));
+        next = end;
+    }
     let per_watch = (idle.saturating_sub(before)) as f64 * 1024.0 / watches as f64;
-    let (stalled, next, _) = kgate_fan_out(&k, STALLED_WATCHES, next, &clients, &acks).await;
-    // Plain again, so the stalled round is compared with rounds on either side of it (noise and the
-    // growing object count affect both).
-    let (plain_after, next, _) = kgate_fan_out(&k, 0, next, &clients, &acks).await;
     let raw = etcd_fan_out(&endpoint).await;
 
     println!("\nfan-out: {CLUSTERS} clusters, {} per-cluster + {WILDCARD_WATCHES} wildcard watches, {WRITES_PER_SECOND} writes/s, {WRITES_PER_ROUND} writes a round; write acknowledged -> delivered", CLUSTERS * WATCHES_PER_CLUSTER);
     println!("{:<34} {:>9} {:>9} {:>12}", "", "p50 ms", "p99 ms", "deliveries");
-    for (what, f) in [
-        ("raw etcd (one etcd watch each)", &raw),
-        ("kgate watch cache", &plain),
-        ("kgate, 10 stalled watchers open", &stalled),
-        ("kgate watch cache, again", &plain_after),
-    ] {
+    println!("{:<34} {:>9.1} {:>9.1} {:>12}", "raw etcd (one etcd watch each)", raw.p50_ms, raw.p99_ms, raw.deliveries);
+    for (i, (stalled, f)) in rounds.iter().enumerate() {
+        let what = match stalled {
+            0 => format!("kgate watch cache, round {}", i + 1),
+            n => format!("  round {}, {n} stalled watchers open", i + 1),
+        };
         println!("{what:<34} {:>9.1} {:>9.1} {:>12}", f.p50_ms, f.p99_ms, f.deliveries);
     }
-    let baseline = (plain.p99_ms + plain_after.p99_ms) / 2.0;
-    println!("target: kgate p99 < 100 ms: {:.1} ms", plain.p99_ms.max(plain_after.p99_ms));
+    let p99s = |stalled: bool| -> Vec<f64> {
+        rounds.iter().filter(|(n, _)| (*n > 0) == stalled).map(|(_, f)| f.p99_ms).collect()
+    };
+    let worst = p99s(false).into_iter().fold(0.0, f64::max);
+    let (plain, with_stalled) = (median(p99s(false)), median(p99s(true)));
+    println!("target: kgate p99 < 100 ms: {worst:.1} ms at worst");
     println!(
-        "target: stalled watchers move p99 by <= 20%: {:+.0}% (against the mean of the rounds around it)",
-        (stalled.p99_ms / baseline.max(0.001) - 1.0) * 100.0
+        "target: stalled watchers move p99 by <= 20%: {:+.0}% (median p99 of the rounds with them, {with_stalled:.1} ms, against the rounds without, {plain:.1} ms)",
+        (with_stalled / plain.max(0.001) - 1.0) * 100.0
     );
     println!(
         "memory per idle watch: {:.1} KiB ({} watches; RSS {:.1} -> {:.1} MiB) [target < 10 KiB]",
