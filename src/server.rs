@@ -171,19 +171,27 @@ async fn compactor(store: Arc<dyn Store>, every: std::time::Duration) {
 async fn resume_namespace_deletions(registry: Registry) {
     let def = crate::resources::find("", "v1", "namespaces").expect("built in");
     let prefix = registry.collection(&def, None, None);
-    let Ok(page) = registry.store.range(crate::storage::RangeRequest { prefix, ..Default::default() }).await else {
-        return;
-    };
-    for kv in page.kvs {
-        let Some(cluster) = registry.cluster_of(&def, &kv.key).map(str::to_string) else {
-            continue;
-        };
-        let Ok(obj) = registry.decode(&def, &cluster, &kv) else {
-            continue;
-        };
-        if obj["metadata"].get("deletionTimestamp").is_some() {
-            let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
-            registry.spawn_namespace_cleanup(cluster, name);
+    // In pages: every cluster has namespaces, and a replica serving 100,000 clusters must not read them
+    // all into memory at once.
+    let mut start = None;
+    loop {
+        let req = crate::storage::RangeRequest { prefix: prefix.clone(), start, limit: 1000, ..Default::default() };
+        let Ok(page) = registry.store.range(req).await else { return };
+        start = page.more.then(|| page.kvs.last().map(|kv| format!("{}\0", kv.key))).flatten();
+        for kv in page.kvs {
+            let Some(cluster) = registry.cluster_of(&def, &kv.key).map(str::to_string) else {
+                continue;
+            };
+            let Ok(obj) = registry.decode(&def, &cluster, &kv) else {
+                continue;
+            };
+            if obj["metadata"].get("deletionTimestamp").is_some() {
+                let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+                registry.spawn_namespace_cleanup(cluster, name);
+            }
+        }
+        if start.is_none() {
+            return;
         }
     }
 }

@@ -320,6 +320,43 @@ async fn namespaces_terminate_and_take_their_contents() {
     s.stop().await;
 }
 
+/// As kube's namespace controller: an object with finalizers is marked deleted, not removed, and holds
+/// its namespace in Terminating until its finalizers' owner lets it go.
+#[tokio::test]
+async fn namespace_deletion_waits_for_finalizers_of_its_objects() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        s.post("/api/v1/namespaces", &json!({"metadata": {"name": "held"}})).await;
+        let objs = "/api/v1/namespaces/held/configmaps";
+        let guarded = json!({"metadata": {"name": "guarded", "finalizers": ["example.com/cleanup"]}});
+        assert_eq!(s.post(objs, &guarded).await.0, StatusCode::CREATED);
+        assert_eq!(s.post(objs, &cm("plain", json!({}))).await.0, StatusCode::CREATED);
+        let (code, ns) = s.delete("/api/v1/namespaces/held").await;
+        assert_eq!((code, &ns["status"]["phase"]), (StatusCode::OK, &json!("Terminating")));
+        let gone = |path: String| {
+            let s = &s;
+            async move { s.get(&path).await.0 == StatusCode::NOT_FOUND }
+        };
+        common::eventually(10, "the object without finalizers goes", || gone(format!("{objs}/plain"))).await;
+        let (code, obj) = s.get(&format!("{objs}/guarded")).await;
+        assert_eq!(code, StatusCode::OK, "{backend:?}: the object with a finalizer stays");
+        assert!(obj["metadata"]["deletionTimestamp"].is_string(), "{backend:?}: and is marked deleted: {obj}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let (code, ns) = s.get("/api/v1/namespaces/held").await;
+        assert_eq!((code, &ns["status"]["phase"]), (StatusCode::OK, &json!("Terminating")), "{backend:?}");
+
+        let release = json!({"metadata": {"finalizers": null}});
+        let (code, _) = s.patch(&format!("{objs}/guarded"), "application/merge-patch+json", &release).await;
+        assert_eq!(code, StatusCode::OK);
+        common::eventually(10, "the namespace goes once its last object is released", || {
+            gone("/api/v1/namespaces/held".to_string())
+        })
+        .await;
+        assert_eq!(s.get(&format!("{objs}/guarded")).await.0, StatusCode::NOT_FOUND);
+        s.stop().await;
+    }
+}
+
 /// A replica remembers namespaces it saw active, so a create costs one store round trip; the store
 /// still refuses a create into a namespace that has since started terminating (here written straight
 /// to the store, as another replica whose cleanup is still running leaves it) or gone.

@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::discovery::Discovery;
-use crate::registry::{ClusterFilter, Registry, Sweep};
+use crate::registry::{ClusterFilter, Finalizers, Registry, Sweep};
 use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, RangeRequest, Revision, StoreError, WatchEvent};
@@ -403,13 +403,17 @@ impl CrdIndex {
             let (store, key) = (store.clone(), key.clone());
             async move { Ok(terminating(store.get(&key).await?)) }
         };
-        match self.registry.delete_prefixes(&[prefix], still).await? {
+        // Custom objects' own finalizers are not waited for (kube's cleanup waits): this worker cleans
+        // one CRD at a time, and one tenant's held object must not stall every other tenant's cleanup.
+        match self.registry.delete_prefixes(&[prefix], Finalizers::Ignore, still).await? {
             Sweep::Empty => {
                 self.registry.remove_finalizer(&def, cluster, name, CLEANUP_FINALIZER).await?;
                 Ok(())
             }
             Sweep::Stopped => Ok(()),
-            Sweep::KeysLeft => Err(ApiError::internal(format!("objects of {name} were still being written"))),
+            Sweep::KeysLeft | Sweep::Held(_) => {
+                Err(ApiError::internal(format!("objects of {name} were still being written")))
+            }
         }
     }
 }

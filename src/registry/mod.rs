@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 pub use options::{ClusterFilter, DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
 pub(crate) use read::encode_continue;
 pub use read::{check_fields, matches, ListResult};
-pub use write::{scale_of, Sweep};
+pub use write::{scale_of, Finalizers, Sweep};
 
 use crate::auth::Identity;
 use crate::cluster::CLUSTER_ANNOTATION;

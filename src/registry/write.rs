@@ -21,6 +21,9 @@ const SWEEP_PAGE: usize = 500;
 const SWEEP_CONCURRENCY: usize = 16;
 /// Passes before a sweep gives up on writers that keep adding keys.
 const SWEEP_PASSES: usize = 10;
+/// First and longest pause between sweeps of a namespace whose objects wait for their finalizers.
+const HELD_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+const HELD_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How a [`Registry::delete_prefixes`] sweep ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +34,25 @@ pub enum Sweep {
     KeysLeft,
     /// `keep_going` said stop; keys may be left.
     Stopped,
+    /// Only objects waiting for their finalizers are left (marked deleted; see [`Finalizers::Honor`]).
+    Held(usize),
+}
+
+/// What a sweep does with an object that still has finalizers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finalizers {
+    /// Mark it deleted and leave it to the finalizers' owners, as kube's namespace controller does
+    /// (its DELETE of each object defers to finalizers); the sweep ends [`Sweep::Held`] while only such
+    /// objects remain.
+    Honor,
+    /// Delete it anyway: the purge of a deleted logical cluster, where no controller is left to finish.
+    Ignore,
+}
+
+/// Set what a deferred delete sets on an object with finalizers.
+fn mark_deleted(obj: &mut Value) {
+    set_meta(obj, "deletionTimestamp", json!(now_rfc3339()));
+    set_meta(obj, "deletionGracePeriodSeconds", json!(0));
 }
 
 /// Field paths under `metadata` the server owns.
@@ -901,8 +923,7 @@ impl Registry {
                     return Ok(Written { code: 200, body: current, warnings: vec![] });
                 }
                 let mut next = current.clone();
-                set_meta(&mut next, "deletionTimestamp", json!(now_rfc3339()));
-                set_meta(&mut next, "deletionGracePeriodSeconds", json!(0));
+                mark_deleted(&mut next);
                 if is_namespace {
                     next["status"] = json!({"phase": "Terminating"});
                 }
@@ -987,34 +1008,41 @@ impl Registry {
     }
 
     /// Delete every key under `prefixes`, [`SWEEP_PAGE`] keys at a time, in passes until one finds nothing,
-    /// so keys written by requests that raced the deletion go too. Shared by namespace cleanup and the
-    /// purge of a deleted logical cluster.
+    /// so keys written by requests that raced the deletion go too. Shared by namespace cleanup, CRD
+    /// cleanup and the purge of a deleted logical cluster.
     ///
     /// `keep_going` is asked after each page is read and before any of it is deleted. Deletes are
     /// compare-and-swap on the revision the page was read at, so a `true` answered after the read covers
     /// every key deleted for that page: a key written later (say, by a new cluster of the same name
     /// created once the answer turned) has a newer revision and is left alone.
-    pub async fn delete_prefixes<F, Fut>(&self, prefixes: &[String], mut keep_going: F) -> ApiResult<Sweep>
+    pub async fn delete_prefixes<F, Fut>(
+        &self,
+        prefixes: &[String],
+        finalizers: Finalizers,
+        mut keep_going: F,
+    ) -> ApiResult<Sweep>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = ApiResult<bool>>,
     {
         use futures::StreamExt;
         for _pass in 0..SWEEP_PASSES {
-            let mut found = 0usize;
+            let (mut found, mut held) = (0usize, 0usize);
             for prefix in prefixes {
+                let mut start = None;
                 loop {
                     let page = self
                         .store
                         .range(crate::storage::RangeRequest {
                             prefix: prefix.clone(),
+                            start: start.take(),
                             limit: SWEEP_PAGE,
                             ..Default::default()
                         })
                         .await?;
-                    if page.kvs.is_empty() {
-                        break;
-                    }
+                    let Some(last) = page.kvs.last() else { break };
+                    // Held objects stay, so the next page starts after this one rather than at the prefix.
+                    let next = page.more.then(|| format!("{}\0", last.key));
                     if !keep_going().await? {
                         return Ok(Sweep::Stopped);
                     }
@@ -1022,23 +1050,31 @@ impl Registry {
                     // Owned keys and store handle: a stream of futures borrowing from the page is not
                     // `Send` for every lifetime, which spawned callers need.
                     let store = self.store.clone();
-                    let mut deletes = futures::stream::iter(page.kvs)
+                    let mut writes = futures::stream::iter(page.kvs)
                         .map(move |kv| {
                             let store = store.clone();
-                            async move { store.delete(&kv.key, Some(kv.mod_revision)).await }
+                            async move { sweep_one(&*store, kv, finalizers).await }
                         })
                         .buffer_unordered(SWEEP_CONCURRENCY);
-                    while let Some(res) = deletes.next().await {
+                    while let Some(res) = writes.next().await {
                         match res {
+                            Ok(true) => held += 1,
                             // Gone already, or rewritten since the read: the next read sees it again.
-                            Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
+                            Ok(false) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
                             Err(e) => return Err(e.into()),
                         }
+                    }
+                    match next {
+                        Some(n) => start = Some(n),
+                        None => break,
                     }
                 }
             }
             if found == 0 {
                 return Ok(Sweep::Empty);
+            }
+            if found == held {
+                return Ok(Sweep::Held(held));
             }
         }
         Ok(Sweep::KeysLeft)
@@ -1099,9 +1135,20 @@ impl Registry {
             let (store, key) = (store.clone(), key.clone());
             async move { Ok(store.get(&key).await?.is_some_and(|kv| terminating(&kv))) }
         };
-        // The namespace goes even if writers kept racing the sweep (kube's namespace controller too).
-        if self.delete_prefixes(&prefixes, still).await? == Sweep::Stopped {
-            return Ok(());
+        // Objects with finalizers hold the namespace in Terminating until their owners release them (a
+        // restart resumes the wait: see `resume_namespace_deletions`). The namespace goes even if writers
+        // kept racing the sweep (kube's namespace controller too).
+        let mut pause = HELD_PAUSE;
+        loop {
+            match self.delete_prefixes(&prefixes, Finalizers::Honor, &still).await? {
+                Sweep::Stopped => return Ok(()),
+                Sweep::Held(n) => {
+                    tracing::debug!(cluster, namespace, objects = n, "namespace waits for finalizers");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(HELD_PAUSE_MAX);
+                }
+                Sweep::Empty | Sweep::KeysLeft => break,
+            }
         }
         let Some(kv) = self.store.get(&key).await? else { return Ok(()) };
         if !terminating(&kv) {
@@ -1112,6 +1159,27 @@ impl Registry {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// One key of a sweep: deleted, or with `Finalizers::Honor` and finalizers set, marked deleted and left.
+/// Returns whether it is left waiting for its finalizers.
+async fn sweep_one(
+    store: &dyn crate::storage::Store,
+    kv: KeyValue,
+    finalizers: Finalizers,
+) -> Result<bool, StoreError> {
+    if finalizers == Finalizers::Honor {
+        if let Ok(mut obj) = serde_json::from_slice::<Value>(&kv.value) {
+            if !meta::finalizers(&obj).is_empty() {
+                if meta::meta_str(&obj, "deletionTimestamp").is_none() {
+                    mark_deleted(&mut obj);
+                    store.update(&kv.key, super::encode(&obj), kv.mod_revision).await?;
+                }
+                return Ok(true);
+            }
+        }
+    }
+    store.delete(&kv.key, Some(kv.mod_revision)).await.map(|_| false)
 }
 
 fn patch_error(def: &ResourceDef, name: &str, e: patch::PatchError) -> ApiError {

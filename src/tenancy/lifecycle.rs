@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 
 use super::{initialize, is_live, PHASE_READY, PURGE_FINALIZER};
 use crate::cluster::ROOT;
-use crate::registry::{Registry, Sweep};
+use crate::registry::{Finalizers, Registry, Sweep};
 use crate::resources;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{RangeRequest, StoreError, WatchEvent};
@@ -177,12 +177,13 @@ pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
     prefixes.extend(
         resources::builtins().iter().filter(|d| !d.is_virtual()).map(|d| registry.collection(d, Some(cluster), None)),
     );
-    let sweep =
-        registry.delete_prefixes(&prefixes, move || async move { Ok(!is_live(registry, cluster).await?) }).await?;
+    let sweep = registry
+        .delete_prefixes(&prefixes, Finalizers::Ignore, move || async move { Ok(!is_live(registry, cluster).await?) })
+        .await?;
     match sweep {
         Sweep::Empty => release(registry, cluster).await,
         Sweep::Stopped => Ok(()),
-        Sweep::KeysLeft => Err(ApiError::internal(format!(
+        Sweep::KeysLeft | Sweep::Held(_) => Err(ApiError::internal(format!(
             "logical cluster {cluster:?}: objects were still being written after every purge pass"
         ))),
     }
