@@ -126,13 +126,15 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         tokio::spawn(crds.clean_deleted()),
         tokio::spawn(directory.run()),
         tokio::spawn(compactor(store.clone(), config.compaction_interval)),
-        tokio::spawn(resume_namespace_deletions(registry)),
+        tokio::spawn(resume_namespace_deletions(registry.clone())),
     ];
     let server_address = addr.to_string();
     let cache = state.cache.clone();
     let held = store.clone();
     let done = tokio::spawn(async move {
         crate::http::server::serve(listener, tls, state, server_address, shutdown_rx).await;
+        registry.close();
+        drop(registry);
         cache.shutdown().await;
         drop(cache);
         for t in background {

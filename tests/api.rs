@@ -321,7 +321,7 @@ async fn namespaces_terminate_and_take_their_contents() {
 }
 
 /// As kube's namespace controller: an object with finalizers is marked deleted, not removed, and holds
-/// its namespace in Terminating until its finalizers' owner lets it go.
+/// its namespace in Terminating until its finalizers' owner lets it go, across a restart too.
 #[tokio::test]
 async fn namespace_deletion_waits_for_finalizers_of_its_objects() {
     for backend in [Backend::Embedded, Backend::Etcd] {
@@ -345,6 +345,16 @@ async fn namespace_deletion_waits_for_finalizers_of_its_objects() {
         let (code, ns) = s.get("/api/v1/namespaces/held").await;
         assert_eq!((code, &ns["status"]["phase"]), (StatusCode::OK, &json!("Terminating")), "{backend:?}");
 
+        // A restart in the meantime: the new process takes up the wait (and the old one stops at once).
+        let prefix = s.prefix.clone();
+        let stopping = std::time::Instant::now();
+        let dir = s.stop().await;
+        assert!(stopping.elapsed() < std::time::Duration::from_secs(5), "a held namespace delayed the stop");
+        let s = TestServer::start_in(backend, dir, prefix).await;
+        let gone = |path: String| {
+            let s = &s;
+            async move { s.get(&path).await.0 == StatusCode::NOT_FOUND }
+        };
         let release = json!({"metadata": {"finalizers": null}});
         let (code, _) = s.patch(&format!("{objs}/guarded"), "application/merge-patch+json", &release).await;
         assert_eq!(code, StatusCode::OK);

@@ -32,6 +32,9 @@ pub struct Registry {
     pub prefix: String,
     /// Namespaces seen active, shared by the clones of one registry.
     namespaces: Arc<namespaces::ActiveNamespaces>,
+    /// Set when the server stops: background work that waits (a namespace held by finalizers) ends
+    /// rather than keep the store open. A watch channel, so a waiter that subscribes late still sees it.
+    closing: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// Who acts on what: one resource type in one cluster (and namespace).
@@ -63,7 +66,13 @@ pub struct Written {
 impl Registry {
     /// A registry over `store`, with every key under `prefix`.
     pub fn new(store: Arc<dyn Store>, prefix: impl Into<String>) -> Self {
-        Registry { store, prefix: prefix.into(), namespaces: Default::default() }
+        let closing = Arc::new(tokio::sync::watch::Sender::new(false));
+        Registry { store, prefix: prefix.into(), namespaces: Default::default(), closing }
+    }
+
+    /// Stop background work that waits (see `closing`); the server calls this as it shuts down.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
     }
 
     /// Key of one object in the context's cluster and namespace.

@@ -21,9 +21,11 @@ const SWEEP_PAGE: usize = 500;
 const SWEEP_CONCURRENCY: usize = 16;
 /// Passes before a sweep gives up on writers that keep adding keys.
 const SWEEP_PASSES: usize = 10;
-/// First and longest pause between sweeps of a namespace whose objects wait for their finalizers.
+/// First and longest pause between sweeps of a namespace whose objects wait for their finalizers. Each
+/// sweep reads every resource prefix of the namespace, so the longest pause bounds what a tenant's
+/// held namespaces cost the store (kube's namespace controller backs off to a minute).
 const HELD_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
-const HELD_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+const HELD_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How a [`Registry::delete_prefixes`] sweep ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1139,12 +1141,17 @@ impl Registry {
         // restart resumes the wait: see `resume_namespace_deletions`). The namespace goes even if writers
         // kept racing the sweep (kube's namespace controller too).
         let mut pause = HELD_PAUSE;
+        let mut closing = self.closing.subscribe();
         loop {
             match self.delete_prefixes(&prefixes, Finalizers::Honor, &still).await? {
                 Sweep::Stopped => return Ok(()),
                 Sweep::Held(n) => {
                     tracing::debug!(cluster, namespace, objects = n, "namespace waits for finalizers");
-                    tokio::time::sleep(pause).await;
+                    // A restart picks the wait up again (`resume_namespace_deletions`).
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = closing.wait_for(|c| *c) => return Ok(()),
+                    }
                     pause = (pause * 2).min(HELD_PAUSE_MAX);
                 }
                 Sweep::Empty | Sweep::KeysLeft => break,
