@@ -47,6 +47,22 @@ fn write_id(line: &[u8]) -> Option<u64> {
     std::str::from_utf8(&line[at..end]).ok()?.parse().ok()
 }
 
+/// What `next` yields, or `None` once the round is over: a watcher checks `stop` every 200 ms while
+/// its stream is quiet.
+async fn until_stopped<T>(stop: &AtomicBool, next: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::pin!(next);
+    loop {
+        tokio::select! {
+            v = &mut next => return Some(v),
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                if stop.load(Ordering::Relaxed) {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 fn latency_of(acks: &Acks, id: u64) -> u64 {
     // Delivered before the writer saw its acknowledgement: no measurable delay.
     acks.get(&id).map(|a| a.elapsed().as_micros() as u64).unwrap_or(0)
@@ -131,14 +147,7 @@ fn kgate_watcher(
         let mut buf = Vec::new();
         let mut samples = Vec::new();
         loop {
-            let chunk = tokio::select! {
-                c = stream.next() => c,
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {
-                    if stop.load(Ordering::Relaxed) { return samples; }
-                    continue;
-                }
-            };
-            let Some(Ok(chunk)) = chunk else { return samples };
+            let Some(Some(Ok(chunk))) = until_stopped(&stop, stream.next()).await else { return samples };
             buf.extend_from_slice(&chunk);
             while let Some(i) = buf.iter().position(|b| *b == b'\n') {
                 if let Some(id) = write_id(&buf[..i]).filter(|id| *id >= first) {
@@ -249,14 +258,7 @@ async fn etcd_fan_out(endpoint: &str) -> Figures {
         watchers.push(tokio::spawn(async move {
             let mut samples = Vec::new();
             loop {
-                let msg = tokio::select! {
-                    m = stream.message() => m,
-                    _ = tokio::time::sleep(Duration::from_millis(200)) => {
-                        if stop.load(Ordering::Relaxed) { return samples; }
-                        continue;
-                    }
-                };
-                let Ok(Some(resp)) = msg else { return samples };
+                let Some(Ok(Some(resp))) = until_stopped(&stop, stream.message()).await else { return samples };
                 for ev in resp.events() {
                     if let Some(id) = ev.kv().and_then(|kv| write_id(kv.value())) {
                         samples.push(latency_of(&acks, id));
