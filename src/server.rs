@@ -179,7 +179,7 @@ async fn resume_namespace_deletions(registry: Registry) {
     loop {
         let req = crate::storage::RangeRequest { prefix: prefix.clone(), start, limit: 1000, ..Default::default() };
         let Ok(page) = registry.store.range(req).await else { return };
-        start = page.more.then(|| page.kvs.last().map(|kv| format!("{}\0", kv.key))).flatten();
+        start = page.next_start();
         for kv in page.kvs {
             let Some(cluster) = registry.cluster_of(&def, &kv.key).map(str::to_string) else {
                 continue;

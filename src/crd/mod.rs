@@ -162,9 +162,9 @@ impl CrdIndex {
                     fresh.insert(&cluster, crd);
                 }
             }
-            match (page.more, page.kvs.last()) {
-                (true, Some(last)) => start = Some(format!("{}\u{0}", last.key)),
-                _ => break,
+            start = page.next_start();
+            if start.is_none() {
+                break;
             }
         }
         let revision = at.unwrap_or(0);
@@ -469,9 +469,9 @@ pub async fn custom_prefixes(registry: &Registry, cluster: &str, namespace: Opti
                 None => out.push(keys::collection(&registry.prefix, &crd.group, &crd.plural, Some(cluster), None)),
             }
         }
-        match (page.more, page.kvs.last()) {
-            (true, Some(last)) => start = Some(format!("{}\u{0}", last.key)),
-            _ => break,
+        start = page.next_start();
+        if start.is_none() {
+            break;
         }
     }
     Ok(out)

@@ -166,12 +166,9 @@ impl Registry {
                 }
                 break;
             }
-            if !page.more {
+            start = page.next_start();
+            if start.is_none() {
                 break;
-            }
-            match page.kvs.last() {
-                Some(kv) => start = Some(format!("{}\u{0}", kv.key)),
-                None => break,
             }
         }
         Ok(ListResult { items, revision: read_at.unwrap_or(0), continue_token })

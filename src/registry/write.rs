@@ -1042,9 +1042,11 @@ impl Registry {
                             ..Default::default()
                         })
                         .await?;
-                    let Some(last) = page.kvs.last() else { break };
+                    if page.kvs.is_empty() {
+                        break;
+                    }
                     // Held objects stay, so the next page starts after this one rather than at the prefix.
-                    let next = page.more.then(|| format!("{}\0", last.key));
+                    let next = page.next_start();
                     if !keep_going().await? {
                         return Ok(Sweep::Stopped);
                     }

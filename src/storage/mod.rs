@@ -72,6 +72,13 @@ pub struct RangeResult {
     pub revision: Revision,
 }
 
+impl RangeResult {
+    /// Where the next page starts (just after this page's last key), or `None` after the last page.
+    pub fn next_start(&self) -> Option<String> {
+        self.kvs.last().filter(|_| self.more).map(|kv| format!("{}\0", kv.key))
+    }
+}
+
 /// What to read.
 #[derive(Debug, Clone, Default)]
 pub struct RangeRequest {

@@ -582,10 +582,14 @@ impl Cacher {
             for kv in &page.kvs {
                 objects.insert(kv.key.clone().into_boxed_str(), self.entry_of(registry, kv)?);
             }
-            let Some(last) = page.kvs.last().filter(|_| page.more) else { break };
-            let start = Some(format!("{}\u{0}", last.key));
+            let Some(start) = page.next_start() else { break };
             page = store
-                .range(RangeRequest { prefix: self.prefix.clone(), start, limit: LOAD_PAGE, revision: Some(at) })
+                .range(RangeRequest {
+                    prefix: self.prefix.clone(),
+                    start: Some(start),
+                    limit: LOAD_PAGE,
+                    revision: Some(at),
+                })
                 .await?;
         }
         let mut events = store.watch(&self.prefix, at).await?;
