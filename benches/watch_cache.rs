@@ -7,7 +7,8 @@
 //! - GET throughput at concurrency 64 (`resourceVersion=0`, served by the cache) versus raw etcd gets.
 //!
 //! Run: `cargo bench --bench watch_cache` (needs etcd; `./scripts/setup.sh` installs it). kgate runs as
-//! its own process on the test etcd so its memory can be read from /proc.
+//! its own process on the test etcd so its memory can be read from /proc. `KGATE_BENCH=list` writes the
+//! objects without the fan-out rounds and prints only the LIST and GET figures (about 20 s).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -318,6 +319,18 @@ async fn main() {
         assert_eq!(r.status(), 200);
         let _ = r.bytes().await;
     }
+    let objects = if std::env::var("KGATE_BENCH").as_deref() == Ok("list") {
+        fill(&k, &clients[0]).await
+    } else {
+        fan_out(&k, &endpoint, &clients).await
+    };
+    // A connection of its own, as `kubectl get` has, not one that has just carried 250 watches.
+    list_and_get(&k, &endpoint, &k.client(), objects).await;
+    drop(k);
+}
+
+/// The fan-out rounds and their figures; returns how many objects they wrote.
+async fn fan_out(k: &Kgate, endpoint: &str, clients: &[reqwest::Client]) -> usize {
     // Warm the configmaps cache so the memory figure is the watches' alone.
     let r = clients[0].get(format!("{}/clusters/*/api/v1/configmaps?resourceVersion=0", k.url)).send().await.unwrap();
     assert_eq!(r.status(), 200);
@@ -329,7 +342,7 @@ async fn main() {
     let watches = CLUSTERS * WATCHES_PER_CLUSTER + WILDCARD_WATCHES;
     let (mut rounds, mut next, mut idle) = (Vec::new(), 0, 0);
     for (i, stalled) in ROUNDS.into_iter().enumerate() {
-        let (figures, end, rss) = kgate_fan_out(&k, stalled, next, &clients, &acks).await;
+        let (figures, end, rss) = kgate_fan_out(k, stalled, next, clients, &acks).await;
         if i == 0 {
             idle = rss;
         }
@@ -337,7 +350,7 @@ async fn main() {
         next = end;
     }
     let per_watch = (idle.saturating_sub(before)) as f64 * 1024.0 / watches as f64;
-    let raw = etcd_fan_out(&endpoint).await;
+    let raw = etcd_fan_out(endpoint).await;
 
     println!("\nfan-out: {CLUSTERS} clusters, {} per-cluster + {WILDCARD_WATCHES} wildcard watches, {WRITES_PER_SECOND} writes/s, {WRITES_PER_ROUND} writes a round; write acknowledged -> delivered", CLUSTERS * WATCHES_PER_CLUSTER);
     println!("{:<34} {:>9} {:>9} {:>12}", "", "p50 ms", "p99 ms", "deliveries");
@@ -367,9 +380,36 @@ async fn main() {
         idle as f64 / 1024.0
     );
 
+    next as usize
+}
+
+/// Only the objects the LIST and GET figures read (`KGATE_BENCH=list`, to compare those alone quickly).
+async fn fill(k: &Kgate, client: &reqwest::Client) -> usize {
+    let objects = ROUNDS.len() * WRITES_PER_ROUND as usize;
+    let (c, url) = (client.clone(), k.url.clone());
+    common::ops_per_second(objects, 64, move |i| {
+        let (c, url) = (c.clone(), url.clone());
+        async move {
+            let cm = json!({"metadata": {"name": format!("w{i}")}, "data": {"t": i.to_string()}});
+            let r = c
+                .post(format!("{url}/clusters/c{}/api/v1/namespaces/default/configmaps", i % CLUSTERS))
+                .json(&cm)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201);
+            let _ = r.bytes().await;
+        }
+    })
+    .await;
+    objects
+}
+
+/// LIST across clusters and GET at concurrency 64, from the cache and from etcd.
+async fn list_and_get(k: &Kgate, endpoint: &str, client: &reqwest::Client, objects: usize) {
     // LIST across clusters: the cache versus a range read of the same keys.
     let list_url = format!("{}/clusters/*/api/v1/configmaps?resourceVersion=0", k.url);
-    let mut etcd = Client::connect([endpoint.as_str()], None).await.unwrap();
+    let mut etcd = Client::connect([endpoint], None).await.unwrap();
     let prefix = format!("{}/core/configmaps/", k.prefix);
     let mut from_cache = Vec::new();
     let mut from_etcd = Vec::new();
@@ -387,10 +427,10 @@ async fn main() {
             .sum()
     };
     let metrics_url = format!("{}/metrics", k.url);
-    let before = clients[0].get(&metrics_url).send().await.unwrap().text().await.unwrap();
+    let before = client.get(&metrics_url).send().await.unwrap().text().await.unwrap();
     for _ in 0..15 {
         let t = Instant::now();
-        let body = clients[0].get(&list_url).send().await.unwrap().bytes().await.unwrap();
+        let body = client.get(&list_url).send().await.unwrap().bytes().await.unwrap();
         from_cache.push(t.elapsed().as_secs_f64() * 1000.0);
         count.0 = serde_json::from_slice::<serde_json::Value>(&body).unwrap()["items"].as_array().unwrap().len();
         size = body.len();
@@ -414,7 +454,7 @@ async fn main() {
     }
     let (cache_ms, etcd_ms) = (median(from_cache), median(from_etcd));
     println!("\nLIST across clusters: kgate {} objects in {cache_ms:.1} ms (cache); etcd range {} keys in {etcd_ms:.1} ms; {:.1}x [target >= 5x]", count.0, count.1, etcd_ms / cache_ms);
-    let after = clients[0].get(&metrics_url).send().await.unwrap().text().await.unwrap();
+    let after = client.get(&metrics_url).send().await.unwrap().text().await.unwrap();
     let built_ms = (list_time(&after, "sum") - list_time(&before, "sum")) * 1000.0
         / (list_time(&after, "count") - list_time(&before, "count")).max(1.0);
     println!(
@@ -422,8 +462,7 @@ async fn main() {
         size as f64 / (1024.0 * 1024.0)
     );
     // GET at concurrency 64: served by the cache versus raw etcd gets of the same keys.
-    let objects = next as usize;
-    let (c, url) = (clients[0].clone(), k.url.clone());
+    let (c, url) = (client.clone(), k.url.clone());
     let kgate_gets = common::ops_per_second(20_000, 64, move |i| {
         let (c, url) = (
             c.clone(),
@@ -450,5 +489,4 @@ async fn main() {
     })
     .await;
     println!("GET at concurrency 64: kgate (resourceVersion=0, cache) {kgate_gets:.0}/s; raw etcd {etcd_gets:.0}/s; {:.2}x [target > 1x]", kgate_gets / etcd_gets);
-    drop(k);
 }
