@@ -126,6 +126,33 @@ fn workflow(kc: &Path, dir: &Path, cluster: &str) {
     );
     assert!(!ok && err.contains("unknown field \"datta\""), "strict validation: {err}");
 
+    // Files of kind List, such as what `kubectl get -o yaml` writes: kubectl validates them against
+    // /openapi/v2 (a 404 there failed them all), and each item is still checked strictly by the server.
+    let listed = kubectl_ok(kc, &["get", "cm", "settings", "lit", "-o", "yaml"]);
+    assert!(listed.contains("kind: List"), "{listed}");
+    let out = kubectl_ok(kc, &["apply", "-f", &write(dir, &format!("{cluster}-backup.yaml"), &listed)]);
+    assert!(out.contains("configmap/settings configured") && out.contains("configmap/lit configured"), "{out}");
+    let list = |item: &str| {
+        format!("apiVersion: v1\nkind: List\nitems:\n- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: l1}}, data: {{k: v}}}}\n- {item}\n")
+    };
+    let out = kubectl_ok(
+        kc,
+        &[
+            "create",
+            "-f",
+            &write(
+                dir,
+                &format!("{cluster}-list.yaml"),
+                &list("{apiVersion: v1, kind: ConfigMap, metadata: {name: l2}}"),
+            ),
+        ],
+    );
+    assert!(out.contains("configmap/l1 created") && out.contains("configmap/l2 created"), "{out}");
+    let bad = list("{apiVersion: v1, kind: ConfigMap, metadata: {name: l3}, datta: {}}");
+    let (ok, _, err) = kubectl(kc, &["create", "-f", &write(dir, &format!("{cluster}-badlist.yaml"), &bad)]);
+    assert!(!ok && err.contains("unknown field \"datta\""), "strict validation of a List's items: {err}");
+    assert!(!kubectl(kc, &["get", "cm", "l3"]).0, "the invalid item was not created");
+
     // Discovery-driven commands.
     let res = kubectl_ok(kc, &["api-resources"]);
     assert!(

@@ -244,7 +244,11 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
             Some(d) => plain(doc(d, "application/json")),
             None => Err(ApiError::path_not_found()),
         },
-        Route::OpenApiV2 => Err(ApiError::path_not_found()),
+        Route::OpenApiV2 => {
+            let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            let (content_type, body) = crate::openapi::v2::document(accept, &format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0"));
+            plain(respond::bytes(200, content_type, body))
+        }
         Route::OpenApiV3 => plain(openapi_index(state, &cluster_name, if_none_match.as_deref()).await?),
         Route::OpenApiV3Doc(gv) => {
             let q = Query::parse(req.uri().query());

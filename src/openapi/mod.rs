@@ -5,6 +5,7 @@ mod kinds;
 mod merge_table;
 mod paths;
 mod schema;
+pub mod v2;
 mod validate;
 
 #[cfg(test)]
