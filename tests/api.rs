@@ -344,6 +344,21 @@ async fn namespace_deletion_waits_for_finalizers_of_its_objects() {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         let (code, ns) = s.get("/api/v1/namespaces/held").await;
         assert_eq!((code, &ns["status"]["phase"]), (StatusCode::OK, &json!("Terminating")), "{backend:?}");
+        // It says what holds it, as kube's namespace controller does (`kubectl describe namespace`).
+        let said = |ns: &Value, kind: &str| {
+            let conditions = ns["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            conditions.into_iter().find(|c| c["type"] == kind).map(|c| (c["status"].clone(), c["message"].clone()))
+        };
+        let finalizers =
+            "Some content in the namespace has finalizers remaining: example.com/cleanup in 1 resource instances";
+        common::eventually(10, "the namespace names the finalizer holding it", || async {
+            said(&s.get("/api/v1/namespaces/held").await.1, "NamespaceFinalizersRemaining")
+                == Some((json!("True"), json!(finalizers)))
+        })
+        .await;
+        let (_, ns) = s.get("/api/v1/namespaces/held").await;
+        let content = "Some resources are remaining: configmaps has 1 resource instances";
+        assert_eq!(said(&ns, "NamespaceContentRemaining"), Some((json!("True"), json!(content))), "{backend:?}: {ns}");
 
         // A restart in the meantime: the new process takes up the wait (and the old one stops at once).
         let prefix = s.prefix.clone();

@@ -28,7 +28,7 @@ const HELD_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 const HELD_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How a [`Registry::delete_prefixes`] sweep ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sweep {
     /// A whole pass found no key left.
     Empty,
@@ -37,7 +37,16 @@ pub enum Sweep {
     /// `keep_going` said stop; keys may be left.
     Stopped,
     /// Only objects waiting for their finalizers are left (marked deleted; see [`Finalizers::Honor`]).
-    Held(usize),
+    Held(Remaining),
+}
+
+/// The objects a sweep left for their finalizers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Remaining {
+    /// How many under each prefix, in the order the sweep was given them.
+    pub per_prefix: Vec<usize>,
+    /// How many each finalizer holds.
+    pub finalizers: std::collections::BTreeMap<String, usize>,
 }
 
 /// What a sweep does with an object that still has finalizers.
@@ -1029,8 +1038,9 @@ impl Registry {
     {
         use futures::StreamExt;
         for _pass in 0..SWEEP_PASSES {
-            let (mut found, mut held) = (0usize, 0usize);
-            for prefix in prefixes {
+            let mut found = 0usize;
+            let mut held = Remaining { per_prefix: vec![0; prefixes.len()], ..Default::default() };
+            for (i, prefix) in prefixes.iter().enumerate() {
                 let mut start = None;
                 loop {
                     let page = self
@@ -1062,9 +1072,14 @@ impl Registry {
                         .buffer_unordered(SWEEP_CONCURRENCY);
                     while let Some(res) = writes.next().await {
                         match res {
-                            Ok(true) => held += 1,
+                            Ok(Some(finalizers)) => {
+                                held.per_prefix[i] += 1;
+                                for f in finalizers {
+                                    *held.finalizers.entry(f).or_default() += 1;
+                                }
+                            }
                             // Gone already, or rewritten since the read: the next read sees it again.
-                            Ok(false) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
+                            Ok(None) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => {}
                             Err(e) => return Err(e.into()),
                         }
                     }
@@ -1077,7 +1092,7 @@ impl Registry {
             if found == 0 {
                 return Ok(Sweep::Empty);
             }
-            if found == held {
+            if found == held.per_prefix.iter().sum::<usize>() {
                 return Ok(Sweep::Held(held));
             }
         }
@@ -1128,6 +1143,7 @@ impl Registry {
                 .filter(|d| d.namespaced && !d.is_virtual())
                 .map(|d| self.collection(d, Some(cluster), Some(namespace))),
         );
+        let resources: Vec<String> = prefixes.iter().map(|p| self.group_resource(p)).collect();
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, namespace);
         // Only while the namespace is still the terminating one: a repeated DELETE may start a second
         // cleanup that outlives the first, and it must not empty a namespace re-created since.
@@ -1147,8 +1163,9 @@ impl Registry {
         loop {
             match self.delete_prefixes(&prefixes, Finalizers::Honor, &still).await? {
                 Sweep::Stopped => return Ok(()),
-                Sweep::Held(n) => {
-                    tracing::debug!(cluster, namespace, objects = n, "namespace waits for finalizers");
+                Sweep::Held(remaining) => {
+                    tracing::debug!(cluster, namespace, ?remaining, "namespace waits for finalizers");
+                    self.report_remaining(&key, &resources, &remaining).await?;
                     // A restart picks the wait up again (`resume_namespace_deletions`).
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
@@ -1168,27 +1185,107 @@ impl Registry {
             Err(e) => Err(e.into()),
         }
     }
+
+    /// `configmaps`, or `deployments.apps`: how kube names a resource in namespace conditions, from one
+    /// of this registry's collection prefixes (`<prefix>/<group or core>/<plural>/...`).
+    fn group_resource(&self, collection: &str) -> String {
+        let mut parts =
+            collection.strip_prefix(self.prefix.as_str()).unwrap_or(collection).trim_start_matches('/').split('/');
+        match (parts.next(), parts.next()) {
+            (Some("core"), Some(plural)) => plural.to_string(),
+            (Some(group), Some(plural)) => format!("{plural}.{group}"),
+            _ => collection.to_string(),
+        }
+    }
+
+    /// Say on a terminating namespace what holds it, in the conditions kube's namespace controller
+    /// sets: they are what `kubectl describe namespace` shows a team looking for the object to release.
+    /// Written only when they change, so the backoff rounds do not churn the namespace's watchers.
+    async fn report_remaining(&self, key: &str, resources: &[String], remaining: &Remaining) -> ApiResult<()> {
+        let Some(kv) = self.store.get(key).await? else { return Ok(()) };
+        let Ok(mut ns) = serde_json::from_slice::<Value>(&kv.value) else { return Ok(()) };
+        if meta::meta_str(&ns, "deletionTimestamp").is_none() {
+            return Ok(());
+        }
+        let mut held: Vec<String> = resources
+            .iter()
+            .zip(&remaining.per_prefix)
+            .filter(|(_, n)| **n > 0)
+            .map(|(r, n)| format!("{r} has {n} resource instances"))
+            .collect();
+        held.sort();
+        let by_finalizer: Vec<String> =
+            remaining.finalizers.iter().map(|(f, n)| format!("{f} in {n} resource instances")).collect();
+        let content = format!("Some resources are remaining: {}", held.join(", "));
+        let finalizers = format!("Some content in the namespace has finalizers remaining: {}", by_finalizer.join(", "));
+        let wanted = [
+            (
+                "NamespaceDeletionDiscoveryFailure",
+                "False",
+                "ResourcesDiscovered",
+                "All resources successfully discovered",
+            ),
+            (
+                "NamespaceDeletionGroupVersionParsingFailure",
+                "False",
+                "ParsedGroupVersions",
+                "All legacy kube types successfully parsed",
+            ),
+            (
+                "NamespaceDeletionContentFailure",
+                "False",
+                "ContentDeleted",
+                "All content successfully deleted, may be waiting on finalization",
+            ),
+            ("NamespaceContentRemaining", "True", "SomeResourcesRemain", content.as_str()),
+            ("NamespaceFinalizersRemaining", "True", "SomeFinalizersRemain", finalizers.as_str()),
+        ];
+        let old = ns["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let now = now_rfc3339();
+        let conditions: Vec<Value> = wanted
+            .iter()
+            .map(|(kind, status, reason, message)| {
+                // A condition's transition time moves only when its status does.
+                let since = old
+                    .iter()
+                    .find(|c| c["type"] == *kind && c["status"] == *status)
+                    .map_or_else(|| json!(now), |c| c["lastTransitionTime"].clone());
+                json!({"type": kind, "status": status, "lastTransitionTime": since, "reason": reason, "message": message})
+            })
+            .collect();
+        if old == conditions {
+            return Ok(());
+        }
+        ns["status"]["conditions"] = Value::Array(conditions);
+        // A conflict is a newer namespace (another replica's report, a status write): the next round
+        // reports again if it still differs.
+        match self.store.update(key, super::encode(&ns), kv.mod_revision).await {
+            Ok(_) | Err(StoreError::NotFound) | Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 /// One key of a sweep: deleted, or with `Finalizers::Honor` and finalizers set, marked deleted and left.
-/// Returns whether it is left waiting for its finalizers.
+/// Returns the finalizers it is left waiting for, if it is.
 async fn sweep_one(
     store: &dyn crate::storage::Store,
     kv: KeyValue,
     finalizers: Finalizers,
-) -> Result<bool, StoreError> {
+) -> Result<Option<Vec<String>>, StoreError> {
     if finalizers == Finalizers::Honor {
         if let Ok(mut obj) = serde_json::from_slice::<Value>(&kv.value) {
-            if !meta::finalizers(&obj).is_empty() {
+            let waiting_for = meta::finalizers(&obj);
+            if !waiting_for.is_empty() {
                 if meta::meta_str(&obj, "deletionTimestamp").is_none() {
                     mark_deleted(&mut obj);
                     store.update(&kv.key, super::encode(&obj), kv.mod_revision).await?;
                 }
-                return Ok(true);
+                return Ok(Some(waiting_for));
             }
         }
     }
-    store.delete(&kv.key, Some(kv.mod_revision)).await.map(|_| false)
+    store.delete(&kv.key, Some(kv.mod_revision)).await.map(|_| None)
 }
 
 fn patch_error(def: &ResourceDef, name: &str, e: patch::PatchError) -> ApiError {
@@ -1198,11 +1295,9 @@ fn patch_error(def: &ResourceDef, name: &str, e: patch::PatchError) -> ApiError 
             &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"],
         ),
         patch::PatchError::Conflict { conflicts } => {
-            let n = conflicts.len();
             let mut err = ApiError::conflict(&def.plural, &def.group, name, "");
             err.message = patch::PatchError::Conflict { conflicts: conflicts.clone() }.to_string();
             err.causes = conflicts.into_iter().map(|c| cause("FieldManagerConflict", &c.field, c.message)).collect();
-            let _ = n;
             err
         }
         patch::PatchError::TestFailed(msg) => invalid(def, name, vec![cause("FieldValueInvalid", "", msg)]),
