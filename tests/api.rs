@@ -601,7 +601,18 @@ async fn discovery_and_openapi_documents() {
         url.split("hash=").nth(1).unwrap(),
         "stale hash redirects"
     );
-    assert_eq!(s.get("/openapi/v2").await.0, StatusCode::NOT_FOUND);
+    // /openapi/v2: protobuf for kubectl (which asks with the '@' spelling), JSON for anyone else.
+    let v2 = s
+        .client
+        .get(format!("{}/openapi/v2", s.url))
+        .header("Accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(v2.status(), StatusCode::OK);
+    assert_eq!(v2.headers()["content-type"], "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+    let (code, doc) = s.get("/openapi/v2").await;
+    assert_eq!((code, &doc["swagger"]), (StatusCode::OK, &json!("2.0")));
     s.stop().await;
 }
 
