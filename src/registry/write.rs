@@ -1165,7 +1165,10 @@ impl Registry {
                 Sweep::Stopped => return Ok(()),
                 Sweep::Held(remaining) => {
                     tracing::debug!(cluster, namespace, ?remaining, "namespace waits for finalizers");
-                    self.report_remaining(&key, &resources, &remaining).await?;
+                    // Only a report: the wait goes on whether or not it could be written.
+                    if let Err(e) = self.report_remaining(&key, &resources, &remaining).await {
+                        tracing::warn!(cluster, namespace, error = %e, "could not say what holds the namespace");
+                    }
                     // A restart picks the wait up again (`resume_namespace_deletions`).
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
@@ -1216,8 +1219,8 @@ impl Registry {
         held.sort();
         let by_finalizer: Vec<String> =
             remaining.finalizers.iter().map(|(f, n)| format!("{f} in {n} resource instances")).collect();
-        let content = format!("Some resources are remaining: {}", held.join(", "));
-        let finalizers = format!("Some content in the namespace has finalizers remaining: {}", by_finalizer.join(", "));
+        let content = format!("Some resources are remaining: {}", listed(held));
+        let finalizers = format!("Some content in the namespace has finalizers remaining: {}", listed(by_finalizer));
         let wanted = [
             (
                 "NamespaceDeletionDiscoveryFailure",
@@ -1264,6 +1267,19 @@ impl Registry {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Entries of a namespace condition's message: the first 20 and how many more, so that a tenant's
+/// thousands of distinct finalizer names cannot grow its namespace object past what the store takes.
+fn listed(mut entries: Vec<String>) -> String {
+    const LISTED: usize = 20;
+    let more = entries.len().saturating_sub(LISTED);
+    entries.truncate(LISTED);
+    let mut out = entries.join(", ");
+    if more > 0 {
+        out.push_str(&format!(", and {more} more"));
+    }
+    out
 }
 
 /// One key of a sweep: deleted, or with `Finalizers::Honor` and finalizers set, marked deleted and left.
@@ -1398,6 +1414,15 @@ fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn condition_messages_list_twenty_entries_and_count_the_rest() {
+        let entries = |n: usize| (0..n).map(|i| format!("f{i} in 1 resource instances")).collect::<Vec<_>>();
+        assert_eq!(listed(entries(2)), "f0 in 1 resource instances, f1 in 1 resource instances");
+        let many = listed(entries(1000));
+        assert!(many.starts_with("f0 in") && many.ends_with(", and 980 more"), "{many}");
+        assert_eq!(many.matches("resource instances").count(), 20);
+    }
 
     #[test]
     fn scale_view_and_write_back() {
