@@ -106,6 +106,20 @@ where
     first + total
 }
 
+/// Create configmap `w<i>` in cluster `c<i mod CLUSTERS>`, carrying its write id; returns the response
+/// once its head acknowledges the write.
+async fn write_object(client: &reqwest::Client, url: &str, i: u64) -> reqwest::Response {
+    let cm = json!({"metadata": {"name": format!("w{i}")}, "data": {"t": i.to_string()}});
+    let r = client
+        .post(format!("{url}/clusters/c{}/api/v1/namespaces/default/configmaps", i as usize % CLUSTERS))
+        .json(&cm)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    r
+}
+
 /// kgate on the test etcd under a prefix of its own.
 struct Kgate {
     process: KgateProcess,
@@ -211,14 +225,7 @@ async fn kgate_fan_out(
     let end = paced_writes(first, move |i| {
         let (client, url, acks) = (client.clone(), url.clone(), a.clone());
         async move {
-            let cm = json!({"metadata": {"name": format!("w{i}")}, "data": {"t": i.to_string()}});
-            let r = client
-                .post(format!("{url}/clusters/c{}/api/v1/namespaces/default/configmaps", i as usize % CLUSTERS))
-                .json(&cm)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 201);
+            let r = write_object(&client, &url, i).await;
             acks.insert(i, Instant::now());
             let _ = r.bytes().await;
         }
@@ -390,15 +397,7 @@ async fn fill(k: &Kgate, client: &reqwest::Client) -> usize {
     common::ops_per_second(objects, 64, move |i| {
         let (c, url) = (c.clone(), url.clone());
         async move {
-            let cm = json!({"metadata": {"name": format!("w{i}")}, "data": {"t": i.to_string()}});
-            let r = c
-                .post(format!("{url}/clusters/c{}/api/v1/namespaces/default/configmaps", i % CLUSTERS))
-                .json(&cm)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 201);
-            let _ = r.bytes().await;
+            let _ = write_object(&c, &url, i as u64).await.bytes().await;
         }
     })
     .await;
