@@ -35,6 +35,12 @@ pub struct Registry {
     /// Set when the server stops: background work that waits (a namespace held by finalizers) ends
     /// rather than keep the store open. A watch channel, so a waiter that subscribes late still sees it.
     closing: Arc<tokio::sync::watch::Sender<bool>>,
+    /// `cluster/namespace` of each namespace cleanup running here. A held namespace's cleanup waits as
+    /// long as its finalizers do, and people repeat `kubectl delete ns` on a namespace that hangs; each
+    /// repeat must not add a task that sweeps every prefix again. A DashSet, as the rest of the shared
+    /// registry state: inserts and removals per namespace, from any task. One entry per terminating
+    /// namespace, gone when its task ends.
+    cleaning: Arc<dashmap::DashSet<String>>,
 }
 
 /// Who acts on what: one resource type in one cluster (and namespace).
@@ -67,7 +73,7 @@ impl Registry {
     /// A registry over `store`, with every key under `prefix`.
     pub fn new(store: Arc<dyn Store>, prefix: impl Into<String>) -> Self {
         let closing = Arc::new(tokio::sync::watch::Sender::new(false));
-        Registry { store, prefix: prefix.into(), namespaces: Default::default(), closing }
+        Registry { store, prefix: prefix.into(), namespaces: Default::default(), closing, cleaning: Default::default() }
     }
 
     /// Stop background work that waits (see `closing`); the server calls this as it shuts down.

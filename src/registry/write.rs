@@ -928,7 +928,7 @@ impl Registry {
                 // Deferred delete: mark it, return the object; it goes when its finalizers are gone.
                 if meta::meta_str(&current, "deletionTimestamp").is_some() {
                     if is_namespace && !opts.dry_run {
-                        // Cleanup is idempotent; a repeated delete restarts one that stopped.
+                        // A repeated delete restarts a cleanup that stopped (one still running goes on).
                         self.spawn_namespace_cleanup(ctx.cluster.to_string(), name.to_string());
                     }
                     return Ok(Written { code: 200, body: current, warnings: vec![] });
@@ -1010,8 +1010,21 @@ impl Registry {
 
     /// Empty a terminating namespace in the background, then remove it (the namespace controller's job).
     pub fn spawn_namespace_cleanup(&self, cluster: String, namespace: String) {
-        let this = self.clone();
+        let running = format!("{cluster}/{namespace}");
+        if !self.cleaning.insert(running.clone()) {
+            return; // the running one sees the namespace still terminating and carries on
+        }
+        /// Forgets the running cleanup however its task ends (an error, a panic), so a later DELETE
+        /// can start it again.
+        struct Running(std::sync::Arc<dashmap::DashSet<String>>, String);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                self.0.remove(&self.1);
+            }
+        }
+        let (this, running) = (self.clone(), Running(self.cleaning.clone(), running));
         tokio::spawn(async move {
+            let _running = running;
             if let Err(e) = this.finalize_namespace(&cluster, &namespace).await {
                 tracing::warn!(error = %e, cluster = %cluster, namespace = %namespace, "namespace cleanup failed");
             }
@@ -1145,8 +1158,8 @@ impl Registry {
         );
         let resources: Vec<String> = prefixes.iter().map(|p| self.group_resource(p)).collect();
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, namespace);
-        // Only while the namespace is still the terminating one: a repeated DELETE may start a second
-        // cleanup that outlives the first, and it must not empty a namespace re-created since.
+        // Only while the namespace is still the terminating one: another replica's cleanup of the same
+        // namespace may outlive this one, and it must not empty a namespace re-created since.
         let terminating = |kv: &KeyValue| {
             serde_json::from_slice::<Value>(&kv.value).is_ok_and(|o| meta::meta_str(&o, "deletionTimestamp").is_some())
         };
@@ -1155,29 +1168,32 @@ impl Registry {
             let (store, key) = (store.clone(), key.clone());
             async move { Ok(store.get(&key).await?.is_some_and(|kv| terminating(&kv))) }
         };
-        // Objects with finalizers hold the namespace in Terminating until their owners release them (a
-        // restart resumes the wait: see `resume_namespace_deletions`). The namespace goes even if writers
-        // kept racing the sweep (kube's namespace controller too).
+        // Objects with finalizers hold the namespace in Terminating until their owners release them, and
+        // objects still being updated hold it until a pass removes them, as kube's namespace controller
+        // retries until the content is gone (a restart resumes the wait: see `resume_namespace_deletions`).
         let mut pause = HELD_PAUSE;
         let mut closing = self.closing.subscribe();
         loop {
             match self.delete_prefixes(&prefixes, Finalizers::Honor, &still).await? {
                 Sweep::Stopped => return Ok(()),
+                Sweep::Empty => break,
                 Sweep::Held(remaining) => {
                     tracing::debug!(cluster, namespace, ?remaining, "namespace waits for finalizers");
                     // Only a report: the wait goes on whether or not it could be written.
                     if let Err(e) = self.report_remaining(&key, &resources, &remaining).await {
                         tracing::warn!(cluster, namespace, error = %e, "could not say what holds the namespace");
                     }
-                    // A restart picks the wait up again (`resume_namespace_deletions`).
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {}
-                        _ = closing.wait_for(|c| *c) => return Ok(()),
-                    }
-                    pause = (pause * 2).min(HELD_PAUSE_MAX);
                 }
-                Sweep::Empty | Sweep::KeysLeft => break,
+                // Objects were updated under every pass (creates are refused now, so these are writes
+                // to objects already there): removing the namespace would orphan them, so go again.
+                Sweep::KeysLeft => tracing::debug!(cluster, namespace, "namespace content still changing"),
             }
+            // A restart picks the wait up again (`resume_namespace_deletions`).
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = closing.wait_for(|c| *c) => return Ok(()),
+            }
+            pause = (pause * 2).min(HELD_PAUSE_MAX);
         }
         let Some(kv) = self.store.get(&key).await? else { return Ok(()) };
         if !terminating(&kv) {
@@ -1414,6 +1430,44 @@ fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Repeating `kubectl delete ns` on a namespace held by finalizers (what people do when one hangs)
+    /// keeps one cleanup task, not one per DELETE; the task is forgotten when it ends.
+    #[tokio::test]
+    async fn one_cleanup_per_terminating_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: std::sync::Arc<dyn crate::storage::Store> =
+            std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let r = Registry::new(store.clone(), "/registry");
+        let ns_key = keys::object("/registry", "core", "namespaces", "root", None, "held");
+        let ns = json!({"metadata": {"name": "held", "deletionTimestamp": now_rfc3339()}, "status": {"phase": "Terminating"}});
+        store.create(&ns_key, super::super::encode(&ns)).await.unwrap();
+        let cm_key = keys::object("/registry", "core", "configmaps", "root", Some("held"), "kept");
+        let cm = json!({"metadata": {"name": "kept", "namespace": "held", "finalizers": ["example.com/x"]}});
+        store.create(&cm_key, super::super::encode(&cm)).await.unwrap();
+        let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let before = tasks();
+        for _ in 0..5 {
+            r.spawn_namespace_cleanup("root".into(), "held".into());
+        }
+        assert_eq!(tasks() - before, 1, "repeated deletes share the running cleanup");
+        // Released: the one task removes the object and the namespace, and is forgotten.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(kv) = store.get(&cm_key).await.unwrap() {
+                let mut obj: Value = serde_json::from_slice(&kv.value).unwrap();
+                if obj["metadata"]["deletionTimestamp"].is_string() {
+                    obj["metadata"]["finalizers"] = json!([]);
+                    let _ = store.update(&cm_key, super::super::encode(&obj), kv.mod_revision).await;
+                }
+            }
+            if store.get(&ns_key).await.unwrap().is_none() && r.cleaning.is_empty() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the namespace cleanup did not finish");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
 
     #[test]
     fn condition_messages_list_twenty_entries_and_count_the_rest() {
