@@ -9,6 +9,26 @@ use serde_json::{Map, Value};
 
 use crate::status::{cause, Cause};
 
+/// Compiled `pattern`s, shared by every cluster, since most install the same CRDs. Compiling a pattern
+/// for each string it checked cost one compilation per value, which one write with a large array
+/// multiplied on the shared cores. A DashMap: read by every write of a custom resource, from any task;
+/// emptied when full, so a tenant's many distinct patterns cost recompiles, never unbounded memory.
+fn compiled(pattern: &str) -> Option<regex::Regex> {
+    static PATTERNS: std::sync::OnceLock<dashmap::DashMap<String, Option<regex::Regex>>> = std::sync::OnceLock::new();
+    const CAPACITY: usize = 1024;
+    let patterns = PATTERNS.get_or_init(Default::default);
+    if let Some(re) = patterns.get(pattern) {
+        return re.clone();
+    }
+    // A bound on the compiled program too, so one hostile pattern cannot take seconds or megabytes.
+    let re = regex::RegexBuilder::new(pattern).size_limit(1 << 20).build().ok();
+    if patterns.len() >= CAPACITY {
+        patterns.clear();
+    }
+    patterns.insert(pattern.to_string(), re.clone());
+    re
+}
+
 const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 fn preserves_unknown(s: &Value) -> bool {
@@ -333,7 +353,7 @@ fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
             if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
                 // RE2 (Go) and the regex crate share their syntax for what schemas use; a pattern
                 // that does not compile was the CRD author's mistake and checks nothing.
-                if regex::Regex::new(p).is_ok_and(|re| !re.is_match(s)) {
+                if compiled(p).is_some_and(|re| !re.is_match(s)) {
                     out.push(cause(
                         "FieldValueInvalid",
                         path,
