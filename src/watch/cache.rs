@@ -399,6 +399,14 @@ impl Cacher {
 
     /// Register a watcher atomically with its starting point, so no event falls between the two.
     pub fn register(self: &Arc<Self>, scope: Scope, start: Start) -> Result<Registration, TooOld> {
+        // First under the shared lock: a store-fed watcher asks before each of its events whether it can
+        // move back here, and while it is behind the history the answer must not cost the write lock.
+        if let Start::After(rev) = start {
+            let oldest = self.lock_read().history_from;
+            if rev < oldest {
+                return Err(TooOld { oldest });
+            }
+        }
         self.touch();
         let queue = Queue::new();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -567,6 +575,8 @@ impl Cacher {
         st.wildcard.clear();
         st.objects.clear();
         st.history.clear();
+        // No resume point is in a stopped cache's history: nothing would feed a watcher registered now.
+        st.history_from = Revision::MAX;
         drop(st);
         self.progress.send_modify(|p| p.0 = Phase::Stopped);
     }
@@ -746,5 +756,23 @@ impl WatchCache {
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.cachers.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store-fed watcher tries to move back onto its cache before each event; once that cache has
+    /// been stopped (evicted while idle), nothing would feed or close a slot in it, so it must refuse.
+    #[test]
+    fn a_stopped_cache_takes_no_watcher_at_a_resume_point() {
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().cache;
+        let c = Cacher::new(def, "/registry/core/configmaps/".into(), metrics);
+        let scope = Scope { cluster: Some("a".into()), namespace: None };
+        assert!(c.register(scope.clone(), Start::After(5)).is_ok(), "a serving cache takes it");
+        c.stop();
+        assert!(c.register(scope, Start::After(5)).is_err(), "a stopped one does not");
     }
 }
