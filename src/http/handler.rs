@@ -462,8 +462,10 @@ async fn resource(
     }
     let def = match (&def.custom, &cluster, verb) {
         (Some(custom), Some(c), "create" | "update" | "patch") => {
-            let schema = state.crds.schema(c, &def).await?;
-            let custom = crate::resources::CustomInfo { schema, ..(**custom).clone() };
+            // No schema: the CRD or this version went from the store and this replica's index has not
+            // caught up. kube would not serve the resource; writing it unchecked is not an option.
+            let schema = state.crds.schema(c, &def).await?.ok_or_else(ApiError::path_not_found)?;
+            let custom = crate::resources::CustomInfo { schema: Some(schema), ..(**custom).clone() };
             Arc::new(ResourceDef { custom: Some(Arc::new(custom)), ..(*def).clone() })
         }
         _ => def,
