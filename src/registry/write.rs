@@ -543,10 +543,24 @@ impl Registry {
             "apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": "default", "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339()}
         });
-        match self.store.create(&key, super::encode(&obj)).await {
-            Ok(_) | Err(StoreError::AlreadyExists) => Ok(()),
-            Err(e) => Err(e.into()),
+        // Only into the namespace while it is there and not terminating, checked in the create's own
+        // store step as every create is: a DELETE racing a new namespace must not leave this behind.
+        let ns_key = keys::object(&self.prefix, "core", "namespaces", cluster, None, ns);
+        for _ in 0..MAX_RETRIES {
+            let Some(ns_kv) = self.store.get(&ns_key).await? else { return Ok(()) };
+            let terminating = serde_json::from_slice::<Value>(&ns_kv.value)
+                .is_ok_and(|o| meta::meta_str(&o, "deletionTimestamp").is_some());
+            if terminating {
+                return Ok(());
+            }
+            let guard = Guard { key: ns_key.clone(), mod_revision: ns_kv.mod_revision };
+            match self.store.create_guarded(&key, super::encode(&obj), Some(&guard)).await {
+                Ok(_) | Err(StoreError::AlreadyExists) => return Ok(()),
+                Err(StoreError::GuardChanged) => continue,
+                Err(e) => return Err(e.into()),
+            }
         }
+        Ok(())
     }
 
     /// Read-modify-write with retries. `change` gets the current object and returns the desired one, or
@@ -1431,14 +1445,37 @@ fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<V
 mod tests {
     use super::*;
 
+    /// A registry on an embedded store in a temporary directory (kept alive by the first value).
+    fn embedded_registry() -> (tempfile::TempDir, Registry) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap();
+        (dir, Registry::new(std::sync::Arc::new(store), "/registry"))
+    }
+
+    /// The default ServiceAccount, like every create, lands only in a namespace that is not terminating.
+    #[tokio::test]
+    async fn default_service_account_only_in_a_live_namespace() {
+        let (_dir, r) = embedded_registry();
+        let ns_key = |ns: &str| keys::object("/registry", "core", "namespaces", "root", None, ns);
+        let sa_key = |ns: &str| keys::object("/registry", "core", "serviceaccounts", "root", Some(ns), "default");
+        let live = json!({"metadata": {"name": "live"}});
+        r.store.create(&ns_key("live"), super::super::encode(&live)).await.unwrap();
+        let going = json!({"metadata": {"name": "going", "deletionTimestamp": now_rfc3339()}});
+        r.store.create(&ns_key("going"), super::super::encode(&going)).await.unwrap();
+        for ns in ["live", "going", "absent"] {
+            r.ensure_default_service_account("root", ns).await.unwrap();
+        }
+        assert!(r.store.get(&sa_key("live")).await.unwrap().is_some());
+        assert!(r.store.get(&sa_key("going")).await.unwrap().is_none(), "not into a terminating namespace");
+        assert!(r.store.get(&sa_key("absent")).await.unwrap().is_none(), "not into a missing one");
+    }
+
     /// Repeating `kubectl delete ns` on a namespace held by finalizers (what people do when one hangs)
     /// keeps one cleanup task, not one per DELETE; the task is forgotten when it ends.
     #[tokio::test]
     async fn one_cleanup_per_terminating_namespace() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: std::sync::Arc<dyn crate::storage::Store> =
-            std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
-        let r = Registry::new(store.clone(), "/registry");
+        let (_dir, r) = embedded_registry();
+        let store = r.store.clone();
         let ns_key = keys::object("/registry", "core", "namespaces", "root", None, "held");
         let ns = json!({"metadata": {"name": "held", "deletionTimestamp": now_rfc3339()}, "status": {"phase": "Terminating"}});
         store.create(&ns_key, super::super::encode(&ns)).await.unwrap();
