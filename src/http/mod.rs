@@ -1,5 +1,6 @@
 //! The HTTP edge: TLS listener, request routing and response building.
 pub mod body;
+pub mod coalesce;
 pub mod handler;
 pub mod respond;
 pub mod server;
