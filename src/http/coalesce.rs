@@ -4,31 +4,52 @@
 //! h2 flushes after every DATA frame (hyperium/h2#902). Over TLS that is one 16 KiB record, one
 //! syscall and one wakeup of the reader per frame: a 4 MiB list took about 270 of each, and that, not
 //! building the list, was most of its time. Go's HTTP/2 server flushes only when it has nothing left
-//! to write; this layer gets that behaviour without changing h2. The first flush after new bytes
-//! returns at once, holds the bytes and wakes the task. The task comes back, writes whatever it had
-//! ready (which holds the flush again), and once it flushes with nothing new written it has nothing
-//! more for now: the bytes go out then. The cost is one extra poll of the task; the bytes are never
-//! held across a return to the runtime without that wakeup pending, so nothing waits on a timer.
+//! to write; this layer gets that behaviour without changing h2. Writes are encrypted into rustls's
+//! buffer (the copy TLS makes anyway) without touching the socket. The first flush after new bytes
+//! returns at once and wakes the task; the task comes back, writes whatever it had ready (which holds
+//! the flush again), and once it flushes with nothing new written it has nothing more for now: the
+//! records go out then, in one writev. The cost is one extra poll of the task. Bytes are never held
+//! across a return to the runtime without that wakeup pending, so nothing waits on a timer, and a
+//! full buffer (rustls's limit, [`LIMIT`]) goes out without waiting for a flush.
 
-use std::io::{self, IoSlice};
+use std::io::{self, IoSlice, Write};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
 
-/// Bytes held before they are written whatever the flushes say: large enough that a list goes out in a
-/// few dozen writes, small enough that a connection's buffer stays modest.
+/// Bytes rustls may hold encrypted before they must be written: large enough that a list goes out in
+/// a few dozen writes, small enough that a connection's buffer stays modest.
 pub const LIMIT: usize = 256 * 1024;
-/// Capacity kept once the buffer is empty; a connection that sent a large response does not keep
-/// its buffer while it idles (thousands of watch connections do).
-const KEEP: usize = 4 * 1024;
 
-/// An I/O object whose writes are gathered and whose flushes are held back for one turn of the task.
+/// An I/O object that can take bytes without writing them: its `poll_flush` writes what it took.
+pub trait Stage {
+    /// Take as much of `bufs` as fits; 0 when the buffer is full.
+    fn stage(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+    /// Whether anything taken is still unwritten.
+    fn has_staged(&self) -> bool;
+}
+
+impl Stage for TlsStream<TcpStream> {
+    fn stage(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.get_mut().1.writer().write_vectored(bufs)
+    }
+
+    fn has_staged(&self) -> bool {
+        self.get_ref().1.wants_write()
+    }
+}
+
+/// Cap what `conn`'s rustls session holds before it must be written; see [`LIMIT`].
+pub fn limit_tls_buffer(conn: &mut TlsStream<TcpStream>) {
+    conn.get_mut().1.set_buffer_limit(Some(LIMIT));
+}
+
+/// An I/O object whose flushes are held back for one turn of the task.
 pub struct Coalesce<T> {
     inner: T,
-    /// Bytes accepted and not yet written to `inner`; `buf[..sent]` has been written.
-    buf: Vec<u8>,
-    sent: usize,
     /// A flush was answered without writing, and the task was woken to flush again.
     held: bool,
 }
@@ -36,36 +57,7 @@ pub struct Coalesce<T> {
 impl<T> Coalesce<T> {
     /// Wrap `inner`.
     pub fn new(inner: T) -> Self {
-        Coalesce { inner, buf: Vec::new(), sent: 0, held: false }
-    }
-}
-
-impl<T: AsyncWrite + Unpin> Coalesce<T> {
-    /// Write every held byte to `inner` (without flushing it).
-    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.sent < self.buf.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.buf[self.sent..]))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            self.sent += n;
-        }
-        self.sent = 0;
-        if self.buf.capacity() > KEEP {
-            self.buf = Vec::new();
-        } else {
-            self.buf.clear();
-        }
-        Poll::Ready(Ok(()))
-    }
-
-    /// Make room for `len` more bytes; `Ready(true)` if they should bypass the buffer (too large to
-    /// gain from copying).
-    fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<bool>> {
-        if self.buf.len() + len > LIMIT {
-            ready!(self.poll_drain(cx))?;
-        }
-        Poll::Ready(Ok(len >= LIMIT))
+        Coalesce { inner, held: false }
     }
 }
 
@@ -75,15 +67,9 @@ impl<T: AsyncRead + Unpin> AsyncRead for Coalesce<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
+impl<T: AsyncWrite + Stage + Unpin> AsyncWrite for Coalesce<T> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if ready!(this.poll_room(cx, data.len()))? {
-            return Pin::new(&mut this.inner).poll_write(cx, data);
-        }
-        this.buf.extend_from_slice(data);
-        this.held = false;
-        Poll::Ready(Ok(data.len()))
+        self.poll_write_vectored(cx, &[IoSlice::new(data)])
     }
 
     fn poll_write_vectored(
@@ -92,15 +78,20 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let len = bufs.iter().map(|b| b.len()).sum();
-        if ready!(this.poll_room(cx, len))? {
-            return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if bufs.iter().all(|b| b.is_empty()) {
+            return Poll::Ready(Ok(0));
         }
-        for b in bufs {
-            this.buf.extend_from_slice(b);
+        let mut n = this.inner.stage(bufs)?;
+        if n == 0 {
+            // Full: write what is held, then there is room.
+            ready!(Pin::new(&mut this.inner).poll_flush(cx))?;
+            n = this.inner.stage(bufs)?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
         }
         this.held = false;
-        Poll::Ready(Ok(len))
+        Poll::Ready(Ok(n))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -110,19 +101,18 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.sent < this.buf.len() && !this.held {
+        if this.inner.has_staged() && !this.held {
             this.held = true;
             cx.waker().wake_by_ref();
             return Poll::Ready(Ok(()));
         }
-        ready!(this.poll_drain(cx))?;
         this.held = false;
         Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        ready!(this.poll_drain(cx))?;
+        ready!(Pin::new(&mut this.inner).poll_flush(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
@@ -135,24 +125,47 @@ mod tests {
 
     use super::*;
 
-    /// The I/O under the layer: records each write and flush, and can refuse the next write once.
-    #[derive(Default)]
+    /// The I/O under the layer: stages up to `cap` bytes, records each write and flush, and can be
+    /// busy (socket full) once.
     struct Wire {
+        cap: usize,
+        staged: Vec<u8>,
         writes: Vec<Vec<u8>>,
         flushes: usize,
         busy_once: bool,
     }
 
+    fn wire(cap: usize) -> Coalesce<Wire> {
+        Coalesce::new(Wire { cap, staged: Vec::new(), writes: Vec::new(), flushes: 0, busy_once: false })
+    }
+
+    impl Stage for Wire {
+        fn stage(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            let before = self.staged.len();
+            for b in bufs {
+                let room = self.cap - self.staged.len();
+                self.staged.extend_from_slice(&b[..b.len().min(room)]);
+            }
+            Ok(self.staged.len() - before)
+        }
+        fn has_staged(&self) -> bool {
+            !self.staged.is_empty()
+        }
+    }
+
     impl AsyncWrite for Wire {
-        fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, _: &[u8]) -> Poll<io::Result<usize>> {
+            unreachable!("the layer only stages")
+        }
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
             if std::mem::take(&mut self.busy_once) {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            self.writes.push(data.to_vec());
-            Poll::Ready(Ok(data.len()))
-        }
-        fn poll_flush(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            if !self.staged.is_empty() {
+                let bytes = std::mem::take(&mut self.staged);
+                self.writes.push(bytes);
+            }
             self.flushes += 1;
             Poll::Ready(Ok(()))
         }
@@ -191,7 +204,7 @@ mod tests {
     fn frames_written_in_one_turn_leave_in_one_write() {
         let (wakes, waker) = context();
         let mut cx = Context::from_waker(&waker);
-        let mut io = Coalesce::new(Wire::default());
+        let mut io = wire(LIMIT);
         // The pattern h2 produces: a frame, a flush, the next frame, a flush...
         for frame in [&b"one"[..], b"two", b"three"] {
             assert!(matches!(write(&mut io, &mut cx, frame), Poll::Ready(Ok(n)) if n == frame.len()));
@@ -212,27 +225,23 @@ mod tests {
     fn a_full_buffer_is_written_without_waiting_for_a_flush() {
         let (_, waker) = context();
         let mut cx = Context::from_waker(&waker);
-        let mut io = Coalesce::new(Wire::default());
-        let chunk = vec![7u8; LIMIT / 2 + 1];
-        assert!(write(&mut io, &mut cx, &chunk).is_ready());
+        let mut io = wire(10);
+        assert!(matches!(write(&mut io, &mut cx, b"abcdefgh"), Poll::Ready(Ok(8))));
+        assert!(matches!(write(&mut io, &mut cx, b"ijklmn"), Poll::Ready(Ok(2))), "a partial write");
         assert!(io.inner.writes.is_empty());
-        assert!(write(&mut io, &mut cx, &chunk).is_ready());
-        assert_eq!(io.inner.writes, vec![chunk.clone()], "the first chunk goes out to make room");
-        // A write larger than the buffer is not copied: it goes straight to the wire after what was held.
-        let big = vec![9u8; LIMIT];
-        assert!(matches!(write(&mut io, &mut cx, &big), Poll::Ready(Ok(n)) if n == LIMIT));
-        assert_eq!(io.inner.writes, vec![chunk.clone(), chunk, big]);
+        assert!(matches!(write(&mut io, &mut cx, b"klmn"), Poll::Ready(Ok(4))));
+        assert_eq!(io.inner.writes, vec![b"abcdefghij".to_vec()], "full: written out to make room");
     }
 
     #[test]
     fn a_busy_wire_keeps_the_bytes_and_their_order() {
         let (_, waker) = context();
         let mut cx = Context::from_waker(&waker);
-        let mut io = Coalesce::new(Wire::default());
+        let mut io = wire(LIMIT);
         assert!(write(&mut io, &mut cx, b"ab").is_ready());
         assert!(flush(&mut io, &mut cx).is_ready());
         io.inner.busy_once = true;
-        assert!(flush(&mut io, &mut cx).is_pending(), "the wire is full: the flush waits");
+        assert!(flush(&mut io, &mut cx).is_pending(), "the socket is full: the flush waits");
         assert!(io.inner.writes.is_empty());
         assert!(matches!(flush(&mut io, &mut cx), Poll::Ready(Ok(()))));
         assert!(write(&mut io, &mut cx, b"c").is_ready());

@@ -13,7 +13,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::coalesce::Coalesce;
+use super::coalesce::{self, Coalesce};
 use super::handler::{handle, AppState, ConnInfo};
 
 /// TLS set-up failures.
@@ -98,9 +98,7 @@ pub async fn serve(
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .and_then(|c| crate::auth::identity_from_der(c.as_ref()));
-            // rustls takes at most this much plaintext per write to the socket; as much as the
-            // coalescing layer hands it at once makes that one writev, not one per 64 KiB.
-            tls.get_mut().1.set_buffer_limit(Some(super::coalesce::LIMIT + 16 * 1024));
+            coalesce::limit_tls_buffer(&mut tls);
             let conn = Arc::new(ConnInfo { identity, server_address });
             let svc = service_fn(move |req| {
                 let (state, conn) = (state.clone(), conn.clone());
