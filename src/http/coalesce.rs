@@ -9,8 +9,9 @@
 //! returns at once and wakes the task; the task comes back, writes whatever it had ready (which holds
 //! the flush again), and once it flushes with nothing new written it has nothing more for now: the
 //! records go out then, in one writev. The cost is one extra poll of the task. Bytes are never held
-//! across a return to the runtime without that wakeup pending, so nothing waits on a timer, and a
-//! full buffer (rustls's limit, [`LIMIT`]) goes out without waiting for a flush.
+//! across a return to the runtime without that wakeup pending, so nothing waits on a timer; a full
+//! buffer (rustls's limit, [`LIMIT`], or [`MAX_WRITES`] writes) goes out without waiting for a flush;
+//! and a connection dropped with bytes held (the peer vanished mid-turn) sends what the socket takes.
 
 use std::io::{self, IoSlice, Write};
 use std::pin::Pin;
@@ -23,6 +24,10 @@ use tokio_rustls::server::TlsStream;
 /// Bytes rustls may hold encrypted before they must be written: large enough that a list goes out in
 /// a few dozen writes, small enough that a connection's buffer stays modest.
 pub const LIMIT: usize = 256 * 1024;
+/// Writes held before they must be written. rustls keeps one queue entry per record and never shrinks
+/// the queue, so a burst of small frames would otherwise leave a connection with a queue sized for
+/// thousands; rustls also writes at most 64 records per writev, and a full DATA frame makes two.
+pub const MAX_WRITES: u8 = 32;
 
 /// An I/O object that can take bytes without writing them: its `poll_flush` writes what it took.
 pub trait Stage {
@@ -30,6 +35,8 @@ pub trait Stage {
     fn stage(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
     /// Whether anything taken is still unwritten.
     fn has_staged(&self) -> bool;
+    /// Write what the socket takes now, without waiting (the connection is going away).
+    fn send_now(&mut self);
 }
 
 impl Stage for TlsStream<TcpStream> {
@@ -40,6 +47,28 @@ impl Stage for TlsStream<TcpStream> {
     fn has_staged(&self) -> bool {
         self.get_ref().1.wants_write()
     }
+
+    fn send_now(&mut self) {
+        /// The socket as a `Write` that never blocks: `WouldBlock` ends the attempt.
+        struct NonBlocking<'a>(&'a TcpStream);
+        impl Write for NonBlocking<'_> {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0.try_write(buf)
+            }
+            fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+                self.0.try_write_vectored(bufs)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let (tcp, conn) = self.get_mut();
+        while conn.wants_write() {
+            if !matches!(conn.write_tls(&mut NonBlocking(tcp)), Ok(n) if n > 0) {
+                break;
+            }
+        }
+    }
 }
 
 /// Cap what `conn`'s rustls session holds before it must be written; see [`LIMIT`].
@@ -48,20 +77,42 @@ pub fn limit_tls_buffer(conn: &mut TlsStream<TcpStream>) {
 }
 
 /// An I/O object whose flushes are held back for one turn of the task.
-pub struct Coalesce<T> {
+pub struct Coalesce<T: Stage> {
     inner: T,
     /// A flush was answered without writing, and the task was woken to flush again.
     held: bool,
+    /// Writes taken since `inner` last wrote everything out.
+    writes: u8,
 }
 
-impl<T> Coalesce<T> {
+impl<T: Stage> Coalesce<T> {
     /// Wrap `inner`.
     pub fn new(inner: T) -> Self {
-        Coalesce { inner, held: false }
+        Coalesce { inner, held: false, writes: 0 }
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Coalesce<T> {
+impl<T: Stage + AsyncWrite + Unpin> Coalesce<T> {
+    /// Write everything held, for real.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
+        self.held = false;
+        self.writes = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: Stage> Drop for Coalesce<T> {
+    fn drop(&mut self) {
+        // hyper drops a connection without a last flush when the peer's EOF arrives in the turn after a
+        // held flush; those bytes would have been on the wire already without this layer.
+        if self.inner.has_staged() {
+            self.inner.send_now();
+        }
+    }
+}
+
+impl<T: Stage + AsyncRead + Unpin> AsyncRead for Coalesce<T> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
     }
@@ -81,16 +132,20 @@ impl<T: AsyncWrite + Stage + Unpin> AsyncWrite for Coalesce<T> {
         if bufs.iter().all(|b| b.is_empty()) {
             return Poll::Ready(Ok(0));
         }
+        if this.writes >= MAX_WRITES {
+            ready!(this.poll_send(cx))?;
+        }
         let mut n = this.inner.stage(bufs)?;
         if n == 0 {
             // Full: write what is held, then there is room.
-            ready!(Pin::new(&mut this.inner).poll_flush(cx))?;
+            ready!(this.poll_send(cx))?;
             n = this.inner.stage(bufs)?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
         }
         this.held = false;
+        this.writes += 1;
         Poll::Ready(Ok(n))
     }
 
@@ -106,13 +161,12 @@ impl<T: AsyncWrite + Stage + Unpin> AsyncWrite for Coalesce<T> {
             cx.waker().wake_by_ref();
             return Poll::Ready(Ok(()));
         }
-        this.held = false;
-        Pin::new(&mut this.inner).poll_flush(cx)
+        this.poll_send(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        ready!(Pin::new(&mut this.inner).poll_flush(cx))?;
+        ready!(this.poll_send(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
@@ -120,7 +174,7 @@ impl<T: AsyncWrite + Stage + Unpin> AsyncWrite for Coalesce<T> {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
     use std::task::{Wake, Waker};
 
     use super::*;
@@ -133,10 +187,13 @@ mod tests {
         writes: Vec<Vec<u8>>,
         flushes: usize,
         busy_once: bool,
+        /// What `send_now` wrote, readable after the layer is dropped.
+        sent_now: Arc<Mutex<Vec<u8>>>,
     }
 
     fn wire(cap: usize) -> Coalesce<Wire> {
-        Coalesce::new(Wire { cap, staged: Vec::new(), writes: Vec::new(), flushes: 0, busy_once: false })
+        let (staged, writes, sent_now) = (Vec::new(), Vec::new(), Arc::default());
+        Coalesce::new(Wire { cap, staged, writes, flushes: 0, busy_once: false, sent_now })
     }
 
     impl Stage for Wire {
@@ -150,6 +207,9 @@ mod tests {
         }
         fn has_staged(&self) -> bool {
             !self.staged.is_empty()
+        }
+        fn send_now(&mut self) {
+            self.sent_now.lock().unwrap().append(&mut self.staged);
         }
     }
 
@@ -247,5 +307,70 @@ mod tests {
         assert!(write(&mut io, &mut cx, b"c").is_ready());
         assert!(Pin::new(&mut io).poll_shutdown(&mut cx).is_ready(), "shutdown sends what is held");
         assert_eq!(io.inner.writes.concat(), b"abc".to_vec());
+    }
+
+    #[test]
+    fn many_small_writes_go_out_without_waiting_for_a_quiet_turn() {
+        let (_, waker) = context();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = wire(LIMIT);
+        for _ in 0..MAX_WRITES {
+            assert!(write(&mut io, &mut cx, b"e").is_ready());
+            assert!(flush(&mut io, &mut cx).is_ready());
+        }
+        assert!(io.inner.writes.is_empty());
+        assert!(write(&mut io, &mut cx, b"f").is_ready());
+        assert_eq!(io.inner.writes, vec![vec![b'e'; MAX_WRITES as usize]]);
+    }
+
+    #[test]
+    fn a_dropped_connection_sends_what_it_held() {
+        let (_, waker) = context();
+        let mut cx = Context::from_waker(&waker);
+        let mut io = wire(LIMIT);
+        let sent = io.inner.sent_now.clone();
+        assert!(write(&mut io, &mut cx, b"last event").is_ready());
+        assert!(flush(&mut io, &mut cx).is_ready());
+        drop(io);
+        assert_eq!(*sent.lock().unwrap(), b"last event".to_vec());
+    }
+
+    /// The same over a real TLS connection: what a dropped connection held reaches the peer.
+    #[tokio::test]
+    async fn a_dropped_tls_connection_sends_what_it_held() {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        use tokio::io::AsyncReadExt;
+        let dir = tempfile::tempdir().unwrap();
+        let pki = crate::pki::ensure(dir.path(), "127.0.0.1", "https://127.0.0.1:1").unwrap();
+        let server =
+            crate::http::server::tls_config(&pki.serving.cert_pem, &pki.serving.key_pem, &pki.ca.cert_pem).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from_pem_slice(pki.ca.cert_pem.as_bytes()).unwrap()).unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accept = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            tokio_rustls::TlsAcceptor::from(Arc::new(server)).accept(tcp).await.unwrap()
+        });
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut peer = tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, tcp).await.unwrap();
+        let mut conn = accept.await.unwrap();
+        limit_tls_buffer(&mut conn);
+        let mut io = Coalesce::new(conn);
+        let (wakes, waker) = context();
+        let mut cx = Context::from_waker(&waker);
+        assert!(Pin::new(&mut io).poll_write(&mut cx, b"last event").is_ready());
+        assert!(Pin::new(&mut io).poll_flush(&mut cx).is_ready());
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "held, not written");
+        drop(io);
+        let mut got = vec![0u8; 10];
+        tokio::time::timeout(std::time::Duration::from_secs(5), peer.read_exact(&mut got)).await.unwrap().unwrap();
+        assert_eq!(got, b"last event");
     }
 }
