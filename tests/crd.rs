@@ -348,3 +348,50 @@ async fn namespace_and_cluster_deletion_take_custom_objects_along() {
     eventually(30, "team-a's keys to go", || async { keys_of(store.as_ref(), &s.prefix, "team-a").await.is_empty() })
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_deletion_waits_for_object_finalizers_without_holding_up_other_tenants() {
+    let s = TestServer::start(Backend::Embedded).await;
+    for cluster in ["team-a", "team-b"] {
+        s.create_cluster(cluster).await;
+        let (st, _) = s.post(&format!("/clusters/{cluster}{CRDS}"), &widget_crd("v1", "integer")).await;
+        assert_eq!(st, StatusCode::CREATED);
+    }
+    let widgets = |cluster: &str| format!("/clusters/{cluster}/apis/example.com/v1/namespaces/default/widgets");
+    let crd = |cluster: &str| format!("/clusters/{cluster}{CRDS}/widgets.example.com");
+    let mut held = widget("v1", "held", json!(1));
+    held["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    let (st, body) = s.post(&widgets("team-a"), &held).await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+    let (st, body) = s.post(&widgets("team-b"), &widget("v1", "plain", json!(1))).await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+
+    // team-a's CRD waits for its held object first, then team-b's CRD goes all the same.
+    assert_eq!(s.delete(&crd("team-a")).await.0, StatusCode::OK);
+    eventually(10, "the held widget to be marked deleted", || async {
+        s.get(&format!("{}/held", widgets("team-a"))).await.1["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await;
+    assert_eq!(s.delete(&crd("team-b")).await.0, StatusCode::OK);
+    eventually(20, "team-b's CRD to go while team-a's waits", || async {
+        s.get(&crd("team-b")).await.0 == StatusCode::NOT_FOUND
+    })
+    .await;
+    let (st, body) = s.get(&crd("team-a")).await;
+    assert_eq!(st, StatusCode::OK, "a CRD stays while its objects' finalizers do: {body}");
+    assert!(body["metadata"]["deletionTimestamp"].is_string());
+
+    // Its finalizer's owner lets go: the object goes, then the CRD.
+    let (st, body) = s
+        .patch(
+            &format!("{}/held", widgets("team-a")),
+            "application/merge-patch+json",
+            &json!({"metadata": {"finalizers": null}}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    eventually(40, "team-a's CRD to go once its object has", || async {
+        s.get(&crd("team-a")).await.0 == StatusCode::NOT_FOUND
+    })
+    .await;
+}

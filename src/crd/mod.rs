@@ -17,10 +17,10 @@ use std::time::Duration;
 use dashmap::DashMap;
 use futures::StreamExt;
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::discovery::Discovery;
-use crate::registry::{ClusterFilter, Finalizers, Registry, Sweep};
+use crate::registry::{Claims, ClusterFilter, Finalizers, Registry, Sweep};
 use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, RangeRequest, Revision, StoreError, WatchEvent};
@@ -32,6 +32,11 @@ const CAPACITY: usize = 1_000;
 const PAGE: usize = 500;
 /// How long a CRD write waits for the index to see it before answering anyway.
 const SEE_PATIENCE: Duration = Duration::from_secs(5);
+/// CRD cleanups sweeping at once; the others wait for a turn.
+const CLEANUPS_AT_ONCE: usize = 4;
+/// The longest pause before a cleanup that found objects left (held by their finalizers, or still
+/// being written) or a failing store tries again.
+const CLEANUP_MAX_PAUSE: Duration = Duration::from_secs(30);
 
 /// A rendered OpenAPI v3 document and its hash.
 pub type OpenApiDoc = (Arc<Vec<u8>>, String);
@@ -372,48 +377,70 @@ impl CrdIndex {
         Ok(s.by_version.get(&def.version).cloned())
     }
 
-    /// Delete the objects of CRDs being deleted, then release their finalizer; one at a time, retried
-    /// with a pause while the store fails. Runs beside [`CrdIndex::run`], which finds the work.
+    /// Delete the objects of CRDs being deleted, then release their finalizer. Runs beside
+    /// [`CrdIndex::run`], which finds the work.
+    ///
+    /// Each terminating CRD gets one task, and [`CLEANUPS_AT_ONCE`] of them sweep at a time. A sweep
+    /// that leaves objects (held by their own finalizers, as kube waits for them, or still being
+    /// written) or meets a failing store gives up its turn and pauses, longer each time, so no
+    /// tenant's CRD holds up another tenant's cleanup.
     pub async fn clean_deleted(self: Arc<Self>) {
         let Some(mut rx) = self.cleanup_rx.lock().expect("cleanup lock").take() else { return };
+        let turns = Arc::new(Semaphore::new(CLEANUPS_AT_ONCE));
+        let running = Claims::default();
         while let Some((cluster, name)) = rx.recv().await {
-            while let Err(e) = self.clean_one(&cluster, &name).await {
-                tracing::warn!(error = %e, %cluster, crd = %name, "deleting a deleted CRD's objects; will retry");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+            // Every write to a terminating CRD announces it again; its task is already on it.
+            let Some(claim) = running.claim(format!("{cluster}/{name}")) else { continue };
+            let (this, turns) = (self.clone(), turns.clone());
+            tokio::spawn(async move {
+                let _claim = claim;
+                let mut pause = Duration::from_secs(1);
+                loop {
+                    let swept = {
+                        let _turn = turns.acquire().await.expect("the semaphore is never closed");
+                        this.clean_one(&cluster, &name).await
+                    };
+                    match swept {
+                        Ok(true) => return,
+                        Ok(false) => tracing::debug!(%cluster, crd = %name, "a deleted CRD's objects remain"),
+                        Err(e) => tracing::warn!(error = %e, %cluster, crd = %name, "deleting a deleted CRD's objects"),
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(CLEANUP_MAX_PAUSE);
+                }
+            });
         }
     }
 
-    async fn clean_one(&self, cluster: &str, name: &str) -> ApiResult<()> {
+    /// One sweep of a terminating CRD's objects; `true` once none is left and the CRD is released
+    /// (or is gone, or not terminating).
+    async fn clean_one(&self, cluster: &str, name: &str) -> ApiResult<bool> {
         let def = crd_def();
         let key = keys::object(&self.registry.prefix, def.storage_group(), &def.plural, cluster, None, name);
         let terminating = |kv: Option<crate::storage::KeyValue>| {
             kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
                 .is_some_and(|o| crate::meta::meta_str(&o, "deletionTimestamp").is_some())
         };
-        let Some(kv) = self.registry.store.get(&key).await? else { return Ok(()) };
+        let Some(kv) = self.registry.store.get(&key).await? else { return Ok(true) };
         if !terminating(Some(kv.clone())) {
-            return Ok(());
+            return Ok(true);
         }
         let obj: Value = serde_json::from_slice(&kv.value).map_err(ApiError::internal)?;
-        let Some(crd) = Crd::parse(&obj, kv.mod_revision) else { return Ok(()) };
+        let Some(crd) = Crd::parse(&obj, kv.mod_revision) else { return Ok(true) };
         let prefix = keys::collection(&self.registry.prefix, &crd.group, &crd.plural, Some(cluster), None);
         let store = self.registry.store.clone();
         let still = || {
             let (store, key) = (store.clone(), key.clone());
             async move { Ok(terminating(store.get(&key).await?)) }
         };
-        // Custom objects' own finalizers are not waited for (kube's cleanup waits): this worker cleans
-        // one CRD at a time, and one tenant's held object must not stall every other tenant's cleanup.
-        match self.registry.delete_prefixes(&[prefix], Finalizers::Ignore, still).await? {
+        // As kube's CRD finalizer does: an object with finalizers is marked deleted and waited for.
+        match self.registry.delete_prefixes(&[prefix], Finalizers::Honor, still).await? {
             Sweep::Empty => {
                 self.registry.remove_finalizer(&def, cluster, name, CLEANUP_FINALIZER).await?;
-                Ok(())
+                Ok(true)
             }
-            Sweep::Stopped => Ok(()),
-            Sweep::KeysLeft | Sweep::Held(_) => {
-                Err(ApiError::internal(format!("objects of {name} were still being written")))
-            }
+            Sweep::Stopped => Ok(true),
+            Sweep::KeysLeft | Sweep::Held(_) => Ok(false),
         }
     }
 }

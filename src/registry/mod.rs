@@ -40,7 +40,35 @@ pub struct Registry {
     /// repeat must not add a task that sweeps every prefix again. A DashSet, as the rest of the shared
     /// registry state: inserts and removals per namespace, from any task. One entry per terminating
     /// namespace, gone when its task ends.
-    cleaning: Arc<dashmap::DashSet<String>>,
+    cleaning: Claims,
+}
+
+/// Keys of background tasks that must run once at a time each (a namespace's cleanup, a CRD's): a
+/// request to start one that is running is dropped, since the running one carries on. A DashSet: any
+/// task claims and releases, one key at a time.
+#[derive(Clone, Default)]
+pub struct Claims(Arc<dashmap::DashSet<String>>);
+
+impl Claims {
+    /// Claim `key`; `None` if its task is running already.
+    pub fn claim(&self, key: String) -> Option<Claim> {
+        self.0.insert(key.clone()).then(|| Claim(self.0.clone(), key))
+    }
+
+    /// Whether no task is running.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// A running task's claim, released however the task ends (an error, a panic), so a later request
+/// can start it again.
+pub struct Claim(Arc<dashmap::DashSet<String>>, String);
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.0.remove(&self.1);
+    }
 }
 
 /// Who acts on what: one resource type in one cluster (and namespace).

@@ -1024,21 +1024,11 @@ impl Registry {
 
     /// Empty a terminating namespace in the background, then remove it (the namespace controller's job).
     pub fn spawn_namespace_cleanup(&self, cluster: String, namespace: String) {
-        let running = format!("{cluster}/{namespace}");
-        if !self.cleaning.insert(running.clone()) {
-            return; // the running one sees the namespace still terminating and carries on
-        }
-        /// Forgets the running cleanup however its task ends (an error, a panic), so a later DELETE
-        /// can start it again.
-        struct Running(std::sync::Arc<dashmap::DashSet<String>>, String);
-        impl Drop for Running {
-            fn drop(&mut self) {
-                self.0.remove(&self.1);
-            }
-        }
-        let (this, running) = (self.clone(), Running(self.cleaning.clone(), running));
+        // The running one sees the namespace still terminating and carries on.
+        let Some(claim) = self.cleaning.claim(format!("{cluster}/{namespace}")) else { return };
+        let this = self.clone();
         tokio::spawn(async move {
-            let _running = running;
+            let _claim = claim;
             if let Err(e) = this.finalize_namespace(&cluster, &namespace).await {
                 tracing::warn!(error = %e, cluster = %cluster, namespace = %namespace, "namespace cleanup failed");
             }
