@@ -2,8 +2,8 @@
 //! so that the DATA frames h2 writes one at a time leave in large writes.
 //!
 //! h2 flushes after every DATA frame (hyperium/h2#902). Over TLS that is one 16 KiB record, one
-//! syscall and one wakeup of the reader per frame: a 4 MiB list took about 270 of each, and that, not
-//! building the list, was most of its time. Go's HTTP/2 server flushes only when it has nothing left
+//! syscall and one wakeup of the reader per frame: a 4 MiB list took about 270 of each (4.5 ms a list,
+//! about 3.8 ms once they were gathered). Go's HTTP/2 server flushes only when it has nothing left
 //! to write; this layer gets that behaviour without changing h2. Writes are encrypted into rustls's
 //! buffer (the copy TLS makes anyway) without touching the socket. The first flush after new bytes
 //! returns at once and wakes the task; the task comes back, writes whatever it had ready (which holds
