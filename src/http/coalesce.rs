@@ -71,11 +71,6 @@ impl Stage for TlsStream<TcpStream> {
     }
 }
 
-/// Cap what `conn`'s rustls session holds before it must be written; see [`LIMIT`].
-pub fn limit_tls_buffer(conn: &mut TlsStream<TcpStream>) {
-    conn.get_mut().1.set_buffer_limit(Some(LIMIT));
-}
-
 /// An I/O object whose flushes are held back for one turn of the task.
 pub struct Coalesce<T: Stage> {
     inner: T,
@@ -89,6 +84,14 @@ impl<T: Stage> Coalesce<T> {
     /// Wrap `inner`.
     pub fn new(inner: T) -> Self {
         Coalesce { inner, held: false, writes: 0 }
+    }
+}
+
+impl Coalesce<TlsStream<TcpStream>> {
+    /// Wrap a server's TLS connection, with rustls holding up to [`LIMIT`] before it must write.
+    pub fn tls(mut conn: TlsStream<TcpStream>) -> Self {
+        conn.get_mut().1.set_buffer_limit(Some(LIMIT));
+        Self::new(conn)
     }
 }
 
@@ -360,9 +363,7 @@ mod tests {
         let tcp = TcpStream::connect(addr).await.unwrap();
         let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
         let mut peer = tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, tcp).await.unwrap();
-        let mut conn = accept.await.unwrap();
-        limit_tls_buffer(&mut conn);
-        let mut io = Coalesce::new(conn);
+        let mut io = Coalesce::tls(accept.await.unwrap());
         let (wakes, waker) = context();
         let mut cx = Context::from_waker(&waker);
         assert!(Pin::new(&mut io).poll_write(&mut cx, b"last event").is_ready());

@@ -13,7 +13,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::coalesce::{self, Coalesce};
+use super::coalesce::Coalesce;
 use super::handler::{handle, AppState, ConnInfo};
 
 /// TLS set-up failures.
@@ -84,7 +84,7 @@ pub async fn serve(
         let server_address = server_address.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let mut tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -98,7 +98,6 @@ pub async fn serve(
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .and_then(|c| crate::auth::identity_from_der(c.as_ref()));
-            coalesce::limit_tls_buffer(&mut tls);
             let conn = Arc::new(ConnInfo { identity, server_address });
             let svc = service_fn(move |req| {
                 let (state, conn) = (state.clone(), conn.clone());
@@ -116,7 +115,7 @@ pub async fn serve(
                 .max_concurrent_streams(1000)
                 .keep_alive_interval(Some(Duration::from_secs(30)))
                 .keep_alive_timeout(Duration::from_secs(20));
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(Coalesce::new(tls)), svc);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(Coalesce::tls(tls)), svc);
             if let Err(e) = watcher.watch(conn.into_owned()).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
