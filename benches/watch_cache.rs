@@ -428,13 +428,6 @@ async fn list_and_get(k: &Kgate, endpoint: &str, client: &reqwest::Client, objec
     let metrics_url = format!("{}/metrics", k.url);
     let _ = client.get(&list_url).send().await.unwrap().bytes().await.unwrap();
     let before = client.get(&metrics_url).send().await.unwrap().text().await.unwrap();
-    for _round in 0..3 {
-        let t0 = Instant::now();
-        for _ in 0..3000 {
-            let _ = client.get(&list_url).send().await.unwrap().bytes().await.unwrap();
-        }
-        println!("TEMP list mean {:.3} ms", t0.elapsed().as_secs_f64() * 1000.0 / 500.0);
-    }
     for _ in 0..31 {
         let t = Instant::now();
         let body = client.get(&list_url).send().await.unwrap().bytes().await.unwrap();
