@@ -546,15 +546,11 @@ async fn resource(
                 }
                 return Ok((
                     match shape {
-                        respond::Shape::Plain => respond::raw_list(&def, &meta, l.items),
-                        _ => {
-                            let items = l
-                                .items
-                                .iter()
-                                .map(|b| serde_json::from_slice(b).map_err(ApiError::internal))
-                                .collect::<ApiResult<Vec<Value>>>()?;
-                            respond::json(200, &respond::render_list(&def, items, meta, shape, include))
+                        respond::Shape::Plain => {
+                            let mut items = l.items;
+                            respond::raw_list(&def, &meta, move |take| items.fill(take))
                         }
+                        _ => respond::json(200, &respond::render_list(&def, l.items.values()?, meta, shape, include)),
                     },
                     labels,
                 ));

@@ -31,63 +31,72 @@ const LIST_CHUNK: usize = 64 * 1024;
 
 /// A plain JSON list from objects already serialised (the watch cache keeps them so): the bytes are
 /// joined, never parsed, a chunk at a time as the connection takes them, so the first bytes leave
-/// before the last are copied and no buffer of the whole list is ever allocated.
-pub fn raw_list<T: AsRef<[u8]> + Unpin + Send + 'static>(
-    def: &ResourceDef,
-    list_meta: &Value,
-    items: Vec<T>,
-) -> Response<Body> {
+/// before the last object is looked at and no buffer of the whole list is ever allocated. `fill` hands
+/// the objects' JSON in order to its argument until that declines one (which comes first next time),
+/// and returns true when none is left. The length is not known before the last object is read, so the
+/// body goes without a Content-Length, as kube-apiserver's large lists do.
+pub fn raw_list<F>(def: &ResourceDef, list_meta: &Value, fill: F) -> Response<Body>
+where
+    F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool + Send + Unpin + 'static,
+{
     let head = json!({"kind": def.list_kind(), "apiVersion": def.api_version(), "metadata": list_meta});
     let mut head = serde_json::to_vec(&head).expect("JSON serialises");
     head.pop(); // the closing brace; items follow
     head.extend_from_slice(b",\"items\":[");
-    let commas = items.len().saturating_sub(1);
-    let len = head.len() + items.iter().map(|i| i.as_ref().len()).sum::<usize>() + commas + 2;
-    let body = ListBody { head: Some(head), items: items.into_iter(), first: true, len: len as u64 };
+    let body = ListBody { head: Some(head), fill, first: true, done: false };
     let mut r = Response::new(body.boxed_unsync());
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
 }
 
-/// The body of a list of serialised objects, joined into chunks as it is polled. Its length is known up
-/// front, so it keeps a Content-Length.
-struct ListBody<T> {
+/// The body of a list of serialised objects, joined into chunks as it is polled.
+struct ListBody<F> {
     /// The list's opening, until the first chunk is sent.
     head: Option<Vec<u8>>,
-    items: std::vec::IntoIter<T>,
-    /// No item has been written yet (no comma before the next).
+    fill: F,
+    /// No object has been written yet (no comma before the next).
     first: bool,
-    /// Bytes not yet sent.
-    len: u64,
+    /// The closing bytes are sent.
+    done: bool,
 }
 
-impl<T: AsRef<[u8]>> ListBody<T> {
+/// Room the first chunk starts with: most lists are small, and later chunks get `LIST_CHUNK` at once
+/// (a chunk grown by doubling would copy its bytes again).
+const FIRST_CHUNK: usize = 8 * 1024;
+
+impl<F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool> ListBody<F> {
     fn next_chunk(&mut self) -> Option<Bytes> {
-        if self.len == 0 {
+        if self.done {
             return None;
         }
-        let mut chunk = self.head.take().unwrap_or_default();
-        chunk.reserve(LIST_CHUNK.min(self.len as usize).saturating_sub(chunk.len()));
-        while chunk.len() < LIST_CHUNK {
-            let Some(item) = self.items.as_slice().first().map(AsRef::as_ref) else {
-                chunk.extend_from_slice(b"]}");
-                break;
-            };
-            if !chunk.is_empty() && chunk.len() + item.len() + 1 > LIST_CHUNK {
-                break;
+        let mut chunk = match self.head.take() {
+            Some(mut head) => {
+                head.reserve(FIRST_CHUNK);
+                head
             }
-            if !std::mem::take(&mut self.first) {
+            None => Vec::with_capacity(LIST_CHUNK),
+        };
+        let first = &mut self.first;
+        let drained = (self.fill)(&mut |item| {
+            // An object larger than a chunk goes alone in one.
+            if !chunk.is_empty() && chunk.len() + item.len() + 1 > LIST_CHUNK {
+                return false;
+            }
+            if !std::mem::take(first) {
                 chunk.push(b',');
             }
             chunk.extend_from_slice(item);
-            self.items.next();
+            true
+        });
+        if drained {
+            chunk.extend_from_slice(b"]}");
+            self.done = true;
         }
-        self.len -= chunk.len() as u64;
         Some(Bytes::from(chunk))
     }
 }
 
-impl<T: AsRef<[u8]> + Unpin> http_body::Body for ListBody<T> {
+impl<F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool + Unpin> http_body::Body for ListBody<F> {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -99,11 +108,7 @@ impl<T: AsRef<[u8]> + Unpin> http_body::Body for ListBody<T> {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.len == 0
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        http_body::SizeHint::with_exact(self.len)
+        self.done
     }
 }
 
@@ -263,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn raw_lists_are_valid_json_in_chunks_of_the_announced_length() {
+    fn raw_lists_are_valid_json_in_bounded_chunks() {
         use http_body_util::BodyExt;
         let def = crate::resources::find("", "v1", "configmaps").unwrap();
         let big = format!(r#"{{"big":"{}"}}"#, "x".repeat(LIST_CHUNK + 10));
@@ -273,21 +278,31 @@ mod tests {
             if n == 3 {
                 items.insert(1, Bytes::from(big.clone()));
             }
-            let want = items.len();
-            let r = raw_list(&def, &json!({"resourceVersion": "7"}), items);
-            let announced = http_body::Body::size_hint(r.body()).exact().unwrap();
-            let mut body = r.into_body();
+            let want: Vec<Value> = items.iter().map(|b| serde_json::from_slice(b).unwrap()).collect();
+            let mut left = items.into_iter().peekable();
+            let fill = move |take: &mut dyn FnMut(&[u8]) -> bool| {
+                while let Some(item) = left.peek() {
+                    if !take(item) {
+                        return false;
+                    }
+                    left.next();
+                }
+                true
+            };
+            let mut body = raw_list(&def, &json!({"resourceVersion": "7"}), fill).into_body();
             let mut out = Vec::new();
             let mut chunks = 0;
             while let Some(f) = futures::executor::block_on(body.frame()) {
-                out.extend_from_slice(&f.unwrap().into_data().unwrap());
+                let data = f.unwrap().into_data().unwrap();
+                assert!(data.len() <= LIST_CHUNK || data.len() <= big.len() + 1, "chunk of {} bytes", data.len());
+                out.extend_from_slice(&data);
                 chunks += 1;
             }
-            assert_eq!(out.len() as u64, announced);
+            assert!(http_body::Body::is_end_stream(&body));
             let v: Value = serde_json::from_slice(&out).unwrap();
             assert_eq!(v["kind"], "ConfigMapList");
             assert_eq!(v["metadata"]["resourceVersion"], "7");
-            assert_eq!(v["items"].as_array().unwrap().len(), want);
+            assert_eq!(v["items"].as_array().unwrap(), &want, "every object, in order");
             if n == 500 {
                 assert!(chunks > 1, "a large list goes out in several chunks");
             }

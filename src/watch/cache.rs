@@ -11,9 +11,13 @@
 //! Caches start lazily, on the first watch or `resourceVersion=0` read of a resource type, so only the
 //! types clients actually watch are held in memory; objects are kept as their serialised JSON (what a
 //! list or a watch event sends), not as parsed trees.
+//!
+//! The current objects are a persistent (copy-on-write) B-tree, as kube-apiserver's cache snapshots are
+//! clones of a copy-on-write B-tree: a list or a watch's initial state takes a snapshot in constant time
+//! under the lock and reads it after, so a list of every cluster's objects neither holds up the ingest
+//! task nor pays for copying 10,000 references before its first byte leaves.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::ops::ControlFlow;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
@@ -59,14 +63,47 @@ impl Entry {
     }
 }
 
-/// A cached object with its store key.
-pub type Keyed = (Box<str>, Arc<Entry>);
+/// Current objects by store key (ordered, so one cluster or namespace is a range). Keys are shared
+/// with the events that wrote them, and cloning the map shares every node until one of the copies
+/// changes it (a write then copies the few nodes on its path).
+type Objects = imbl::OrdMap<Arc<str>, Arc<Entry>>;
+
+/// The objects in one scope as of one revision, readable for as long as it is kept however the cache
+/// changes meanwhile.
+#[derive(Clone)]
+pub struct Snapshot {
+    objects: Objects,
+    /// Keys in scope are in `start..end`.
+    start: String,
+    end: String,
+    /// For one namespace in every cluster, the key prefix and namespace each key in range must match.
+    namespace: Option<(String, String)>,
+    /// The revision the objects are current at.
+    pub revision: Revision,
+}
+
+impl Snapshot {
+    /// The objects in scope in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<Entry>)> {
+        self.from(None)
+    }
+
+    /// The objects in scope in key order, starting at `key` if given.
+    pub fn from<'a>(&'a self, key: Option<&'a str>) -> impl Iterator<Item = (&'a Arc<str>, &'a Arc<Entry>)> {
+        let start = std::ops::Bound::Included(key.unwrap_or(&self.start));
+        let end = std::ops::Bound::Excluded(self.end.as_str());
+        self.objects.range::<_, str>((start, end)).filter(move |(k, _)| match &self.namespace {
+            Some((prefix, ns)) => keys::parse(prefix, k, true).is_some_and(|k| k.namespace == Some(ns.as_str())),
+            None => true,
+        })
+    }
+}
 
 /// One change, shared by every watcher it goes to.
 #[derive(Debug)]
 pub struct Event {
     /// Store key of the object.
-    pub key: Box<str>,
+    pub key: Arc<str>,
     /// The revision of the change.
     pub revision: Revision,
     /// For a put, the new state; for a delete, the last state stamped with the delete's revision.
@@ -109,7 +146,7 @@ pub enum Start {
 /// A registered watcher: its initial state and its queue. Dropping it unregisters.
 pub struct Registration {
     /// The objects in scope at `revision` (for `Start::Snapshot`).
-    pub snapshot: Vec<Keyed>,
+    pub snapshot: Option<Snapshot>,
     /// Events after the requested revision that history still held (for `Start::After`).
     pub replay: Vec<Arc<Event>>,
     /// The revision the watcher starts at: events at or below it are never queued for it.
@@ -236,8 +273,8 @@ impl Queue {
 
 /// Everything the ingest task changes. Guarded by `Cacher::state`.
 struct State {
-    /// Current objects by store key (ordered, so one cluster or namespace is a range).
-    objects: BTreeMap<Box<str>, Arc<Entry>>,
+    /// Current objects by store key.
+    objects: Objects,
     /// Recent events in revision order.
     history: VecDeque<Arc<Event>>,
     /// History holds every event after this revision.
@@ -268,7 +305,7 @@ pub struct Cacher {
     /// Store prefix of the type in every cluster (`/registry/core/configmaps/`).
     prefix: String,
     /// Guards the objects, history and watcher slots. A std `RwLock`: it is never held across an await,
-    /// reads (snapshots for lists, registrations) are short copies of `Arc`s and may run side by side,
+    /// reads (snapshots for lists, registrations) are constant-time clones and may run side by side,
     /// and the single writer is the ingest task. Lock order: `state` only; no other lock is taken inside.
     state: RwLock<State>,
     /// The applied revision and phase, for readers waiting until the cache is fresh enough.
@@ -288,7 +325,7 @@ impl Cacher {
             metrics,
             prefix,
             state: RwLock::new(State {
-                objects: BTreeMap::new(),
+                objects: Objects::new(),
                 history: VecDeque::new(),
                 history_from: 0,
                 revision: 0,
@@ -363,31 +400,24 @@ impl Cacher {
             && (!self.def.namespaced || scope.namespace.is_none() || scope.namespace.as_deref() == k.namespace)
     }
 
-    /// Visit the current objects in scope in key order until `visit` breaks; returns the revision they
-    /// are current at. `visit` runs under the state's read lock, so it should only copy out what it
-    /// needs (reference counts, not bytes) and leave parsing until after.
-    pub fn scan(&self, scope: &Scope, mut visit: impl FnMut(&str, &Arc<Entry>) -> ControlFlow<()>) -> Revision {
+    /// The current objects in scope. Constant time under the lock: the map is shared, not copied.
+    pub fn snapshot(&self, scope: &Scope) -> Snapshot {
         self.touch();
-        let st = self.lock_read();
-        for (k, e) in self.in_range(&st, scope) {
-            if visit(k, e).is_break() {
-                break;
-            }
-        }
-        st.revision
+        let (objects, revision) = {
+            let st = self.lock_read();
+            (st.objects.clone(), st.revision)
+        };
+        self.snapshot_of(objects, revision, scope)
     }
 
-    fn in_range<'a>(&'a self, st: &'a State, scope: &'a Scope) -> impl Iterator<Item = (&'a Box<str>, &'a Arc<Entry>)> {
-        let prefix = self.range_prefix(scope);
-        let end = String::from_utf8(keys::prefix_end(&prefix)).unwrap_or_default();
-        let wildcard_ns = scope.cluster.is_none() && scope.namespace.is_some() && self.def.namespaced;
-        st.objects
-            .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Excluded(end.as_str())))
-            .filter(move |(k, _)| !wildcard_ns || self.in_scope(scope, k))
-    }
-
-    fn collect(&self, st: &State, scope: &Scope) -> Vec<Keyed> {
-        self.in_range(st, scope).map(|(k, e)| (k.clone(), e.clone())).collect()
+    fn snapshot_of(&self, objects: Objects, revision: Revision, scope: &Scope) -> Snapshot {
+        let start = self.range_prefix(scope);
+        let end = String::from_utf8(keys::prefix_end(&start)).unwrap_or_default();
+        let namespace = match (&scope.cluster, &scope.namespace) {
+            (None, Some(ns)) if self.def.namespaced => Some((self.prefix.clone(), ns.clone())),
+            _ => None,
+        };
+        Snapshot { objects, start, end, namespace, revision }
     }
 
     /// One object by key.
@@ -412,7 +442,9 @@ impl Cacher {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut st = self.lock_write();
         let (snapshot, replay, revision) = match start {
-            Start::Snapshot => (self.collect(&st, &scope), Vec::new(), st.revision),
+            Start::Snapshot => {
+                (Some(self.snapshot_of(st.objects.clone(), st.revision, &scope)), Vec::new(), st.revision)
+            }
             Start::After(rev) => {
                 if rev < st.history_from {
                     return Err(TooOld { oldest: st.history_from });
@@ -422,7 +454,7 @@ impl Cacher {
                     st.history.range(first..).filter(|e| self.in_scope(&scope, &e.key)).cloned().collect::<Vec<_>>();
                 // A resume point the cache has not reached yet is fine: events up to it are the client's
                 // already, and the watcher skips them as they arrive.
-                (Vec::new(), replay, rev)
+                (None, replay, rev)
             }
         };
         match &scope.cluster {
@@ -465,7 +497,7 @@ impl Cacher {
 
     /// Replace everything with a fresh load; watchers of the old state are cut off to catch up from the
     /// store (their resume points may be older than the new history).
-    fn reset(&self, objects: BTreeMap<Box<str>, Arc<Entry>>, revision: Revision) {
+    fn reset(&self, objects: Objects, revision: Revision) {
         let mut st = self.lock_write();
         st.objects = objects;
         st.history.clear();
@@ -485,19 +517,20 @@ impl Cacher {
         let revision = ev.revision();
         let built = match ev {
             WatchEvent::Progress(_) => None,
-            WatchEvent::Put { kv, .. } => Some((kv.key.clone().into_boxed_str(), self.entry_of(registry, &kv)?, false)),
+            WatchEvent::Put { kv, .. } => Some((Arc::from(kv.key.as_str()), self.entry_of(registry, &kv)?, false)),
             WatchEvent::Delete { key, revision, .. } => {
                 let last = self.lock_read().objects.get(key.as_str()).cloned();
                 match last {
                     // Stamped with the delete's revision, as kube-apiserver sends deleted objects.
-                    Some(last) => Some((key.into_boxed_str(), restamp(&last, revision)?, true)),
+                    Some(last) => Some((Arc::from(key), restamp(&last, revision)?, true)),
                     None => None,
                 }
             }
         };
         let mut st = self.lock_write();
         if let Some((key, object, deleted)) = built {
-            let prev = if deleted { st.objects.remove(&key) } else { st.objects.insert(key.clone(), object.clone()) };
+            let prev =
+                if deleted { st.objects.remove::<str>(&key) } else { st.objects.insert(key.clone(), object.clone()) };
             let event = Arc::new(Event { key, revision, object, prev, deleted });
             st.history.push_back(event.clone());
             while st.history.len() > HISTORY {
@@ -586,11 +619,11 @@ impl Cacher {
         let first =
             store.range(RangeRequest { prefix: self.prefix.clone(), limit: LOAD_PAGE, ..Default::default() }).await?;
         let at = first.revision;
-        let mut objects = BTreeMap::new();
+        let mut objects = Objects::new();
         let mut page = first;
         loop {
             for kv in &page.kvs {
-                objects.insert(kv.key.clone().into_boxed_str(), self.entry_of(registry, kv)?);
+                objects.insert(Arc::from(kv.key.as_str()), self.entry_of(registry, kv)?);
             }
             let Some(start) = page.next_start() else { break };
             page = store
@@ -774,5 +807,100 @@ mod tests {
         assert!(c.register(scope.clone(), Start::After(5)).is_ok(), "a serving cache takes it");
         c.stop();
         assert!(c.register(scope, Start::After(5)).is_err(), "a stopped one does not");
+    }
+
+    fn cacher_with(keys: &[&str]) -> Arc<Cacher> {
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().cache;
+        let c = Cacher::new(def, "/registry/core/configmaps/".into(), metrics);
+        for k in keys {
+            put(&c, k, 1);
+        }
+        c
+    }
+
+    fn put(c: &Cacher, key: &str, revision: Revision) {
+        let json = Bytes::from(format!(r#"{{"key":"{key}","rv":{revision}}}"#));
+        let mut st = c.lock_write();
+        st.objects.insert(key.into(), Arc::new(Entry { json, revision }));
+        st.revision = revision;
+    }
+
+    fn keys_of(s: &Snapshot) -> Vec<&str> {
+        s.iter().map(|(k, _)| &**k).collect()
+    }
+
+    const P: &str = "/registry/core/configmaps/";
+
+    #[test]
+    fn snapshots_hold_their_scope_in_key_order() {
+        let names = ["a/x/1", "a/y/1", "ab/x/1", "b/x/2", "b/x/1", "b/y/1"].map(|k| format!("{P}{k}"));
+        let c = cacher_with(&names.iter().map(String::as_str).collect::<Vec<_>>());
+        let scope = |cluster: Option<&str>, ns: Option<&str>| Scope {
+            cluster: cluster.map(str::to_string),
+            namespace: ns.map(str::to_string),
+        };
+        let all = c.snapshot(&scope(None, None));
+        assert_eq!(keys_of(&all).len(), 6);
+        assert!(keys_of(&all).is_sorted());
+        let x_everywhere = c.snapshot(&scope(None, Some("x")));
+        let want: Vec<String> = ["a/x/1", "ab/x/1", "b/x/1", "b/x/2"].iter().map(|k| format!("{P}{k}")).collect();
+        assert_eq!(keys_of(&x_everywhere), want);
+        // Cluster `a` is not a prefix match for `ab`.
+        let a = c.snapshot(&scope(Some("a"), None));
+        assert_eq!(keys_of(&a), [format!("{P}a/x/1"), format!("{P}a/y/1")]);
+        assert_eq!(keys_of(&c.snapshot(&scope(Some("b"), Some("y")))), [format!("{P}b/y/1")]);
+        // Resuming at a key continues from it.
+        assert_eq!(x_everywhere.from(Some(&want[2])).map(|(k, _)| &**k).collect::<Vec<_>>(), &want[2..]);
+    }
+
+    #[test]
+    fn a_snapshot_keeps_its_revision_while_the_cache_moves_on() {
+        let c = cacher_with(&[&format!("{P}a/x/1"), &format!("{P}a/x/2")]);
+        let all = Scope { cluster: None, namespace: None };
+        let before = c.snapshot(&all);
+        put(&c, &format!("{P}a/x/1"), 5);
+        put(&c, &format!("{P}a/x/3"), 6);
+        c.lock_write().objects.remove::<str>(&format!("{P}a/x/2"));
+        let rv = |s: &Snapshot| s.iter().map(|(_, e)| e.revision).collect::<Vec<_>>();
+        assert_eq!((rv(&before), before.revision), (vec![1, 1], 1), "the old snapshot is unchanged");
+        let after = c.snapshot(&all);
+        assert_eq!((rv(&after), after.revision), (vec![5, 6], 6));
+    }
+
+    #[test]
+    fn list_items_are_handed_out_once_each_across_chunks() {
+        let keys: Vec<String> = (0..50).map(|i| format!("{P}c/x/{i:03}")).collect();
+        let c = cacher_with(&keys.iter().map(String::as_str).collect::<Vec<_>>());
+        let snapshot = Some(c.snapshot(&Scope { cluster: None, namespace: None }));
+        let mut items = super::super::read::Items::All { snapshot, next: None };
+        assert_eq!(items.values().unwrap().len(), 50);
+        // Take 7 a call and decline the 8th, which must be offered first in the next call.
+        let (mut taken, mut declined, mut calls) = (Vec::new(), None::<Vec<u8>>, 0);
+        loop {
+            let (mut offered, mut n) = (Vec::new(), 0);
+            let done = items.fill(&mut |json| {
+                offered.push(json.to_vec());
+                if n == 7 {
+                    return false;
+                }
+                n += 1;
+                taken.push(json.to_vec());
+                true
+            });
+            if let Some(d) = declined.take() {
+                assert_eq!(offered.first(), Some(&d), "the declined object comes first next time");
+            }
+            calls += 1;
+            if done {
+                break;
+            }
+            declined = offered.last().cloned();
+        }
+        let want: Vec<Vec<u8>> = keys.iter().map(|k| format!(r#"{{"key":"{k}","rv":1}}"#).into_bytes()).collect();
+        assert_eq!(taken, want, "every object once, in order");
+        assert_eq!(calls, 8);
+        assert!(items.fill(&mut |_| panic!("nothing is left")));
+        assert!(items.values().unwrap().is_empty());
     }
 }

@@ -137,9 +137,11 @@ pub async fn start(
             let mut reg =
                 cacher.register(scope.clone(), Start::Snapshot).map_err(|_| ApiError::internal("snapshot"))?;
             // Taken out so the watcher does not keep the snapshot's entries alive after sending them.
-            for (_, e) in std::mem::take(&mut reg.snapshot) {
-                if let Some(p) = select_entry(&def, &req.opts, &e)? {
-                    initial_items.push(p);
+            if let Some(snapshot) = reg.snapshot.take() {
+                for (_, e) in snapshot.iter() {
+                    if let Some(p) = select_entry(&def, &req.opts, e)? {
+                        initial_items.push(p);
+                    }
                 }
             }
             Feed::Cache(reg)

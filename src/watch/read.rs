@@ -3,12 +3,12 @@
 //! caught up with the store's revision (kube-apiserver's consistent reads from cache). Everything else
 //! (exact revisions, continued pages, a cache that is behind) is read from the store.
 
-use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use serde_json::Value;
 
-use super::cache::{Entry, Scope, WatchCache};
+use super::cache::{Entry, Scope, Snapshot, WatchCache};
 use super::{FRESHNESS_PATIENCE, LOAD_PATIENCE};
 use crate::registry::{ListOptions, Registry, RvMatch};
 use crate::resources::ResourceDef;
@@ -17,30 +17,68 @@ use crate::storage::Revision;
 
 /// A page of a list served from the cache.
 pub struct CachedList {
-    /// Matching objects, as JSON.
-    pub items: Vec<CachedJson>,
+    /// Matching objects.
+    pub items: Items,
     /// The revision they are current at.
     pub revision: Revision,
     /// Token for the next page (continued from the store at `revision`).
     pub continue_token: Option<String>,
 }
 
-/// A cached object's JSON, shared with the cache: taking it costs a reference count on the entry, not a
-/// copy, and it stays valid however the cache changes meanwhile.
-#[derive(Clone)]
-pub struct CachedJson(Arc<Entry>);
-
-impl std::ops::Deref for CachedJson {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        &self.0.json
-    }
+/// The objects of a list served from the cache, as JSON. Holding them costs a snapshot or a reference
+/// count per object, not a copy, and they stay valid however the cache changes meanwhile.
+pub enum Items {
+    /// Every object in scope, read from the snapshot as the body is sent (so the first bytes leave
+    /// before the last object is looked at); the snapshot is let go once read to its end.
+    All {
+        /// The objects; `None` once all are handed out.
+        snapshot: Option<Snapshot>,
+        /// Key of the object to hand out next, when some were.
+        next: Option<Arc<str>>,
+    },
+    /// The objects a selector or a page limit picked.
+    Picked(std::vec::IntoIter<Arc<Entry>>),
 }
 
-impl AsRef<[u8]> for CachedJson {
-    fn as_ref(&self) -> &[u8] {
-        &self.0.json
+impl Items {
+    /// Hand the objects' JSON to `take` in order until it declines one (which stays first for the next
+    /// call) or none is left; returns true when none is left.
+    pub fn fill(&mut self, take: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        match self {
+            Items::All { snapshot, next } => {
+                let Some(snap) = snapshot else { return true };
+                let mut stopped_at = None;
+                for (k, e) in snap.from(next.as_deref()) {
+                    if !take(&e.json) {
+                        stopped_at = Some(k.clone());
+                        break;
+                    }
+                }
+                if stopped_at.is_none() {
+                    *snapshot = None;
+                }
+                *next = stopped_at;
+                next.is_none()
+            }
+            Items::Picked(items) => {
+                while let Some(e) = items.as_slice().first() {
+                    if !take(&e.json) {
+                        return false;
+                    }
+                    items.next();
+                }
+                true
+            }
+        }
+    }
+
+    /// The objects not yet handed out, parsed (for Tables and metadata-only lists).
+    pub fn values(&self) -> ApiResult<Vec<Value>> {
+        match self {
+            Items::All { snapshot: Some(snap), next } => snap.from(next.as_deref()).map(|(_, e)| e.value()).collect(),
+            Items::All { snapshot: None, .. } => Ok(Vec::new()),
+            Items::Picked(items) => items.as_slice().iter().map(|e| e.value()).collect(),
+        }
     }
 }
 
@@ -90,59 +128,35 @@ pub async fn list(
         cluster: cluster.map(str::to_string),
         namespace: if def.namespaced { namespace.map(str::to_string) } else { None },
     };
+    let snapshot = cacher.snapshot(&scope);
+    let revision = snapshot.revision;
+    cache.count_read(def, true);
     let filtered = !opts.selects_all();
+    if !filtered && opts.limit == 0 {
+        let items = Items::All { snapshot: Some(snapshot), next: None };
+        return Ok(Some(CachedList { items, revision, continue_token: None }));
+    }
     let limit = if opts.limit > 0 { opts.limit } else { usize::MAX };
-    let mut items = Vec::new();
-    // The key of a page's last item, when more follow (for the continue token).
-    let mut last_key: Option<Box<str>> = None;
-    let revision = if filtered {
-        // Selectors parse each object, which must not happen under the cache's lock: take the entries
-        // (and keys, only if a page may end early) first.
-        let mut entries = Vec::new();
-        let mut keys = Vec::new();
-        let revision = cacher.scan(&scope, |k, e| {
-            entries.push(e.clone());
-            if opts.limit > 0 {
-                keys.push(Box::<str>::from(k));
-            }
-            ControlFlow::Continue(())
-        });
-        let mut iter = entries.iter().enumerate().peekable();
-        while let Some((i, e)) = iter.next() {
-            if !passes(def, opts, e)? {
-                continue;
-            }
-            items.push(CachedJson(e.clone()));
-            if items.len() == limit {
-                if iter.peek().is_some() {
-                    last_key = keys.get(i).cloned();
-                }
-                break;
-            }
+    let mut picked = Vec::new();
+    // The key of the page's last object, and of the page's end when more objects follow.
+    let (mut page_end, mut last_key): (Option<&Arc<str>>, Option<&Arc<str>>) = (None, None);
+    for (k, e) in snapshot.iter() {
+        if picked.len() == limit {
+            last_key = page_end;
+            break;
         }
-        revision
-    } else {
-        // Only the entries are taken (a reference count each: the Arc's count shares a cache line with the
-        // JSON's pointer, which the body reads anyway), and one key when a page ends early.
-        let mut pending: Option<Box<str>> = None;
-        cacher.scan(&scope, |k, e| {
-            if items.len() == limit {
-                last_key = pending.take();
-                return ControlFlow::Break(());
-            }
-            items.push(CachedJson(e.clone()));
-            if items.len() == limit {
-                pending = Some(k.into());
-            }
-            ControlFlow::Continue(())
-        })
-    };
+        // Selectors parse each object: outside the cache's lock, since the snapshot is ours.
+        if filtered && !passes(def, opts, e)? {
+            continue;
+        }
+        picked.push(e.clone());
+        page_end = Some(k);
+    }
     let continue_token = last_key.map(|k| {
         let prefix = registry.collection(def, cluster, namespace);
         crate::registry::encode_continue(revision, &format!("{}\u{0}", &k[prefix.len()..]))
     });
-    cache.count_read(def, true);
-    Ok(Some(CachedList { items, revision, continue_token }))
+    Ok(Some(CachedList { items: Items::Picked(picked.into_iter()), revision, continue_token }))
 }
 
 /// The store serves this read (counted, so operators see how often the cache was not fresh enough).
