@@ -293,7 +293,15 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                     "FieldValueInvalid",
                     "Invalid value: must be object at the root",
                 )),
-                Some(_) => {}
+                Some(s) => {
+                    let mut bad = Vec::new();
+                    super::schema::bad_patterns(s, &format!("spec.versions[{i}].schema.openAPIV3Schema"), &mut bad);
+                    for (path, pattern, why) in bad {
+                        let message =
+                            format!("Invalid value: {pattern:?}: must be a valid regular expression, but isn't: {why}");
+                        out.push(field(&path, "FieldValueInvalid", message));
+                    }
+                }
             }
         }
         if !versions.iter().any(|v| v["served"] == true) {
@@ -370,5 +378,32 @@ mod tests {
         moved["spec"]["scope"] = json!("Cluster");
         let causes = validate(&moved, Some(&crd("example.com", "widgets")));
         assert_eq!(causes.into_iter().map(|c| c.field).collect::<Vec<_>>(), ["spec.scope"]);
+    }
+
+    #[test]
+    fn refuses_patterns_that_are_not_regular_expressions() {
+        let mut c = crd("example.com", "widgets");
+        c["spec"]["versions"][1]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "good": {"type": "string", "pattern": "^[a-z]+$"},
+                "bad": {"type": "string", "pattern": "^[a-z+$"},
+                "list": {"type": "array", "items": {"type": "string", "pattern": "(unclosed"}},
+                "either": {"anyOf": [{"pattern": "ok"}, {"pattern": "*"}]}}}}});
+        let causes = validate(&c, None);
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        let at = "spec.versions[1].schema.openAPIV3Schema.properties[spec]";
+        assert_eq!(
+            fields,
+            [
+                format!("{at}.properties[bad].pattern"),
+                format!("{at}.properties[either].anyOf[1].pattern"),
+                format!("{at}.properties[list].items.pattern"),
+            ]
+        );
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"^[a-z+$\": must be a valid regular expression, but isn't: unclosed character class"
+        );
+        assert!(!causes[0].message.contains('\n'), "{}", causes[0].message);
     }
 }

@@ -29,6 +29,34 @@ fn compiled(pattern: &str) -> Option<regex::Regex> {
     re
 }
 
+/// Every `pattern` in a schema that does not compile, as (its path below `path`, the pattern, why), for
+/// refusing the CRD as kube-apiserver does ("must be a valid regular expression").
+pub fn bad_patterns(schema: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
+    let Some(s) = schema.as_object() else { return };
+    if let Some(p) = s.get("pattern").and_then(Value::as_str) {
+        if let Err(e) = regex::RegexBuilder::new(p).size_limit(1 << 20).build() {
+            // The regex crate's message spans lines (a caret under the error); one line reads better.
+            let text = e.to_string();
+            let last = text.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("");
+            let why = last.strip_prefix("error: ").unwrap_or(last).to_string();
+            out.push((format!("{path}.pattern"), p.to_string(), why));
+        }
+    }
+    for (key, sub) in s.get("properties").and_then(Value::as_object).into_iter().flatten() {
+        bad_patterns(sub, &format!("{path}.properties[{key}]"), out);
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(sub) = s.get(key) {
+            bad_patterns(sub, &format!("{path}.{key}"), out);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for (i, sub) in s.get(key).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            bad_patterns(sub, &format!("{path}.{key}[{i}]"), out);
+        }
+    }
+}
+
 const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 fn preserves_unknown(s: &Value) -> bool {
