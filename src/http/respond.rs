@@ -33,8 +33,9 @@ const LIST_CHUNK: usize = 64 * 1024;
 /// joined, never parsed, a chunk at a time as the connection takes them, so the first bytes leave
 /// before the last object is looked at and no buffer of the whole list is ever allocated. `fill` hands
 /// the objects' JSON in order to its argument until that declines one (which comes first next time),
-/// and returns true when none is left. The length is not known before the last object is read, so the
-/// body goes without a Content-Length, as kube-apiserver's large lists do.
+/// and returns true when none is left. A list that fits in one chunk is sent whole with its length;
+/// a longer one goes without a Content-Length, as kube-apiserver's large lists do, since its length is
+/// not known before its last object is read.
 pub fn raw_list<F>(def: &ResourceDef, list_meta: &Value, fill: F) -> Response<Body>
 where
     F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool + Send + Unpin + 'static,
@@ -43,7 +44,14 @@ where
     let mut head = serde_json::to_vec(&head).expect("JSON serialises");
     head.pop(); // the closing brace; items follow
     head.extend_from_slice(b",\"items\":[");
-    let body = ListBody { head: Some(head), fill, first: true, done: false };
+    head.reserve(FIRST_CHUNK);
+    let mut body = ListBody { ready: None, fill, first: true, done: false };
+    let first = body.join(head);
+    if body.done {
+        // Also lets the objects go at once, whoever reads the answer slowly.
+        return bytes(200, "application/json", first);
+    }
+    body.ready = Some(first);
     let mut r = Response::new(body.boxed_unsync());
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
@@ -51,12 +59,12 @@ where
 
 /// The body of a list of serialised objects, joined into chunks as it is polled.
 struct ListBody<F> {
-    /// The list's opening, until the first chunk is sent.
-    head: Option<Vec<u8>>,
+    /// A chunk joined before the first poll.
+    ready: Option<Bytes>,
     fill: F,
     /// No object has been written yet (no comma before the next).
     first: bool,
-    /// The closing bytes are sent.
+    /// The closing bytes are joined.
     done: bool,
 }
 
@@ -65,17 +73,8 @@ struct ListBody<F> {
 const FIRST_CHUNK: usize = 8 * 1024;
 
 impl<F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool> ListBody<F> {
-    fn next_chunk(&mut self) -> Option<Bytes> {
-        if self.done {
-            return None;
-        }
-        let mut chunk = match self.head.take() {
-            Some(mut head) => {
-                head.reserve(FIRST_CHUNK);
-                head
-            }
-            None => Vec::with_capacity(LIST_CHUNK),
-        };
+    /// Join objects after what `chunk` holds, up to `LIST_CHUNK` bytes, closing the list after the last.
+    fn join(&mut self, mut chunk: Vec<u8>) -> Bytes {
         let first = &mut self.first;
         let drained = (self.fill)(&mut |item| {
             // An object larger than a chunk goes alone in one.
@@ -92,7 +91,14 @@ impl<F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool> ListBody<F> {
             chunk.extend_from_slice(b"]}");
             self.done = true;
         }
-        Some(Bytes::from(chunk))
+        Bytes::from(chunk)
+    }
+
+    fn next_chunk(&mut self) -> Option<Bytes> {
+        if let Some(ready) = self.ready.take() {
+            return Some(ready);
+        }
+        (!self.done).then(|| self.join(Vec::with_capacity(LIST_CHUNK)))
     }
 }
 
@@ -108,7 +114,7 @@ impl<F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool + Unpin> http_body::Body fo
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done
+        self.done && self.ready.is_none()
     }
 }
 
@@ -290,6 +296,7 @@ mod tests {
                 true
             };
             let mut body = raw_list(&def, &json!({"resourceVersion": "7"}), fill).into_body();
+            let announced = http_body::Body::size_hint(&body).exact();
             let mut out = Vec::new();
             let mut chunks = 0;
             while let Some(f) = futures::executor::block_on(body.frame()) {
@@ -305,6 +312,9 @@ mod tests {
             assert_eq!(v["items"].as_array().unwrap(), &want, "every object, in order");
             if n == 500 {
                 assert!(chunks > 1, "a large list goes out in several chunks");
+                assert_eq!(announced, None);
+            } else if n < 3 {
+                assert_eq!(announced, Some(out.len() as u64), "a list in one chunk has its length");
             }
         }
     }
