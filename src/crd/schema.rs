@@ -20,8 +20,7 @@ fn compiled(pattern: &str) -> Option<regex::Regex> {
     if let Some(re) = patterns.get(pattern) {
         return re.clone();
     }
-    // A bound on the compiled program too, so one hostile pattern cannot take seconds or megabytes.
-    let re = regex::RegexBuilder::new(pattern).size_limit(1 << 20).build().ok();
+    let re = build(pattern).ok();
     if patterns.len() >= CAPACITY {
         patterns.clear();
     }
@@ -29,12 +28,18 @@ fn compiled(pattern: &str) -> Option<regex::Regex> {
     re
 }
 
+/// A schema's `pattern` compiled, with a bound on the compiled program, so one hostile pattern cannot
+/// take seconds or megabytes.
+fn build(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern).size_limit(1 << 20).build()
+}
+
 /// Every `pattern` in a schema that does not compile, as (its path below `path`, the pattern, why), for
 /// refusing the CRD as kube-apiserver does ("must be a valid regular expression").
 pub fn bad_patterns(schema: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
     let Some(s) = schema.as_object() else { return };
     if let Some(p) = s.get("pattern").and_then(Value::as_str) {
-        if let Err(e) = regex::RegexBuilder::new(p).size_limit(1 << 20).build() {
+        if let Err(e) = build(p) {
             // The regex crate's message spans lines (a caret under the error); one line reads better.
             let text = e.to_string();
             let last = text.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("");
