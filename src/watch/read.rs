@@ -132,7 +132,10 @@ pub async fn list(
     let revision = snapshot.revision;
     cache.count_read(def, true);
     let filtered = !opts.selects_all();
-    if !filtered && opts.limit == 0 {
+    // Across every cluster (an administrator's list, and the large one), the body reads the snapshot as
+    // it goes. A tenant's list takes its own objects at once instead: a snapshot kept while a slow
+    // client reads would also keep the old versions of every other tenant's objects written meanwhile.
+    if !filtered && opts.limit == 0 && cluster.is_none() {
         let items = Items::All { snapshot: Some(snapshot), next: None };
         return Ok(Some(CachedList { items, revision, continue_token: None }));
     }
