@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, KvClient, TlsOptions, Txn, TxnOp,
-    TxnOpResponse, WatchOptions,
+    TxnOpResponse, WatchClient, WatchOptions,
 };
 use futures::StreamExt;
 
@@ -29,12 +29,18 @@ pub struct EtcdTls {
 
 /// A `Store` over etcd.
 pub struct EtcdStore {
-    /// The handle for watches and maintenance calls.
-    client: Client,
     /// The key-value client alone: calls clone it because its methods take `&mut self`, and a whole
     /// `Client` is eight gRPC clients, each clone and drop of which costs atomics on every request.
     kv: KvClient,
+    /// The watch client, with the same reply limit as `kv`.
+    watch: WatchClient,
 }
+
+/// The largest reply taken from etcd. gRPC's default is 4 MiB, which a collection read whole (as
+/// kube-apiserver reads one, with no limit of its own) or a watch's batch of missed events passes
+/// easily; a watch that kept failing on one would retry the same batch for ever. kube-apiserver takes
+/// replies of up to 2 GiB for the same reasons.
+const MAX_REPLY: usize = i32::MAX as usize;
 
 fn map_err(e: etcd_client::Error) -> StoreError {
     match &e {
@@ -98,11 +104,10 @@ impl EtcdStore {
             opts = opts.with_tls(t);
         }
         let client = Client::connect(endpoints, Some(opts)).await.map_err(map_err)?;
-        Ok(EtcdStore { kv: client.kv_client(), client })
-    }
-
-    fn c(&self) -> Client {
-        self.client.clone()
+        Ok(EtcdStore {
+            kv: client.kv_client().max_decoding_message_size(MAX_REPLY),
+            watch: client.watch_client().max_decoding_message_size(MAX_REPLY),
+        })
     }
 
     fn kv(&self) -> KvClient {
@@ -238,7 +243,7 @@ impl Store for EtcdStore {
             Err(e) => return Err(e),
         }
         let state = EtcdWatch {
-            client: self.c(),
+            client: self.watch.clone(),
             prefix: prefix.to_string(),
             after,
             inner: None,
@@ -268,7 +273,7 @@ impl Store for EtcdStore {
 }
 
 struct EtcdWatch {
-    client: Client,
+    client: WatchClient,
     prefix: String,
     /// Last revision delivered (or the start point).
     after: Revision,
