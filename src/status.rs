@@ -286,6 +286,12 @@ impl From<StoreError> for ApiError {
                 ApiError::expired(format!("too old resource version: {requested} ({})", compacted + 1))
             }
             StoreError::Unavailable(msg) => ApiError::unavailable(format!("storage is unavailable: {msg}")),
+            // The client's to mend, so not a 500 (as kube-apiserver's is, kubernetes/kubernetes#112152).
+            StoreError::TooLarge(msg) => ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                format!("Request entity too large: the object is larger than the store accepts ({msg})"),
+            ),
             StoreError::FutureRevision { requested, current } => {
                 let mut e = ApiError::timeout(format!("Too large resource version: {requested}, current: {current}"));
                 e.causes = vec![cause("ResourceVersionTooLarge", "", "Too large resource version")];

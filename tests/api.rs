@@ -104,6 +104,33 @@ async fn bad_input_gets_a_status_and_changes_nothing() {
     s.stop().await;
 }
 
+/// An object under kgate's 3 MiB body limit but over etcd's 1.5 MiB request limit is refused by etcd:
+/// the client is told it is too large (kube-apiserver answers 500, kubernetes/kubernetes#112152) and
+/// nothing changes.
+#[tokio::test]
+async fn objects_over_the_stores_limit_get_413_on_etcd() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let big = "x".repeat(2 * 1024 * 1024);
+    let (code, st) = s.post(CM, &cm("big", json!({"k": big}))).await;
+    assert_eq!((code, st["reason"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("RequestEntityTooLarge")), "{st}");
+    assert!(st["message"].as_str().unwrap().contains("too large"), "{st}");
+    assert_eq!(s.get(&format!("{CM}/big")).await.0, StatusCode::NOT_FOUND);
+
+    let (code, small) = s.post(CM, &cm("grows", json!({"k": "v"}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{small}");
+    let mut next = small.clone();
+    // Between etcd's own limit and its gRPC server's, which refuse with different errors.
+    next["data"]["k"] = json!("x".repeat(1800 * 1024));
+    let (code, st) = s.put(&format!("{CM}/grows"), &next).await;
+    assert_eq!((code, st["reason"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("RequestEntityTooLarge")), "{st}");
+    let (_, got) = s.get(&format!("{CM}/grows")).await;
+    assert_eq!(
+        (&got["data"]["k"], &got["metadata"]["resourceVersion"]),
+        (&json!("v"), &small["metadata"]["resourceVersion"])
+    );
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn field_validation_strict_warn_ignore() {
     let s = TestServer::start(Backend::Embedded).await;

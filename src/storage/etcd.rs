@@ -50,6 +50,10 @@ fn map_err(e: etcd_client::Error) -> StoreError {
                 StoreError::Compacted { requested: 0, compacted: 0 }
             } else if msg.contains("future rev") {
                 StoreError::FutureRevision { requested: 0, current: 0 }
+            } else if msg.contains("request is too large") || msg.contains("message larger than max") {
+                // etcd's own check (`--max-request-bytes`), or its gRPC server's, which allows 512 KiB
+                // more for framing and so sees the largest requests first.
+                StoreError::TooLarge(msg.to_string())
             } else {
                 match s.code() {
                     tonic_code::UNAVAILABLE | tonic_code::DEADLINE_EXCEEDED | tonic_code::CANCELLED => {

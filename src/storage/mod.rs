@@ -135,6 +135,9 @@ pub enum StoreError {
         /// The store's revision.
         current: Revision,
     },
+    /// The store refused a write larger than its request limit (etcd's `--max-request-bytes`).
+    #[error("request larger than the store's limit: {0}")]
+    TooLarge(String),
     /// The store cannot be reached now; the request may be retried.
     #[error("store unavailable: {0}")]
     Unavailable(String),
