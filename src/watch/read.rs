@@ -37,7 +37,7 @@ pub enum Items {
         next: Option<Arc<str>>,
     },
     /// The objects a selector or a page limit picked.
-    Picked(std::vec::IntoIter<Arc<Entry>>),
+    Picked(std::vec::IntoIter<Entry>),
 }
 
 impl Items {
