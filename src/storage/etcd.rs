@@ -42,6 +42,14 @@ pub struct EtcdStore {
 /// replies of up to 2 GiB for the same reasons.
 const MAX_REPLY: usize = i32::MAX as usize;
 
+/// Whether etcd refused a request for its size: its own check (`--max-request-bytes`), or its gRPC
+/// server's, which allows 512 KiB more for framing and so sees the largest requests first. Only these
+/// two: gRPC's send-side refusal of a huge reply, or a full database, is not the client's to mend.
+fn is_too_large(s: &tonic::Status) -> bool {
+    (s.code() == tonic::Code::InvalidArgument && s.message().contains("etcdserver: request is too large"))
+        || (s.code() == tonic::Code::ResourceExhausted && s.message().contains("received message larger than max"))
+}
+
 fn map_err(e: etcd_client::Error) -> StoreError {
     match &e {
         etcd_client::Error::GRpcStatus(s) => {
@@ -50,9 +58,7 @@ fn map_err(e: etcd_client::Error) -> StoreError {
                 StoreError::Compacted { requested: 0, compacted: 0 }
             } else if msg.contains("future rev") {
                 StoreError::FutureRevision { requested: 0, current: 0 }
-            } else if msg.contains("request is too large") || msg.contains("message larger than max") {
-                // etcd's own check (`--max-request-bytes`), or its gRPC server's, which allows 512 KiB
-                // more for framing and so sees the largest requests first.
+            } else if is_too_large(s) {
                 StoreError::TooLarge(msg.to_string())
             } else {
                 match s.code() {
@@ -377,6 +383,30 @@ impl EtcdWatch {
                     tokio::time::sleep(backoff).await;
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::{Code, Status};
+
+    fn mapped(code: Code, msg: &str) -> StoreError {
+        map_err(etcd_client::Error::GRpcStatus(Status::new(code, msg)))
+    }
+
+    #[test]
+    fn only_requests_too_large_for_etcd_are_the_clients_fault() {
+        assert!(matches!(mapped(Code::InvalidArgument, "etcdserver: request is too large"), StoreError::TooLarge(_)));
+        let grpc = "grpc: received message larger than max (2097820 vs. 2097152)";
+        assert!(matches!(mapped(Code::ResourceExhausted, grpc), StoreError::TooLarge(_)));
+        for (code, msg) in [
+            (Code::ResourceExhausted, "grpc: trying to send message larger than max (3000000000 vs. 2147483647)"),
+            (Code::ResourceExhausted, "etcdserver: mvcc: database space exceeded"),
+            (Code::OutOfRange, "Error, decoded message length too large: found 5530012 bytes"),
+        ] {
+            assert!(matches!(mapped(code, msg), StoreError::Internal(_)), "{msg}");
         }
     }
 }
