@@ -339,6 +339,14 @@ fn same_object(a: &Value, b: &Value) -> bool {
     norm(a) == norm(b)
 }
 
+/// What a create finds of the namespace it goes into.
+enum Namespace {
+    /// Taking new objects, stored under this guard.
+    Active(Guard),
+    Missing,
+    Terminating,
+}
+
 impl Registry {
     async fn current(&self, ctx: &Ctx<'_>, name: &str) -> ApiResult<(KeyValue, Value)> {
         let key = self.key(ctx, name);
@@ -358,10 +366,26 @@ impl Registry {
         let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else {
             return Ok(None);
         };
-        let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", ctx.cluster, None, ns);
+        match self.namespace_state(ctx.cluster, ns, fresh).await? {
+            Namespace::Active(guard) => Ok(Some(guard)),
+            Namespace::Missing => Err(ApiError::not_found("namespaces", "", ns)),
+            Namespace::Terminating => {
+                let mut e = ApiError::forbidden(format!(
+                    "{} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                    ctx.def.plural,
+                ));
+                e.kind = Some(ctx.def.plural.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether a namespace can take new objects, and if so the guard to store them under.
+    async fn namespace_state(&self, cluster: &str, ns: &str, fresh: bool) -> ApiResult<Namespace> {
+        let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, ns);
         if !fresh {
             if let Some(g) = self.namespaces.guard(&key) {
-                return Ok(Some(g));
+                return Ok(Namespace::Active(g));
             }
         }
         // A relaxed read first; only a miss pays for a quorum read (the namespace may be brand new). A
@@ -373,21 +397,16 @@ impl Registry {
         };
         let Some(kv) = found else {
             self.namespaces.forget(&key);
-            return Err(ApiError::not_found("namespaces", "", ns));
+            return Ok(Namespace::Missing);
         };
         let ns_def = crate::resources::find("", "v1", "namespaces").expect("namespaces are built in");
-        let obj = self.decode(&ns_def, ctx.cluster, &kv)?;
+        let obj = self.decode(&ns_def, cluster, &kv)?;
         if obj["status"]["phase"] == "Terminating" {
             self.namespaces.forget(&key);
-            let mut e = ApiError::forbidden(format!(
-                "{} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                ctx.def.plural,
-            ));
-            e.kind = Some(ctx.def.plural.clone());
-            return Err(e);
+            return Ok(Namespace::Terminating);
         }
         self.namespaces.saw_active(&key, kv.mod_revision);
-        Ok(Some(Guard { key, mod_revision: kv.mod_revision }))
+        Ok(Namespace::Active(Guard { key, mod_revision: kv.mod_revision }))
     }
 
     /// POST: create an object.
@@ -545,15 +564,10 @@ impl Registry {
         });
         // Only into the namespace while it is there and not terminating, checked in the create's own
         // store step as every create is: a DELETE racing a new namespace must not leave this behind.
-        let ns_key = keys::object(&self.prefix, "core", "namespaces", cluster, None, ns);
-        for _ in 0..MAX_RETRIES {
-            let Some(ns_kv) = self.store.get(&ns_key).await? else { return Ok(()) };
-            let terminating = serde_json::from_slice::<Value>(&ns_kv.value)
-                .is_ok_and(|o| meta::meta_str(&o, "deletionTimestamp").is_some());
-            if terminating {
+        for attempt in 0..MAX_RETRIES {
+            let Namespace::Active(guard) = self.namespace_state(cluster, ns, attempt > 0).await? else {
                 return Ok(());
-            }
-            let guard = Guard { key: ns_key.clone(), mod_revision: ns_kv.mod_revision };
+            };
             match self.store.create_guarded(&key, super::encode(&obj), Some(&guard)).await {
                 Ok(_) | Err(StoreError::AlreadyExists) => return Ok(()),
                 Err(StoreError::GuardChanged) => continue,
@@ -1450,7 +1464,7 @@ mod tests {
         let sa_key = |ns: &str| keys::object("/registry", "core", "serviceaccounts", "root", Some(ns), "default");
         let live = json!({"metadata": {"name": "live"}});
         r.store.create(&ns_key("live"), super::super::encode(&live)).await.unwrap();
-        let going = json!({"metadata": {"name": "going", "deletionTimestamp": now_rfc3339()}});
+        let going = json!({"metadata": {"name": "going", "deletionTimestamp": now_rfc3339()}, "status": {"phase": "Terminating"}});
         r.store.create(&ns_key("going"), super::super::encode(&going)).await.unwrap();
         for ns in ["live", "going", "absent"] {
             r.ensure_default_service_account("root", ns).await.unwrap();
