@@ -37,9 +37,8 @@ pub struct Registry {
     closing: Arc<tokio::sync::watch::Sender<bool>>,
     /// `cluster/namespace` of each namespace cleanup running here. A held namespace's cleanup waits as
     /// long as its finalizers do, and people repeat `kubectl delete ns` on a namespace that hangs; each
-    /// repeat must not add a task that sweeps every prefix again. A DashSet, as the rest of the shared
-    /// registry state: inserts and removals per namespace, from any task. One entry per terminating
-    /// namespace, gone when its task ends.
+    /// repeat must not add a task that sweeps every prefix again. One entry per terminating namespace,
+    /// gone when its task ends.
     cleaning: Claims,
 }
 
