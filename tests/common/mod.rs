@@ -384,6 +384,12 @@ impl KgateProcess {
         clients(self.dir.path()).0
     }
 
+    /// The admin client speaking only HTTP/1.1, as kube-rs and the Python client do (kubectl and
+    /// client-go speak HTTP/2).
+    pub fn admin_http1(&self) -> reqwest::Client {
+        admin_builder(self.dir.path()).http1_only().build().unwrap()
+    }
+
     /// Create logical clusters `<prefix>0` .. `<prefix>{n-1}`, `conc` at a time; returns clusters per
     /// second.
     pub async fn create_clusters(&self, prefix: &str, n: usize, conc: usize) -> f64 {
@@ -444,6 +450,14 @@ pub async fn watch_events(client: &reqwest::Client, url: &str) -> tokio::sync::m
 /// Admin and anonymous clients trusting the server's CA.
 pub fn clients(dir: &Path) -> (reqwest::Client, reqwest::Client) {
     let ca = reqwest::Certificate::from_pem(pem(dir, "ca.crt").as_bytes()).unwrap();
+    let admin = admin_builder(dir).build().unwrap();
+    let anon = reqwest::Client::builder().use_rustls_tls().add_root_certificate(ca).build().unwrap();
+    (admin, anon)
+}
+
+/// A client builder with the admin kubeconfig's certificate, trusting the server's CA.
+pub fn admin_builder(dir: &Path) -> reqwest::ClientBuilder {
+    let ca = reqwest::Certificate::from_pem(pem(dir, "ca.crt").as_bytes()).unwrap();
     let kc: serde_json::Value = serde_yaml_ng::from_str(&pem(dir, "admin.kubeconfig")).unwrap();
     use base64::Engine;
     let b64 = |s: &Value| {
@@ -451,14 +465,10 @@ pub fn clients(dir: &Path) -> (reqwest::Client, reqwest::Client) {
     };
     let user = &kc["users"][0]["user"];
     let identity = format!("{}{}", b64(&user["client-certificate-data"]), b64(&user["client-key-data"]));
-    let admin = reqwest::Client::builder()
+    reqwest::Client::builder()
         .use_rustls_tls()
-        .add_root_certificate(ca.clone())
+        .add_root_certificate(ca)
         .identity(reqwest::Identity::from_pem(identity.as_bytes()).unwrap())
-        .build()
-        .unwrap();
-    let anon = reqwest::Client::builder().use_rustls_tls().add_root_certificate(ca).build().unwrap();
-    (admin, anon)
 }
 
 /// Run kubectl with a kubeconfig; returns (success, stdout, stderr).
