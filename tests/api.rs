@@ -134,6 +134,19 @@ async fn objects_over_the_stores_limit_get_413_on_etcd() {
 }
 
 #[tokio::test]
+async fn the_embedded_store_refuses_what_etcd_would() {
+    // Under kgate's 3 MiB body limit, over etcd's 1.5 MiB request limit: an object either store takes,
+    // the other takes too.
+    let s = TestServer::start(Backend::Embedded).await;
+    let big = "x".repeat(2 * 1024 * 1024);
+    let (code, st) = s.post(CM, &cm("big", json!({"k": big}))).await;
+    assert_eq!((code, st["reason"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("RequestEntityTooLarge")), "{st}");
+    assert!(st["message"].as_str().unwrap().contains("request is too large"), "{st}");
+    assert_eq!(s.get(&format!("{CM}/big")).await.0, StatusCode::NOT_FOUND);
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn field_validation_strict_warn_ignore() {
     let s = TestServer::start(Backend::Embedded).await;
     let body = json!({"metadata": {"name": "fv"}, "data": {"a": "b"}, "bogus": 1});

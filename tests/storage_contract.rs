@@ -185,6 +185,15 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
             other => panic!("expected big/{i}, got {other:?}"),
         }
     }
+
+    // A write over etcd's default 1.5 MiB request limit is refused by either store, and writes nothing.
+    let huge = vec![b'x'; 1800 * 1024];
+    assert!(matches!(store.create(&k("huge"), huge.clone()).await, Err(StoreError::TooLarge(_))));
+    assert!(store.get(&k("huge")).await.unwrap().is_none());
+    let small = store.create(&k("grows"), b"v".to_vec()).await.unwrap();
+    assert!(matches!(store.update(&k("grows"), huge, small).await, Err(StoreError::TooLarge(_))));
+    let kept = store.get(&k("grows")).await.unwrap().unwrap();
+    assert_eq!((kept.value.as_slice(), kept.mod_revision), (b"v".as_slice(), small));
 }
 
 #[tokio::test]

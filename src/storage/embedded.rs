@@ -24,11 +24,25 @@ const META_COMPACTED: &str = "compacted";
 
 /// Most writes committed in one transaction; bounds the latency one batch adds.
 const MAX_BATCH: usize = 512;
+/// The largest write taken: etcd's default `--max-request-bytes` (1.5 MiB), so that an object either
+/// store takes, the other takes too.
+pub const MAX_REQUEST: usize = 1536 * 1024;
 /// Log entries read per watch step.
 const WATCH_READ_CHUNK: u64 = 1024;
 
 fn internal(e: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(e.to_string())
+}
+
+/// Refuse a write over [`MAX_REQUEST`], as etcd refuses one over its limit.
+fn within_limit(key: &str, value: &[u8]) -> Result<(), StoreError> {
+    let size = key.len() + value.len();
+    if size > MAX_REQUEST {
+        return Err(StoreError::TooLarge(format!(
+            "request is too large: {size} bytes, over the embedded store's limit of {MAX_REQUEST} (etcd's default)"
+        )));
+    }
+    Ok(())
 }
 
 enum Op {
@@ -475,6 +489,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn create_guarded(&self, key: &str, value: Vec<u8>, guard: Option<&Guard>) -> Result<Revision, StoreError> {
+        within_limit(key, &value)?;
         match self.submit(Op::Create { key: key.to_string(), value, guard: guard.cloned() }).await? {
             Done::Written(r) => Ok(r),
             _ => Err(internal("unexpected writer answer")),
@@ -482,6 +497,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<Revision, StoreError> {
+        within_limit(key, &value)?;
         match self.submit(Op::Update { key: key.to_string(), value, expected }).await? {
             Done::Written(r) => Ok(r),
             _ => Err(internal("unexpected writer answer")),
