@@ -26,7 +26,7 @@ const META_COMPACTED: &str = "compacted";
 const MAX_BATCH: usize = 512;
 /// The largest write taken: etcd's default `--max-request-bytes` (1.5 MiB), so that an object either
 /// store takes, the other takes too.
-pub const MAX_REQUEST: usize = 1536 * 1024;
+const MAX_REQUEST: usize = 1536 * 1024;
 /// Log entries read per watch step.
 const WATCH_READ_CHUNK: u64 = 1024;
 
