@@ -1,14 +1,14 @@
 //! Authorization: `system:masters` may do anything; everyone else is judged by Kubernetes RBAC of the
 //! logical cluster the request targets, from an index built once per cluster and cached.
 //!
-//! The cache is a `DashMap` (read on every request, written on misses and invalidations) bounded by
-//! `CAPACITY` clusters. One store watch per RBAC type, across every cluster, drops a cluster's entry
+//! The cache (read on every request, written on misses and invalidations) holds at most about
+//! `CAPACITY` clusters; when full it evicts by S3-FIFO, so a tenant reaching many clusters once does
+//! not push out the indexes that busy clusters use on every request. One store watch per RBAC type, across every cluster, drops a cluster's entry
 //! when any of its RBAC objects changes, so writes through other replicas count too.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use dashmap::DashMap;
 use futures::StreamExt;
 use serde_json::Value;
 
@@ -19,7 +19,7 @@ use crate::resources;
 use crate::status::ApiResult;
 use crate::storage::{RangeRequest, WatchEvent};
 
-/// Most clusters whose RBAC index is cached at once; past it the cache starts over.
+/// Most clusters whose RBAC index is cached at once.
 const CAPACITY: usize = 10_000;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const RBAC_TYPES: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
@@ -27,7 +27,7 @@ const RBAC_TYPES: [&str; 4] = ["roles", "clusterroles", "rolebindings", "cluster
 /// Decides requests.
 pub struct Authorizer {
     registry: Registry,
-    cache: DashMap<String, Arc<RbacIndex>>,
+    cache: quick_cache::sync::Cache<String, Arc<RbacIndex>>,
     /// Bumped on every invalidation; an index built across a bump is not cached (it may be stale).
     epoch: AtomicU64,
 }
@@ -35,7 +35,7 @@ pub struct Authorizer {
 impl Authorizer {
     /// An authorizer over the registry's store; run `watch_invalidations` beside it.
     pub fn new(registry: Registry) -> Self {
-        Authorizer { registry, cache: DashMap::new(), epoch: AtomicU64::new(0) }
+        Authorizer { registry, cache: quick_cache::sync::Cache::new(CAPACITY), epoch: AtomicU64::new(0) }
     }
 
     /// Allow or refuse (with kube-apiserver's forbidden message).
@@ -92,7 +92,7 @@ impl Authorizer {
 
     async fn index(&self, cluster: &str) -> ApiResult<Arc<RbacIndex>> {
         if let Some(hit) = self.cache.get(cluster) {
-            return Ok(hit.clone());
+            return Ok(hit);
         }
         let epoch = self.epoch.load(Ordering::Acquire);
         let mut lists: Vec<Vec<Value>> = Vec::with_capacity(4);
@@ -105,9 +105,6 @@ impl Authorizer {
         }
         let index = Arc::new(RbacIndex::build(&lists[0], &lists[1], &lists[2], &lists[3]));
         if self.epoch.load(Ordering::Acquire) == epoch {
-            if self.cache.len() >= CAPACITY {
-                self.cache.clear();
-            }
             self.cache.insert(cluster.to_string(), index.clone());
         }
         Ok(index)

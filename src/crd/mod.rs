@@ -4,8 +4,8 @@
 //!
 //! Memory: the index keeps what CRDs serve (names, scope, versions, printer columns), a few hundred bytes
 //! per CRD, and nothing for clusters without CRDs. Schemas, which can be large, and the discovery and
-//! OpenAPI documents built from them live in caches bounded by `CAPACITY` entries that start over when
-//! full (as the RBAC cache does), and are read again from the store when needed.
+//! OpenAPI documents built from them live in caches of at most about `CAPACITY` entries each, which evict
+//! by S3-FIFO (as the RBAC cache does), and are read again from the store when needed.
 
 pub mod define;
 pub mod schema;
@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use dashmap::DashMap;
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -26,7 +25,7 @@ use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, RangeRequest, Revision, StoreError, WatchEvent};
 pub use define::{Crd, CLEANUP_FINALIZER};
 
-/// Most entries each bounded cache holds before it starts over.
+/// Most entries each bounded cache holds.
 const CAPACITY: usize = 1_000;
 /// CRDs read per page while loading.
 const PAGE: usize = 500;
@@ -114,8 +113,8 @@ pub struct CrdIndex {
     state: RwLock<State>,
     /// The store revision the index has applied everything up to; a CRD write waits for its revision.
     seen: watch::Sender<Revision>,
-    docs: DashMap<Box<str>, Arc<ClusterDocs>>,
-    schemas: DashMap<(Box<str>, Box<str>), Arc<Schemas>>,
+    docs: quick_cache::sync::Cache<Box<str>, Arc<ClusterDocs>>,
+    schemas: quick_cache::sync::Cache<(Box<str>, Box<str>), Arc<Schemas>>,
     /// CRDs whose objects need deleting, for the cleanup task.
     cleanup: mpsc::UnboundedSender<(String, String)>,
     cleanup_rx: Mutex<Option<mpsc::UnboundedReceiver<(String, String)>>>,
@@ -129,8 +128,8 @@ impl CrdIndex {
             registry,
             state: RwLock::new(State::default()),
             seen: watch::channel(0).0,
-            docs: DashMap::new(),
-            schemas: DashMap::new(),
+            docs: quick_cache::sync::Cache::new(CAPACITY),
+            schemas: quick_cache::sync::Cache::new(CAPACITY),
             cleanup: tx,
             cleanup_rx: Mutex::new(Some(rx)),
         })
@@ -324,7 +323,7 @@ impl CrdIndex {
             let crds = st.clusters.get(cluster)?;
             let stamp = (crds.values().map(|c| c.revision).max().unwrap_or(0), crds.len());
             if let Some(d) = self.docs.get(cluster).filter(|d| d.stamp == stamp) {
-                return Some(d.clone());
+                return Some(d);
             }
             let custom: Vec<Arc<ResourceDef>> = crds.values().flat_map(|c| c.defs()).map(Arc::new).collect();
             (stamp, custom)
@@ -335,17 +334,9 @@ impl CrdIndex {
             discovery: Discovery::build(builtins.iter().chain(custom.iter())),
             openapi: Mutex::new(HashMap::new()),
         });
-        keep(&self.docs, cluster.into(), docs.clone());
+        self.docs.insert(cluster.into(), docs.clone());
         Some(docs)
     }
-}
-
-/// Cache `v`, starting the cache over when it is full (as the RBAC cache does).
-fn keep<K: std::hash::Hash + Eq, V>(map: &DashMap<K, V>, k: K, v: V) {
-    if map.len() >= CAPACITY {
-        map.clear();
-    }
-    map.insert(k, v);
 }
 
 impl CrdIndex {
@@ -373,7 +364,7 @@ impl CrdIndex {
             .filter_map(|v| Some((v["name"].as_str()?.to_string(), Arc::new(v["schema"]["openAPIV3Schema"].clone()))))
             .collect();
         let s = Arc::new(Schemas { revision: kv.mod_revision, by_version });
-        keep(&self.schemas, cache_key, s.clone());
+        self.schemas.insert(cache_key, s.clone());
         Ok(s.by_version.get(&def.version).cloned())
     }
 

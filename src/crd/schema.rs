@@ -11,19 +11,18 @@ use crate::status::{cause, Cause};
 
 /// Compiled `pattern`s, shared by every cluster, since most install the same CRDs. Compiling a pattern
 /// for each string it checked cost one compilation per value, which one write with a large array
-/// multiplied on the shared cores. A DashMap: read by every write of a custom resource, from any task;
-/// emptied when full, so a tenant's many distinct patterns cost recompiles, never unbounded memory.
+/// multiplied on the shared cores. Read by every write of a custom resource, from any task; bounded,
+/// and evicting by S3-FIFO, so a tenant's many distinct patterns cost it recompiles, never unbounded
+/// memory, and do not push out the patterns every other tenant's writes use.
 fn compiled(pattern: &str) -> Option<regex::Regex> {
-    static PATTERNS: std::sync::OnceLock<dashmap::DashMap<String, Option<regex::Regex>>> = std::sync::OnceLock::new();
+    type Patterns = quick_cache::sync::Cache<String, Option<regex::Regex>>;
+    static PATTERNS: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
     const CAPACITY: usize = 1024;
-    let patterns = PATTERNS.get_or_init(Default::default);
+    let patterns = PATTERNS.get_or_init(|| Patterns::new(CAPACITY));
     if let Some(re) = patterns.get(pattern) {
-        return re.clone();
+        return re;
     }
     let re = build(pattern).ok();
-    if patterns.len() >= CAPACITY {
-        patterns.clear();
-    }
     patterns.insert(pattern.to_string(), re.clone());
     re
 }
