@@ -2,9 +2,11 @@
 //! logical cluster the request targets, from an index built once per cluster and cached.
 //!
 //! The cache (read on every request, written on misses and invalidations) holds at most about
-//! `CAPACITY` clusters; when full it evicts by S3-FIFO, so a tenant reaching many clusters once does
-//! not push out the indexes that busy clusters use on every request. One store watch per RBAC type, across every cluster, drops a cluster's entry
-//! when any of its RBAC objects changes, so writes through other replicas count too.
+//! `CAPACITY` clusters. It is sharded, each shard's lock held only for a lookup or an insert, so
+//! requests for different clusters rarely meet; when full it evicts by S3-FIFO, so a tenant reaching
+//! many clusters once does not push out the indexes that busy clusters use on every request. One store
+//! watch per RBAC type, across every cluster, drops a cluster's entry when any of its RBAC objects
+//! changes, so writes through other replicas count too.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -113,6 +113,8 @@ pub struct CrdIndex {
     state: RwLock<State>,
     /// The store revision the index has applied everything up to; a CRD write waits for its revision.
     seen: watch::Sender<Revision>,
+    /// Sharded caches whose shard locks are held only for a lookup or an insert, never while a
+    /// document is built or a schema read.
     docs: quick_cache::sync::Cache<Box<str>, Arc<ClusterDocs>>,
     schemas: quick_cache::sync::Cache<(Box<str>, Box<str>), Arc<Schemas>>,
     /// CRDs whose objects need deleting, for the cleanup task.
