@@ -26,7 +26,7 @@ use crate::meta::now_rfc3339;
 use crate::registry::Registry;
 use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
-use crate::storage::{keys, RangeRequest, StoreError, WatchEvent};
+use crate::storage::{keys, StoreError, WatchEvent};
 
 /// Namespaces every logical cluster starts with.
 pub const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
@@ -40,6 +40,9 @@ pub const PHASE_INITIALIZING: &str = "Initializing";
 pub const PHASE_READY: &str = "Ready";
 /// `status.phase` from the DELETE until the object is gone.
 pub const PHASE_TERMINATING: &str = "Terminating";
+
+/// LogicalClusters read per store round trip when listing them all.
+const PAGE: usize = 1_000;
 
 /// How many times a status or finalizer write retries after losing a compare-and-swap.
 const MAX_RETRIES: usize = 16;
@@ -110,13 +113,20 @@ impl Directory {
         let prefix = self.registry.collection(&self.def, Some(ROOT), None);
         loop {
             let res = async {
-                let page =
-                    self.registry.store.range(RangeRequest { prefix: prefix.clone(), ..Default::default() }).await?;
-                self.known.clear();
-                for kv in &page.kvs {
-                    self.observe(&kv.key, Some(&kv.value));
-                }
-                let mut w = self.registry.store.watch(&prefix, page.revision).await?;
+                // Names are dropped only once the whole list is read: until then a request for a
+                // cluster not yet seen again would cost a store read (a miss is checked there).
+                let mut seen = std::collections::HashSet::new();
+                let revision = crate::storage::range_pages(&*self.registry.store, &prefix, PAGE, |kvs| {
+                    for kv in kvs {
+                        self.observe(&kv.key, Some(&kv.value));
+                        seen.insert(kv.key.rsplit('/').next().unwrap_or_default().to_string());
+                    }
+                    Ok::<_, StoreError>(())
+                })
+                .await?;
+                self.known.retain(|name| seen.contains(name));
+                drop(seen);
+                let mut w = self.registry.store.watch(&prefix, revision).await?;
                 while let Some(ev) = w.next().await {
                     match ev? {
                         WatchEvent::Put { kv, .. } => self.observe(&kv.key, Some(&kv.value)),

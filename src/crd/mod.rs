@@ -153,27 +153,16 @@ impl CrdIndex {
     pub async fn load(&self) -> Result<Revision, StoreError> {
         let prefix = self.prefix();
         let mut fresh = State::default();
-        let mut start = None;
-        let mut at = None;
-        loop {
-            let page = self
-                .registry
-                .store
-                .range(RangeRequest { prefix: prefix.clone(), start: start.take(), limit: PAGE, revision: at })
-                .await?;
-            at = Some(page.revision);
-            for kv in &page.kvs {
+        let revision = crate::storage::range_pages(&*self.registry.store, &prefix, PAGE, |kvs| {
+            for kv in kvs {
                 if let Some((cluster, crd)) = self.parse(&kv.key, &kv.value, kv.mod_revision) {
                     self.note_cleanup(&cluster, &crd);
                     fresh.insert(&cluster, crd);
                 }
             }
-            start = page.next_start();
-            if start.is_none() {
-                break;
-            }
-        }
-        let revision = at.unwrap_or(0);
+            Ok::<_, StoreError>(())
+        })
+        .await?;
         *self.write() = fresh;
         self.docs.clear();
         self.schemas.clear();

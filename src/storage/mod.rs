@@ -79,6 +79,29 @@ impl RangeResult {
     }
 }
 
+/// Read every key under `prefix`, `page` keys at a time and all at the first page's revision, handing
+/// each page to `each`; returns that revision. Collections that grow with the number of clusters are
+/// read so, as kube-apiserver's reflectors page their lists: no one reply, nor the memory holding it,
+/// grows with them.
+pub async fn range_pages<E: From<StoreError>>(
+    store: &dyn Store,
+    prefix: &str,
+    page: usize,
+    mut each: impl FnMut(&[KeyValue]) -> Result<(), E>,
+) -> Result<Revision, E> {
+    let (mut start, mut at) = (None, None);
+    loop {
+        let req = RangeRequest { prefix: prefix.to_string(), start: start.take(), limit: page, revision: at };
+        let got = store.range(req).await?;
+        at = Some(got.revision);
+        each(&got.kvs)?;
+        start = got.next_start();
+        if start.is_none() {
+            return Ok(got.revision);
+        }
+    }
+}
+
 /// What to read.
 #[derive(Debug, Clone, Default)]
 pub struct RangeRequest {
@@ -188,5 +211,41 @@ pub trait Store: Send + Sync + 'static {
     /// of order, so kgate does not rely on them, as kube-apiserver does not).
     fn reports_progress(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn paged_reads_see_one_revision_whatever_is_written_between_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = embedded::EmbeddedStore::open(dir.path()).unwrap();
+        for k in 'a'..='j' {
+            store.create(&format!("/p/{k}"), b"{}".to_vec()).await.unwrap();
+        }
+        let before = store.revision().await.unwrap();
+        let (mut keys, mut pages) = (Vec::new(), Vec::new());
+        let at = range_pages(&store, "/p/", 3, |kvs| {
+            if pages.is_empty() {
+                // Other writers between the first page and the next.
+                tokio::task::block_in_place(|| {
+                    tokio::runtime::Handle::current().block_on(async {
+                        store.create("/p/b2", b"{}".to_vec()).await.unwrap();
+                        store.delete("/p/j", None).await.unwrap();
+                    })
+                });
+            }
+            pages.push(kvs.len());
+            keys.extend(kvs.iter().map(|kv| kv.key.clone()));
+            Ok::<_, StoreError>(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(at, before, "the revision of the first page");
+        assert_eq!(pages, [3, 3, 3, 1]);
+        let want: Vec<String> = ('a'..='j').map(|k| format!("/p/{k}")).collect();
+        assert_eq!(keys, want, "every key as of the first page: none written later, none deleted later missing");
     }
 }

@@ -19,7 +19,7 @@ use crate::cluster::ROOT;
 use crate::registry::{Finalizers, Registry, Sweep};
 use crate::resources;
 use crate::status::{ApiError, ApiResult};
-use crate::storage::{RangeRequest, StoreError, WatchEvent};
+use crate::storage::{StoreError, WatchEvent};
 
 /// Longest wait between attempts of a purge that keeps failing (store unreachable, say).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -97,27 +97,30 @@ impl Lifecycle {
     async fn list_and_watch(&self, jobs: &mut Jobs) -> Result<(), StoreError> {
         let def = resources::logical_cluster_def();
         let prefix = self.registry.collection(&def, Some(ROOT), None);
-        let page = self.registry.store.range(RangeRequest { prefix: prefix.clone(), ..Default::default() }).await?;
-        for kv in &page.kvs {
-            let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
-            let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
-            if obj["metadata"].get("deletionTimestamp").is_some() {
-                self.start_purge(jobs, &name);
-                continue;
+        let revision = crate::storage::range_pages(&*self.registry.store, &prefix, super::PAGE, |kvs| {
+            for kv in kvs {
+                let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
+                let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+                if obj["metadata"].get("deletionTimestamp").is_some() {
+                    self.start_purge(jobs, &name);
+                    continue;
+                }
+                // A create answers only once its cluster is bootstrapped, so a LogicalCluster found not
+                // Ready (or without the finalizer, made before kgate set one) had its bootstrap cut short.
+                let has_finalizer = crate::meta::finalizers(&obj).iter().any(|f| f == PURGE_FINALIZER);
+                if obj["status"]["phase"] != PHASE_READY || !has_finalizer {
+                    let (registry, cluster) = (self.registry.clone(), name.clone());
+                    jobs.start(Job::Initialize, &cluster, async move {
+                        if let Err(e) = initialize(&registry, obj).await {
+                            tracing::warn!(error = %e, cluster = %name, "finishing the bootstrap of a logical cluster");
+                        }
+                    });
+                }
             }
-            // A create answers only once its cluster is bootstrapped, so a LogicalCluster found not
-            // Ready (or without the finalizer, made before kgate set one) had its bootstrap cut short.
-            let has_finalizer = crate::meta::finalizers(&obj).iter().any(|f| f == PURGE_FINALIZER);
-            if obj["status"]["phase"] != PHASE_READY || !has_finalizer {
-                let (registry, cluster) = (self.registry.clone(), name.clone());
-                jobs.start(Job::Initialize, &cluster, async move {
-                    if let Err(e) = initialize(&registry, obj).await {
-                        tracing::warn!(error = %e, cluster = %name, "finishing the bootstrap of a logical cluster");
-                    }
-                });
-            }
-        }
-        let mut events = self.registry.store.watch(&prefix, page.revision).await?;
+            Ok::<_, StoreError>(())
+        })
+        .await?;
+        let mut events = self.registry.store.watch(&prefix, revision).await?;
         while let Some(ev) = events.next().await {
             match ev? {
                 WatchEvent::Put { kv, .. } => {

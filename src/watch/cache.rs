@@ -34,7 +34,7 @@ use crate::metrics::CacheMetrics;
 use crate::registry::Registry;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
-use crate::storage::{keys, KeyValue, RangeRequest, Revision, StoreError, WatchEvent};
+use crate::storage::{keys, KeyValue, Revision, StoreError, WatchEvent};
 
 /// Events kept per resource type for watchers that resume or fall behind (kube-apiserver sizes its
 /// cache history by time, about 75 s of events; at 1,000 writes/s this is 10 s, and older resumes are
@@ -618,25 +618,14 @@ impl Cacher {
 
     async fn follow(&self, registry: &Registry) -> Result<(), StoreError> {
         let store = &registry.store;
-        let first =
-            store.range(RangeRequest { prefix: self.prefix.clone(), limit: LOAD_PAGE, ..Default::default() }).await?;
-        let at = first.revision;
         let mut objects = Objects::new();
-        let mut page = first;
-        loop {
-            for kv in &page.kvs {
+        let at = crate::storage::range_pages(&**store, &self.prefix, LOAD_PAGE, |kvs| {
+            for kv in kvs {
                 objects.insert(Arc::from(kv.key.as_str()), self.entry_of(registry, kv)?);
             }
-            let Some(start) = page.next_start() else { break };
-            page = store
-                .range(RangeRequest {
-                    prefix: self.prefix.clone(),
-                    start: Some(start),
-                    limit: LOAD_PAGE,
-                    revision: Some(at),
-                })
-                .await?;
-        }
+            Ok::<_, StoreError>(())
+        })
+        .await?;
         let mut events = store.watch(&self.prefix, at).await?;
         self.reset(objects, at);
         while let Some(ev) = events.next().await {
