@@ -93,11 +93,11 @@ pub async fn range_pages<E: From<StoreError>>(
     loop {
         let req = RangeRequest { prefix: prefix.to_string(), start: start.take(), limit: page, revision: at };
         let got = store.range(req).await?;
-        at = Some(got.revision);
+        let first = *at.get_or_insert(got.revision);
         each(&got.kvs)?;
         start = got.next_start();
         if start.is_none() {
-            return Ok(got.revision);
+            return Ok(first);
         }
     }
 }
@@ -232,7 +232,7 @@ mod tests {
                 // Other writers between the first page and the next.
                 tokio::task::block_in_place(|| {
                     tokio::runtime::Handle::current().block_on(async {
-                        store.create("/p/b2", b"{}".to_vec()).await.unwrap();
+                        store.create("/p/f2", b"{}".to_vec()).await.unwrap();
                         store.delete("/p/j", None).await.unwrap();
                     })
                 });
