@@ -175,16 +175,12 @@ async fn resume_namespace_deletions(registry: Registry) {
     let prefix = registry.collection(&def, None, None);
     // In pages: every cluster has namespaces, and a replica serving 100,000 clusters must not read them
     // all into memory at once.
-    let mut start = None;
-    loop {
-        let req = crate::storage::RangeRequest { prefix: prefix.clone(), start, limit: 1000, ..Default::default() };
-        let Ok(page) = registry.store.range(req).await else { return };
-        start = page.next_start();
-        for kv in page.kvs {
+    let found = crate::storage::range_pages(&*registry.store, &prefix, 1000, |kvs| {
+        for kv in kvs {
             let Some(cluster) = registry.cluster_of(&def, &kv.key).map(str::to_string) else {
                 continue;
             };
-            let Ok(obj) = registry.decode(&def, &cluster, &kv) else {
+            let Ok(obj) = registry.decode(&def, &cluster, kv) else {
                 continue;
             };
             if obj["metadata"].get("deletionTimestamp").is_some() {
@@ -192,8 +188,10 @@ async fn resume_namespace_deletions(registry: Registry) {
                 registry.spawn_namespace_cleanup(cluster, name);
             }
         }
-        if start.is_none() {
-            return;
-        }
+        Ok::<_, StoreError>(())
+    })
+    .await;
+    if let Err(e) = found {
+        tracing::warn!(error = %e, "reading namespaces to resume their deletion; each resumes at its next DELETE or the next start");
     }
 }
