@@ -71,8 +71,8 @@ impl Metrics {
         Ok(Metrics { registry, requests, latency, cache: CacheMetrics { lagging, reads, store_fed } })
     }
 
-    /// Record one request. Resource and verb come from a fixed set (the served types), so label
-    /// cardinality is bounded.
+    /// Record one request. Resource and verb come from fixed sets (the built-in types, one label for
+    /// every custom resource), so label cardinality is bounded.
     pub fn observe(&self, method: &Method, verb: &str, resource: &str, code: u16, elapsed: Duration) {
         // Label values come from fixed sets only: a client-chosen method must not mint new series.
         let verb = if !verb.is_empty() {

@@ -106,7 +106,21 @@ impl ResourceDef {
     pub fn is_virtual(&self) -> bool {
         self.verbs == CREATE_ONLY
     }
+
+    /// The `resource` label of metrics: the plural of a built-in type, one value for every custom
+    /// resource. Tenants name their own types, so their names would leak to whoever reads the
+    /// metrics and grow the series without bound.
+    pub fn metric_label(&self) -> &str {
+        if self.custom.is_some() {
+            CUSTOM_RESOURCE_LABEL
+        } else {
+            &self.plural
+        }
+    }
 }
+
+/// The `resource` metric label of every custom resource.
+pub const CUSTOM_RESOURCE_LABEL: &str = "customresources";
 
 struct Spec {
     group: &'static str,

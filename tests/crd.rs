@@ -395,3 +395,45 @@ async fn crd_deletion_waits_for_object_finalizers_without_holding_up_other_tenan
     })
     .await;
 }
+
+/// Two clusters may define one custom resource, one namespaced and one cluster-scoped; their objects
+/// share the resource's store prefix. Neither definition may stall the other cluster's watches and
+/// cached reads of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_of_the_other_scope_elsewhere_leaves_watches_alone() {
+    let s = TestServer::start(Backend::Embedded).await;
+    for c in ["scope-a", "scope-b"] {
+        s.create_cluster(c).await;
+    }
+    let (st, body) = s.post(&format!("/clusters/scope-a{CRDS}"), &widget_crd("v1", "integer")).await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+    let a = "/clusters/scope-a/apis/example.com/v1/namespaces/default/widgets";
+    eventually(20, "a's widgets to be served", || async { s.get(a).await.0 == StatusCode::OK }).await;
+    assert_eq!(s.post(a, &widget("v1", "a1", json!(1))).await.0, StatusCode::CREATED);
+    let (st, list) = s.get(&format!("{a}?resourceVersion=0")).await;
+    assert_eq!(st, StatusCode::OK, "{list}");
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut events = s.watch(&format!("{a}?watch=true&resourceVersion={rv}")).await;
+
+    let mut crd = widget_crd("v1", "integer");
+    crd["spec"]["scope"] = json!("Cluster");
+    let (st, body) = s.post(&format!("/clusters/scope-b{CRDS}"), &crd).await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+    let b = "/clusters/scope-b/apis/example.com/v1/widgets";
+    eventually(20, "b's widgets to be served", || async { s.get(b).await.0 == StatusCode::OK }).await;
+    let (st, body) = s.post(b, &widget("v1", "b1", json!(1))).await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+    assert_eq!(s.post(a, &widget("v1", "a2", json!(2))).await.0, StatusCode::CREATED);
+
+    let ev = tokio::time::timeout(Duration::from_secs(10), events.recv()).await.expect("a's watch goes on").unwrap();
+    assert_eq!((ev["type"].as_str(), ev["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("a2")));
+    let cached_names = |list: &Value| -> Vec<String> {
+        list["items"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    let (st, list) = s.get(&format!("{a}?resourceVersion=0")).await;
+    assert_eq!(st, StatusCode::OK, "{list}");
+    assert_eq!(cached_names(&list), ["a1", "a2"]);
+    let (st, list) = s.get(&format!("{b}?resourceVersion=0")).await;
+    assert_eq!(st, StatusCode::OK, "{list}");
+    assert_eq!(cached_names(&list), ["b1"]);
+}

@@ -293,3 +293,39 @@ async fn impersonation_needs_rbac_and_then_acts_as_the_named_user() {
     assert!(groups.contains(&json!("devs")) && !groups.contains(&json!("system:masters")), "{groups:?}");
     std::sync::Arc::try_unwrap(s).ok().expect("one handle").stop().await;
 }
+
+/// `/metrics` describes the whole server: only root's RBAC grants it, never a tenant's own
+/// cluster-admin (whose `nonResourceURLs: ["*"]` covers every path), and all custom resources share
+/// one label value, so tenants' type names neither show nor add series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_metrics_are_root_only_and_do_not_name_tenant_types() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("met-a").await;
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "secretplans.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "secretplans", "kind": "SecretPlan"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    let (code, body) = s.post("/clusters/met-a/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let plans = "/clusters/met-a/apis/example.com/v1/namespaces/default/secretplans";
+    common::eventually(20, "the custom resource to be served", || async { s.get(plans).await.0 == StatusCode::OK })
+        .await;
+
+    let admin = kgate_kubeconfig(&s, "met-a", "ops", "admin");
+    let get = |path: &str| s.anonymous.get(format!("{}{path}", s.url)).bearer_auth(&admin).send();
+    assert_eq!(get("/clusters/met-a/metrics").await.unwrap().status(), StatusCode::NOT_FOUND);
+    // The token is bound to its cluster, so root does not know it.
+    assert_eq!(get("/metrics").await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    let r = s.anonymous.get(format!("{}/metrics", s.url)).header("X-Kubernetes-Cluster", "met-a").bearer_auth(&admin);
+    assert_eq!(r.send().await.unwrap().status(), StatusCode::NOT_FOUND);
+
+    let root = s.client.get(format!("{}/metrics", s.url)).send().await.unwrap();
+    assert_eq!(root.status(), StatusCode::OK);
+    let text = root.text().await.unwrap();
+    assert!(!text.contains("secretplans"), "a tenant's type is named in the metrics");
+    assert!(
+        text.lines().any(|l| l.starts_with("apiserver_request_total{") && l.contains("resource=\"customresources\"")),
+        "the custom resource's requests are counted under one label"
+    );
+}

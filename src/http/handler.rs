@@ -206,7 +206,12 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
     match route {
         Route::Version | Route::Health(_) => unreachable!("answered above"),
         Route::Metrics => {
-            if !state.authz.authorize_path(&who, target.name().unwrap_or(ROOT), "get", "/metrics").await? {
+            // The figures are the whole server's, so only root's RBAC may grant them: a tenant's
+            // cluster-admin (whose `nonResourceURLs: ["*"]` covers any path) must not read them.
+            if target.name().is_some_and(|c| c != ROOT) {
+                return Err(ApiError::path_not_found());
+            }
+            if !state.authz.authorize_path(&who, ROOT, "get", "/metrics").await? {
                 return Err(ApiError::forbidden(format!(
                     "forbidden: User \"{}\" cannot get path \"/metrics\"",
                     who.user
@@ -436,7 +441,7 @@ async fn resource(
     let q = Query::parse(req.uri().query());
     let watch = rp.watch_path || q.flag("watch")?;
     let verb = verb_of(req.method(), &rp, watch)?;
-    let labels = Labels { verb: verb.to_string(), resource: def.plural.clone() };
+    let labels = Labels { verb: verb.to_string(), resource: def.metric_label().to_string() };
     let attrs = auth::Attributes {
         verb,
         group: &def.group,

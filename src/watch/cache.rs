@@ -488,13 +488,17 @@ impl Cacher {
         self.len() == 0
     }
 
-    fn entry_of(&self, registry: &Registry, kv: &KeyValue) -> Result<Entry, StoreError> {
-        let cluster = keys::parse(&self.prefix, &kv.key, self.def.namespaced)
-            .map(|k| k.cluster)
-            .ok_or_else(|| StoreError::Internal(format!("unexpected key {}", kv.key)))?;
+    /// The cached form of a stored object, or `None` for a key of the other scope: clusters may define
+    /// the same custom resource as namespaced and as cluster-scoped, and their objects share the
+    /// prefix, but each cluster's are served by the cache of its own definition. (Failing on them
+    /// instead would let one tenant stop every other tenant's cache of that resource.)
+    fn entry_of(&self, registry: &Registry, kv: &KeyValue) -> Result<Option<Entry>, StoreError> {
+        let Some(cluster) = keys::parse(&self.prefix, &kv.key, self.def.namespaced).map(|k| k.cluster) else {
+            return Ok(None);
+        };
         let obj = registry.decode(&self.def, cluster, kv).map_err(|e| StoreError::Internal(e.message.clone()))?;
         let json = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(e.to_string()))?;
-        Ok(Entry { json: Bytes::from(json), revision: kv.mod_revision })
+        Ok(Some(Entry { json: Bytes::from(json), revision: kv.mod_revision }))
     }
 
     /// Replace everything with a fresh load; watchers of the old state are cut off to catch up from the
@@ -519,7 +523,9 @@ impl Cacher {
         let revision = ev.revision();
         let built = match ev {
             WatchEvent::Progress(_) => None,
-            WatchEvent::Put { kv, .. } => Some((Arc::from(kv.key.as_str()), self.entry_of(registry, &kv)?, false)),
+            WatchEvent::Put { kv, .. } => {
+                self.entry_of(registry, &kv)?.map(|entry| (Arc::from(kv.key.as_str()), entry, false))
+            }
             WatchEvent::Delete { key, revision, .. } => {
                 let last = self.lock_read().objects.get(key.as_str()).cloned();
                 match last {
@@ -565,7 +571,7 @@ impl Cacher {
                 continue;
             }
             if !slot.queue.push(event.clone()) {
-                self.metrics.lagging.with_label_values(&[&self.def.plural]).inc();
+                self.metrics.lagging.with_label_values(&[self.def.metric_label()]).inc();
                 dead.push(id);
             }
         }
@@ -621,7 +627,9 @@ impl Cacher {
         let mut objects = Objects::new();
         let at = crate::storage::range_pages(&**store, &self.prefix, LOAD_PAGE, |kvs| {
             for kv in kvs {
-                objects.insert(Arc::from(kv.key.as_str()), self.entry_of(registry, kv)?);
+                if let Some(entry) = self.entry_of(registry, kv)? {
+                    objects.insert(Arc::from(kv.key.as_str()), entry);
+                }
             }
             Ok::<_, StoreError>(())
         })
@@ -769,7 +777,7 @@ impl WatchCache {
     /// Count a read the cache could have served.
     pub fn count_read(&self, def: &ResourceDef, from_cache: bool) {
         let by = if from_cache { "cache" } else { "store" };
-        self.metrics.reads.with_label_values(&[&def.plural, by]).inc();
+        self.metrics.reads.with_label_values(&[def.metric_label(), by]).inc();
     }
 
     /// Number of resource types cached.
