@@ -181,6 +181,10 @@ fn builtin_specs() -> Vec<Spec> {
         Spec { short: &["ev"], ..rw("", "v1", "Event", "events", true) },
         Spec { short: &["po"], all: true, status: true, ..rw("", "v1", "Pod", "pods", true) },
         Spec { short: &["pvc"], status: true, ..rw("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true) },
+        Spec { short: &["quota"], status: true, ..rw("", "v1", "ResourceQuota", "resourcequotas", true) },
+        Spec { short: &["limits"], ..rw("", "v1", "LimitRange", "limitranges", true) },
+        Spec { short: &["ep"], ..rw("", "v1", "Endpoints", "endpoints", true) },
+        rw("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true),
         Spec { short: &["ev"], ..rw("events.k8s.io", "v1", "Event", "events", true) },
         rw("coordination.k8s.io", "v1", "Lease", "leases", true),
         Spec { name_rule: PathSegment, ..rw("rbac.authorization.k8s.io", "v1", "Role", "roles", true) },
@@ -217,10 +221,12 @@ fn builtin_specs() -> Vec<Spec> {
             ..rw("apps", "v1", "StatefulSet", "statefulsets", true)
         },
         Spec { short: &["ds"], all: true, status: true, ..rw("apps", "v1", "DaemonSet", "daemonsets", true) },
+        rw("apps", "v1", "ControllerRevision", "controllerrevisions", true),
         Spec { all: true, status: true, ..rw("batch", "v1", "Job", "jobs", true) },
         Spec { short: &["cj"], all: true, status: true, ..rw("batch", "v1", "CronJob", "cronjobs", true) },
         Spec { short: &["ing"], status: true, ..rw("networking.k8s.io", "v1", "Ingress", "ingresses", true) },
         Spec { short: &["netpol"], ..rw("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true) },
+        rw("networking.k8s.io", "v1", "IngressClass", "ingressclasses", false),
         Spec {
             short: &["hpa"],
             all: true,
@@ -232,6 +238,8 @@ fn builtin_specs() -> Vec<Spec> {
             status: true,
             ..rw("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true)
         },
+        Spec { short: &["pc"], ..rw("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", false) },
+        Spec { short: &["sc"], ..rw("storage.k8s.io", "v1", "StorageClass", "storageclasses", false) },
     ];
     for (group, kind, plural) in [
         ("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews"),

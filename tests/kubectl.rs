@@ -270,3 +270,114 @@ async fn kubectl_get_watch_prints_changes_in_one_cluster_and_across_all() {
     assert_eq!(rows(&outputs[1], "watched-in-team"), 1, "wildcard watch sees every cluster: {}", outputs[1]);
     s.stop().await;
 }
+
+const PLATFORM: &str = r#"
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: compute}
+spec: {hard: {pods: "10", limits.cpu: "4"}}
+---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: defaults}
+spec: {limits: [{type: Container, default: {cpu: 500m}}]}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: db}
+subsets: [{addresses: [{ip: 10.1.2.3}], ports: [{port: 5432}]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: db-1, labels: {kubernetes.io/service-name: db}}
+addressType: IPv4
+ports: [{name: pg, port: 5432}]
+endpoints: [{addresses: [10.1.2.3]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: nginx}
+spec: {controller: k8s.io/ingress-nginx}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: batch-low}
+value: -10
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}
+provisioner: csi.example.com
+"#;
+
+/// What a platform team applies to each tenant's cluster (quotas, limit ranges, classes, endpoints of
+/// an outside service) is served like kube-apiserver serves it: kubectl's columns, the defaults kube
+/// fills in, and the default roles' rights over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn platform_objects_apply_and_print_as_kubectl_expects() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("plat").await;
+    let kc = s.kubeconfig_for("plat");
+    let role_kubeconfig = |role: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kgate"))
+            .args(["kubeconfig", "--cluster", "plat", "--service-account", &format!("default/{role}-sa")])
+            .args(["--role", role, "--kubeconfig"])
+            .arg(s.kubeconfig())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let path = s.dir.path().join(format!("plat-{role}.kubeconfig"));
+        std::fs::write(&path, out.stdout).unwrap();
+        path
+    };
+    let (view, edit) = (role_kubeconfig("view"), role_kubeconfig("edit"));
+    tokio::task::spawn_blocking(move || {
+        let (ok, out, err) = kubectl_stdin(&kc, &["apply", "-f", "-"], Some(PLATFORM));
+        assert!(ok, "{out}{err}");
+        let resources = kubectl_ok(&kc, &["api-resources", "-o", "name"]);
+        for r in [
+            "resourcequotas",
+            "limitranges",
+            "endpoints",
+            "endpointslices.discovery.k8s.io",
+            "controllerrevisions.apps",
+            "ingressclasses.networking.k8s.io",
+            "priorityclasses.scheduling.k8s.io",
+            "storageclasses.storage.k8s.io",
+        ] {
+            assert!(resources.lines().any(|l| l == r), "{r} missing from:\n{resources}");
+        }
+        let rows = |out: &str| -> Vec<Vec<String>> {
+            out.lines().map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
+        };
+        let quota = rows(&kubectl_ok(&kc, &["get", "quota"]));
+        assert_eq!(quota[0], ["NAME", "AGE", "REQUEST", "LIMIT"]);
+        assert_eq!(quota[1][0], "compute");
+        let ep = rows(&kubectl_ok(&kc, &["get", "ep", "db"]));
+        assert_eq!((ep[0][1].as_str(), ep[1][1].as_str()), ("ENDPOINTS", "10.1.2.3:5432"));
+        let slice = rows(&kubectl_ok(&kc, &["get", "endpointslices"]));
+        assert_eq!(slice[0], ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"]);
+        assert_eq!(slice[1][..4], ["db-1", "IPv4", "5432", "10.1.2.3"]);
+        let sc = rows(&kubectl_ok(&kc, &["get", "sc"]));
+        assert_eq!(sc[1][..6], ["fast", "(default)", "csi.example.com", "Delete", "Immediate", "false"]);
+        let pc = rows(&kubectl_ok(&kc, &["get", "pc", "batch-low"]));
+        assert_eq!((pc[1][1].as_str(), pc[1][4].as_str()), ("-10", "PreemptLowerPriority"));
+        let ing = rows(&kubectl_ok(&kc, &["get", "ingressclass"]));
+        assert_eq!(ing[1][..3], ["nginx", "k8s.io/ingress-nginx", "<none>"]);
+        // Defaults written on create, as kube-apiserver writes them.
+        assert_eq!(kubectl_ok(&kc, &["get", "sc", "fast", "-o", "jsonpath={.volumeBindingMode}"]), "Immediate");
+        assert_eq!(kubectl_ok(&kc, &["get", "ep", "db", "-o", "jsonpath={.subsets[0].ports[0].protocol}"]), "TCP");
+        // Viewers read quotas, limits and endpoints; editors may not repoint a Service's endpoints.
+        for r in ["resourcequotas", "limitranges", "endpoints", "endpointslices.discovery.k8s.io"] {
+            assert!(kubectl(&view, &["get", r]).0, "view lists {r}");
+        }
+        for r in ["endpoints", "endpointslices.discovery.k8s.io", "resourcequotas"] {
+            let (ok, out, err) = kubectl(&edit, &["auth", "can-i", "create", r]);
+            assert!(!ok && out.trim() == "no", "edit can create {r}: {out}{err}");
+        }
+        assert_eq!(kubectl_ok(&edit, &["auth", "can-i", "create", "configmaps"]).trim(), "yes");
+    })
+    .await
+    .unwrap();
+    s.stop().await;
+}

@@ -16,6 +16,7 @@ const READ_WRITE: &[&str] = &["get", "list", "watch", "create", "update", "patch
 const CORE: &str = "";
 const APPS: &str = "apps";
 const AUTOSCALING: &str = "autoscaling";
+const DISCOVERY: &str = "discovery.k8s.io";
 const BATCH: &str = "batch";
 const POLICY: &str = "policy";
 const NETWORKING: &str = "networking.k8s.io";
@@ -118,7 +119,8 @@ pub fn default_cluster_roles() -> Vec<Value> {
 }
 
 /// kube's `system:aggregate-to-edit` rules minus resources kgate does not serve (replicationcontrollers,
-/// endpoints, the extensions group).
+/// the extensions group). As in kube since 1.22, editors may not write Endpoints or EndpointSlices,
+/// which would let them point a Service anywhere.
 fn edit_rules() -> Vec<Value> {
     vec![
         // Escalating resources are readable by editors but deliberately not by viewers.
@@ -164,18 +166,32 @@ fn view_rules() -> Vec<Value> {
                 "serviceaccounts",
                 "services",
                 "services/status",
+                "endpoints",
                 "persistentvolumeclaims",
                 "persistentvolumeclaims/status",
                 "configmaps",
             ],
         ),
-        rule(READ, CORE, &["events", "pods/status", "namespaces/status", "pods/log"]),
+        rule(
+            READ,
+            CORE,
+            &[
+                "limitranges",
+                "resourcequotas",
+                "events",
+                "pods/status",
+                "resourcequotas/status",
+                "namespaces/status",
+                "pods/log",
+            ],
+        ),
         // Reading namespaces at namespace scope lets a user read *this* namespace, a hint of where they have access.
         rule(READ, CORE, &["namespaces"]),
         rule(
             READ,
             APPS,
             &[
+                "controllerrevisions",
                 "statefulsets",
                 "statefulsets/status",
                 "statefulsets/scale",
@@ -193,6 +209,7 @@ fn view_rules() -> Vec<Value> {
         rule(READ, BATCH, &["jobs", "cronjobs", "cronjobs/status", "jobs/status"]),
         rule(READ, POLICY, &["poddisruptionbudgets", "poddisruptionbudgets/status"]),
         rule(READ, NETWORKING, &["networkpolicies", "ingresses", "ingresses/status"]),
+        rule(READ, DISCOVERY, &["endpointslices"]),
     ]
 }
 

@@ -450,8 +450,8 @@ fn rules_for_a_view_user() {
     let configmaps = json!({
         "verbs": ["get", "list", "watch"],
         "apiGroups": [""],
-        "resources": ["pods", "serviceaccounts", "services", "services/status", "persistentvolumeclaims",
-            "persistentvolumeclaims/status", "configmaps"],
+        "resources": ["pods", "serviceaccounts", "services", "services/status", "endpoints",
+            "persistentvolumeclaims", "persistentvolumeclaims/status", "configmaps"],
     });
     assert!(resource_rules.contains(&configmaps), "{resource_rules:?}");
     assert!(resource_rules.iter().all(|r| r["verbs"] != json!(["*"])));

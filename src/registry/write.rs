@@ -259,6 +259,19 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
         ("", "Pod") => {
             m.insert("status".into(), json!({"phase": "Pending", "qosClass": "BestEffort"}));
         }
+        ("storage.k8s.io", "StorageClass") => {
+            m.entry("reclaimPolicy").or_insert_with(|| json!("Delete"));
+            m.entry("volumeBindingMode").or_insert_with(|| json!("Immediate"));
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            m.entry("preemptionPolicy").or_insert_with(|| json!("PreemptLowerPriority"));
+        }
+        ("", "Endpoints") => {
+            for subset in m.get_mut("subsets").and_then(Value::as_array_mut).into_iter().flatten() {
+                default_protocols(subset.get_mut("ports"));
+            }
+        }
+        ("discovery.k8s.io", "EndpointSlice") => default_protocols(m.get_mut("ports")),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             let now = now_rfc3339();
             m.insert(
@@ -296,6 +309,15 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
         let spec = m.entry("spec").or_insert_with(|| json!({}));
         if spec.get("replicas").is_none() {
             spec["replicas"] = json!(1);
+        }
+    }
+}
+
+/// Ports without a protocol are TCP, as kube defaults them.
+fn default_protocols(ports: Option<&mut Value>) {
+    for p in ports.and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(p) = p.as_object_mut() {
+            p.entry("protocol").or_insert_with(|| json!("TCP"));
         }
     }
 }
