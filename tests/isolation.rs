@@ -15,15 +15,7 @@ use serde_json::{json, Value};
 const MARKER: &str = "b-only-marker-7f3a";
 
 fn kgate_kubeconfig(s: &TestServer, cluster: &str, sa: &str, role: &str) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kgate"))
-        .args(["kubeconfig", "--cluster", cluster, "--service-account", &format!("default/{sa}"), "--role", role])
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_yaml_ng::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
-    v["users"][0]["user"]["token"].as_str().unwrap().to_string()
+    common::token_of(&s.role_kubeconfig(cluster, sa, role))
 }
 
 /// Every key of a cluster with its revision.
@@ -312,7 +304,9 @@ async fn server_metrics_are_root_only_and_do_not_name_tenant_types() {
     common::eventually(20, "the custom resource to be served", || async { s.get(plans).await.0 == StatusCode::OK })
         .await;
 
-    let admin = kgate_kubeconfig(&s, "met-a", "ops", "admin");
+    let s = std::sync::Arc::new(s);
+    let s2 = s.clone();
+    let admin = tokio::task::spawn_blocking(move || kgate_kubeconfig(&s2, "met-a", "ops", "admin")).await.unwrap();
     let get = |path: &str| s.anonymous.get(format!("{}{path}", s.url)).bearer_auth(&admin).send();
     assert_eq!(get("/clusters/met-a/metrics").await.unwrap().status(), StatusCode::NOT_FOUND);
     // The token is bound to its cluster, so root does not know it.

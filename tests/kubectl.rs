@@ -318,20 +318,10 @@ async fn platform_objects_apply_and_print_as_kubectl_expects() {
     let s = TestServer::start(Backend::Embedded).await;
     s.create_cluster("plat").await;
     let kc = s.kubeconfig_for("plat");
-    let role_kubeconfig = |role: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kgate"))
-            .args(["kubeconfig", "--cluster", "plat", "--service-account", &format!("default/{role}-sa")])
-            .args(["--role", role, "--kubeconfig"])
-            .arg(s.kubeconfig())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let path = s.dir.path().join(format!("plat-{role}.kubeconfig"));
-        std::fs::write(&path, out.stdout).unwrap();
-        path
-    };
-    let (view, edit) = (role_kubeconfig("view"), role_kubeconfig("edit"));
+    let s = std::sync::Arc::new(s);
+    let s2 = s.clone();
     tokio::task::spawn_blocking(move || {
+        let (view, edit) = (s2.role_kubeconfig("plat", "viewer", "view"), s2.role_kubeconfig("plat", "editor", "edit"));
         let (ok, out, err) = kubectl_stdin(&kc, &["apply", "-f", "-"], Some(PLATFORM));
         assert!(ok, "{out}{err}");
         let resources = kubectl_ok(&kc, &["api-resources", "-o", "name"]);
@@ -379,5 +369,5 @@ async fn platform_objects_apply_and_print_as_kubectl_expects() {
     })
     .await
     .unwrap();
-    s.stop().await;
+    std::sync::Arc::try_unwrap(s).ok().expect("one handle").stop().await;
 }

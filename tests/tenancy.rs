@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{eventually, keys_of, kubectl, kubectl_ok, Backend, TestServer};
+use common::{eventually, keys_of, kubectl, kubectl_ok, token_of, Backend, TestServer};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -63,20 +63,10 @@ fn kgate(admin_kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
 }
 
 fn printed_kubeconfig(s: &TestServer, cluster: &str, sa: &str, role: &str) -> PathBuf {
-    let (ok, out, err) = kgate(
-        &s.kubeconfig(),
-        &["kubeconfig", "--cluster", cluster, "--service-account", &format!("default/{sa}"), "--role", role],
-    );
-    assert!(ok, "{err}");
+    let path = s.role_kubeconfig(cluster, sa, role);
+    let out = std::fs::read_to_string(&path).unwrap();
     assert!(out.contains(&format!("/clusters/{cluster}")) && out.contains("token:"), "{out}");
-    let path = s.dir.path().join(format!("{cluster}-{sa}.kubeconfig"));
-    std::fs::write(&path, out).unwrap();
     path
-}
-
-fn token_of(kubeconfig: &Path) -> String {
-    let v: serde_json::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(kubeconfig).unwrap()).unwrap();
-    v["users"][0]["user"]["token"].as_str().unwrap().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

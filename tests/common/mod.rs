@@ -204,6 +204,22 @@ impl TestServer {
         path
     }
 
+    /// What `kgate kubeconfig` prints for the ServiceAccount `default/<sa>` of `cluster` bound to
+    /// `role`, as a platform team hands it out; returns the file it is written to. It runs the kgate
+    /// command against this server, so call it off the runtime (`spawn_blocking`).
+    pub fn role_kubeconfig(&self, cluster: &str, sa: &str, role: &str) -> PathBuf {
+        let out = Command::new(env!("CARGO_BIN_EXE_kgate"))
+            .args(["kubeconfig", "--cluster", cluster, "--service-account", &format!("default/{sa}"), "--role", role])
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let path = self.dir.path().join(format!("{cluster}-{sa}.kubeconfig"));
+        std::fs::write(&path, out.stdout).unwrap();
+        path
+    }
+
     /// Send a request as admin; returns the status and the JSON body (Null if not JSON).
     pub async fn req(
         &self,
@@ -469,6 +485,12 @@ pub fn admin_builder(dir: &Path) -> reqwest::ClientBuilder {
         .use_rustls_tls()
         .add_root_certificate(ca)
         .identity(reqwest::Identity::from_pem(identity.as_bytes()).unwrap())
+}
+
+/// The bearer token of a kubeconfig's first user.
+pub fn token_of(kubeconfig: &Path) -> String {
+    let v: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(kubeconfig).unwrap()).unwrap();
+    v["users"][0]["user"]["token"].as_str().unwrap().to_string()
 }
 
 /// Run kubectl with a kubeconfig; returns (success, stdout, stderr).
