@@ -1435,17 +1435,14 @@ fn format_endpoints(obj: &Value) -> String {
     }
     let mut list = Vec::new();
     for ss in subsets {
-        let ips = arr(ss, &["addresses"]).iter().map(|a| s(a, &["ip"]));
+        let ips: Vec<&str> = arr(ss, &["addresses"]).iter().map(|a| s(a, &["ip"])).collect();
         let ports = arr(ss, &["ports"]);
         if ports.is_empty() {
-            list.extend(ips.map(str::to_string));
-            continue;
+            list.extend(ips.iter().map(|ip| ip.to_string()));
         }
-        for p in ports {
-            let port = i(p, &["port"]);
-            list.extend(arr(ss, &["addresses"]).iter().map(|a| {
-                let ip = s(a, &["ip"]);
-                // net.JoinHostPort brackets IPv6 addresses.
+        for port in ports.iter().map(|p| i(p, &["port"])) {
+            // net.JoinHostPort brackets IPv6 addresses.
+            list.extend(ips.iter().map(|ip| {
                 if ip.contains(':') {
                     format!("[{ip}]:{port}")
                 } else {
