@@ -29,6 +29,8 @@ pub struct Config {
     /// `kgate serve` defaults it to `./tenants` when that directory exists; the library default stays
     /// `None` so that a server never picks up files from whatever directory it happens to run in.
     pub tenants_dir: Option<PathBuf>,
+    /// Requests and watches in flight, server-wide and per logical cluster.
+    pub inflight: crate::http::inflight::Limits,
 }
 
 impl Default for Config {
@@ -43,6 +45,7 @@ impl Default for Config {
             tls_key_file: None,
             compaction_interval: Duration::from_secs(300),
             tenants_dir: None,
+            inflight: Default::default(),
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use kgate::http::inflight::Limits;
 
 #[derive(Parser)]
 #[command(name = "kgate", version, about = "Serve the Kubernetes API for many logical clusters")]
@@ -101,6 +102,18 @@ struct ServeArgs {
     /// Default: ./tenants if that directory exists.
     #[arg(long, value_name = "DIR")]
     tenants_dir: Option<PathBuf>,
+    /// Non-mutating requests in flight, server-wide, before 429 (watches not counted; 0: no limit).
+    #[arg(long, default_value_t = Limits::default().requests)]
+    max_requests_inflight: usize,
+    /// Mutating requests in flight, server-wide, before 429 (0: no limit).
+    #[arg(long, default_value_t = Limits::default().mutating)]
+    max_mutating_requests_inflight: usize,
+    /// Requests in flight in one logical cluster, before 429 (0: no limit).
+    #[arg(long, default_value_t = Limits::default().per_cluster)]
+    max_requests_inflight_per_cluster: usize,
+    /// Watches open in one logical cluster, before 429 (0: no limit).
+    #[arg(long, default_value_t = Limits::default().watches_per_cluster)]
+    max_watches_per_cluster: usize,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -158,6 +171,12 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         tls_cert_file: a.tls_cert_file,
         tls_key_file: a.tls_key_file,
         tenants_dir: a.tenants_dir.or_else(|| Some(PathBuf::from("./tenants")).filter(|d| d.is_dir())),
+        inflight: Limits {
+            requests: a.max_requests_inflight,
+            mutating: a.max_mutating_requests_inflight,
+            per_cluster: a.max_requests_inflight_per_cluster,
+            watches_per_cluster: a.max_watches_per_cluster,
+        },
         ..Default::default()
     };
     let running = kgate::server::start(config).await?;

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use http::Method;
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 
 /// The metrics kgate exports; the registry is passed in, never global.
 #[derive(Clone)]
@@ -14,6 +16,17 @@ pub struct Metrics {
     latency: HistogramVec,
     /// Watch cache counters, handed to the cache.
     pub cache: CacheMetrics,
+    /// Admission figures, handed to the in-flight limits.
+    pub inflight: InFlightMetrics,
+}
+
+/// What admission by requests in flight reports. No label names a cluster.
+#[derive(Clone)]
+pub struct InFlightMetrics {
+    /// Requests counted against the server-wide budgets now, by kind (`readOnly`, `mutating`).
+    pub current: IntGaugeVec,
+    /// Requests answered 429, by which limit refused them (`server`, `cluster`, `watches`).
+    pub refused: IntCounterVec,
 }
 
 /// What the watch cache reports.
@@ -63,12 +76,34 @@ impl Metrics {
             "kgate_watch_store_fed_watchers",
             "Watchers on a store watch of their own until they catch up with the watch cache's history.",
         )?;
-        for c in [&requests, &lagging, &reads] {
+        // kube-apiserver's name for the same figure.
+        let current = IntGaugeVec::new(
+            Opts::new(
+                "apiserver_current_inflight_requests",
+                "Requests counted against the server-wide in-flight budgets, by kind; watches are not counted.",
+            ),
+            &["request_kind"],
+        )?;
+        let refused = IntCounterVec::new(
+            Opts::new(
+                "kgate_requests_refused_total",
+                "Requests answered 429, by the limit that refused them: server, cluster or watches.",
+            ),
+            &["limit"],
+        )?;
+        for c in [&requests, &lagging, &reads, &refused] {
             registry.register(Box::new(c.clone()))?;
         }
         registry.register(Box::new(store_fed.clone()))?;
         registry.register(Box::new(latency.clone()))?;
-        Ok(Metrics { registry, requests, latency, cache: CacheMetrics { lagging, reads, store_fed } })
+        registry.register(Box::new(current.clone()))?;
+        Ok(Metrics {
+            registry,
+            requests,
+            latency,
+            cache: CacheMetrics { lagging, reads, store_fed },
+            inflight: InFlightMetrics { current, refused },
+        })
     }
 
     /// Record one request. Resource and verb come from fixed sets (the built-in types, one label for

@@ -108,15 +108,18 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     // Loaded before serving, so that every custom resource is served from the first request.
     let crds = crate::crd::CrdIndex::new(registry.clone());
     let crds_revision = crds.load().await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
-    let state = Arc::new(AppState::new(
-        registry.clone(),
-        directory.clone(),
-        shutdown_rx.clone(),
-        metrics,
-        authz.clone(),
-        signer,
-        crds.clone(),
-    ));
+    let state = Arc::new(
+        AppState::new(
+            registry.clone(),
+            directory.clone(),
+            shutdown_rx.clone(),
+            metrics,
+            authz.clone(),
+            signer,
+            crds.clone(),
+        )
+        .with_limits(config.inflight),
+    );
     // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut
     // short. It stops with the server (awaited below), so no purge outlives it.
     let lifecycle = tokio::spawn(tenancy::Lifecycle::new(registry.clone()).run(shutdown_rx.clone()));

@@ -210,6 +210,13 @@ impl ApiError {
         e
     }
 
+    /// 429 TooManyRequests, with the retry hint that client-go's request retries and reflectors honour.
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        let mut e = Self::new(429, "TooManyRequests", message);
+        e.retry_after = Some(1);
+        e
+    }
+
     /// 504 Timeout.
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(504, "Timeout", message)
@@ -312,6 +319,12 @@ impl From<StoreError> for ApiError {
 impl From<crate::selector::SelectorError> for ApiError {
     fn from(e: crate::selector::SelectorError) -> Self {
         ApiError::bad_request(e.to_string())
+    }
+}
+
+impl From<crate::http::inflight::Refused> for ApiError {
+    fn from(e: crate::http::inflight::Refused) -> Self {
+        ApiError::too_many_requests(e.to_string())
     }
 }
 

@@ -323,3 +323,99 @@ async fn server_metrics_are_root_only_and_do_not_name_tenant_types() {
         "the custom resource's requests are counted under one label"
     );
 }
+
+/// One tenant's flood of requests or watches is answered 429 with `Retry-After`, which client-go and
+/// kubectl wait out and retry, while other tenants and the platform's admin are still served. A place
+/// comes back when its request ends, and a refused write changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_past_its_in_flight_share_gets_429_and_the_others_are_served() {
+    let limits = kgate::http::inflight::Limits { requests: 100, mutating: 3, per_cluster: 2, watches_per_cluster: 2 };
+    let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+    let s = TestServer::start_configured(Backend::Embedded, tempfile::tempdir().unwrap(), prefix, |c| {
+        c.inflight = limits;
+    })
+    .await;
+    let clusters = ["fl-a", "fl-b", "fl-c"];
+    for c in clusters {
+        s.create_cluster(c).await;
+    }
+    let s = std::sync::Arc::new(s);
+    let s2 = s.clone();
+    let kubeconfigs =
+        tokio::task::spawn_blocking(move || clusters.map(|c| s2.role_kubeconfig(c, "dev", "edit"))).await.unwrap();
+    let tokens = kubeconfigs.clone().map(|k| common::token_of(&k));
+    let cms = |c: usize| format!("{}/clusters/{}/api/v1/namespaces/default/configmaps", s.url, clusters[c]);
+    // A write whose body never ends stays in flight until the client gives it up.
+    let hang = |c: usize| {
+        let body = futures::stream::pending::<Result<bytes::Bytes, std::io::Error>>();
+        let r = s.anonymous.post(cms(c)).bearer_auth(&tokens[c]).header("content-type", "application/json");
+        let r = r.body(reqwest::Body::wrap_stream(body));
+        tokio::spawn(async move {
+            let _ = r.send().await;
+        })
+    };
+    let writes_in_flight = || s.metric("apiserver_current_inflight_requests{request_kind=\"mutating\"}");
+    let get = |c: usize| s.anonymous.get(cms(c)).bearer_auth(&tokens[c]).send();
+
+    // fl-a's share is two: its third request is refused, with the hint clients wait on.
+    let (a1, a2) = (hang(0), hang(0));
+    common::eventually(10, "two writes of fl-a in flight", || async { writes_in_flight().await == 2.0 }).await;
+    let r = get(0).await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let status: Value = r.json().await.unwrap();
+    assert_eq!((status["kind"].as_str(), status["reason"].as_str()), (Some("Status"), Some("TooManyRequests")));
+    assert_eq!((status["code"].as_u64(), status["details"]["retryAfterSeconds"].as_u64()), (Some(429), Some(1)));
+    assert!(status["message"].as_str().unwrap().contains("\"fl-a\""), "{status}");
+    // Another tenant, and the admin in fl-a itself, are served.
+    assert_eq!(get(1).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(s.get("/clusters/fl-a/api/v1/namespaces/default/configmaps").await.0, StatusCode::OK);
+
+    // The server's budget of writes is three: with fl-b holding the last, fl-c is refused although
+    // its own share is free, and its write is not made; the admin's is.
+    let b1 = hang(1);
+    common::eventually(10, "three writes in flight", || async { writes_in_flight().await == 3.0 }).await;
+    let r = s.anonymous.post(cms(2)).bearer_auth(&tokens[2]).json(&json!({"metadata": {"name": "refused"}}));
+    let r = r.send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.json::<Value>().await.unwrap()["message"], "Too many requests, please try again later.");
+    assert_eq!(s.get("/clusters/fl-c/api/v1/namespaces/default/configmaps/refused").await.0, StatusCode::NOT_FOUND);
+    let (code, body) =
+        s.post("/clusters/fl-c/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": "by-admin"}})).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    b1.abort();
+    common::eventually(10, "a given-up write to leave", || async { writes_in_flight().await == 2.0 }).await;
+
+    // kubectl is refused while fl-a's share is full, waits, and succeeds once a place comes back.
+    let refused = || s.metric("kgate_requests_refused_total{limit=\"cluster\"}");
+    let before = refused().await;
+    let kubeconfig = kubeconfigs[0].clone();
+    let kubectl =
+        tokio::task::spawn_blocking(move || common::kubectl(&kubeconfig, &["get", "configmaps", "-o", "name"]));
+    common::eventually(20, "kubectl to be refused", || async { refused().await > before }).await;
+    a1.abort();
+    let (ok, _, err) = kubectl.await.unwrap();
+    assert!(ok, "kubectl gave up instead of retrying: {err}");
+    a2.abort();
+    common::eventually(10, "fl-a's writes to leave", || async { writes_in_flight().await == 0.0 }).await;
+
+    // Watches are not requests in flight; fl-a may hold two open, and a closed one gives its place back.
+    let watch = |c: usize| s.anonymous.get(format!("{}?watch=true", cms(c))).bearer_auth(&tokens[c]).send();
+    let w1 = watch(0).await.unwrap();
+    let w2 = watch(0).await.unwrap();
+    assert_eq!((w1.status(), w2.status()), (StatusCode::OK, StatusCode::OK));
+    let r = watch(0).await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.json::<Value>().await.unwrap()["message"].as_str().unwrap().contains("watches"));
+    assert_eq!(get(0).await.unwrap().status(), StatusCode::OK);
+    let other = watch(1).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    let admin = s.client.get(format!("{}?watch=true", cms(0))).send().await.unwrap();
+    assert_eq!(admin.status(), StatusCode::OK);
+    drop(w1);
+    common::eventually(10, "a closed watch to give its place back", || async {
+        watch(0).await.unwrap().status() == StatusCode::OK
+    })
+    .await;
+    drop((w2, other, admin));
+}

@@ -13,6 +13,7 @@ use hyper::body::{Frame, Incoming};
 use serde_json::{json, Value};
 
 use super::body;
+use super::inflight::{self, InFlight, Limits};
 use super::respond::{self, Body};
 use crate::auth::{self, Identity};
 use crate::authz::Authorizer;
@@ -50,6 +51,8 @@ pub struct AppState {
     pub cache: Arc<crate::watch::cache::WatchCache>,
     /// Every cluster's CRDs: the custom resources each serves.
     pub crds: Arc<CrdIndex>,
+    /// Requests and watches in flight, server-wide and by cluster.
+    pub inflight: Arc<InFlight>,
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
@@ -96,6 +99,7 @@ impl AppState {
     ) -> Self {
         AppState {
             cache: crate::watch::cache::WatchCache::new(registry.clone(), metrics.cache.clone(), shutdown.clone()),
+            inflight: InFlight::new(Limits::default(), &metrics.inflight),
             registry,
             directory,
             shutdown,
@@ -106,6 +110,12 @@ impl AppState {
             discovery: [OnceLock::new(), OnceLock::new()],
             openapi: DashMap::new(),
         }
+    }
+
+    /// These limits on what may be in flight, instead of the defaults.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.inflight = InFlight::new(limits, &self.metrics.inflight);
+        self
     }
 
     fn discovery(&self, cluster: &str) -> Disc<'_> {
@@ -181,6 +191,27 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
         (None, None) => return Err(ApiError::unauthorized()),
     };
     let who = impersonate(state, req.headers(), who, target.name().unwrap_or(ROOT)).await?;
+    // After authentication and impersonation, before any work, as kube-apiserver's max-in-flight
+    // filter: the identity decides the exemption, the cluster whose share is charged.
+    let watch = match &route {
+        Route::Resource(rp) => rp.watch_path || Query::parse(req.uri().query()).flag("watch").unwrap_or(false),
+        _ => false,
+    };
+    let kind = inflight::Kind::of(req.method(), watch);
+    let ticket = state.inflight.admit(&who, target.name().unwrap_or("*"), kind)?;
+    let (resp, labels) = admitted(state, conn, &who, target, route, req).await?;
+    Ok((inflight::hold(resp, ticket), labels))
+}
+
+/// The rest of `route`, once the request is admitted.
+async fn admitted(
+    state: &Arc<AppState>,
+    conn: &ConnInfo,
+    who: &Identity,
+    target: ClusterTarget,
+    route: Route,
+    req: Request<Incoming>,
+) -> Routed {
     if let ClusterTarget::Named(name) = &target {
         if !state.directory.exists(name).await? {
             return Err(ApiError::not_found("logicalclusters", resources::TENANCY_GROUP, name));
@@ -211,7 +242,7 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
             if target.name().is_some_and(|c| c != ROOT) {
                 return Err(ApiError::path_not_found());
             }
-            if !state.authz.authorize_path(&who, ROOT, "get", "/metrics").await? {
+            if !state.authz.authorize_path(who, ROOT, "get", "/metrics").await? {
                 return Err(ApiError::forbidden(format!(
                     "forbidden: User \"{}\" cannot get path \"/metrics\"",
                     who.user
@@ -259,7 +290,7 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
             let q = Query::parse(req.uri().query());
             plain(openapi_doc(state, &cluster_name, &gv, q.get("hash"), if_none_match.as_deref()).await?)
         }
-        Route::Resource(rp) => resource(state, &who, &target, rp, req).await,
+        Route::Resource(rp) => resource(state, who, &target, rp, req).await,
     }
 }
 

@@ -2,5 +2,6 @@
 pub mod body;
 pub mod coalesce;
 pub mod handler;
+pub mod inflight;
 pub mod respond;
 pub mod server;
