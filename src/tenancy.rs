@@ -41,6 +41,10 @@ pub const PHASE_READY: &str = "Ready";
 /// `status.phase` from the DELETE until the object is gone.
 pub const PHASE_TERMINATING: &str = "Terminating";
 
+/// Records, on a LogicalCluster, the bootstrap RBAC policy its cluster was last brought up to
+/// (`rbac::policy_revision`), so that a start reconciles only clusters an older kgate made.
+pub const POLICY_ANNOTATION: &str = "tenancy.kgate.dev/rbac-policy";
+
 /// LogicalClusters read per store round trip when listing them all.
 const PAGE: usize = 1_000;
 
@@ -187,14 +191,41 @@ pub async fn bootstrap(registry: &Registry, cluster: &str) -> ApiResult<()> {
             let meta = crate::meta::metadata_mut(&mut obj);
             meta.entry("uid").or_insert_with(|| json!(uuid::Uuid::new_v4().to_string()));
             meta.entry("creationTimestamp").or_insert_with(|| json!(now_rfc3339()));
-            let key = keys::object(&registry.prefix, "rbac.authorization.k8s.io", plural, cluster, None, &name);
-            match registry.store.create(&key, crate::registry::encode(&obj)).await {
-                Ok(_) | Err(StoreError::AlreadyExists) => {}
-                Err(e) => return Err(e.into()),
-            }
+            reconcile_default(registry, plural, cluster, &name, &obj).await?;
         }
     }
     Ok(())
+}
+
+/// Create the bootstrap RBAC object `expected` (a `plural` named `name` in `cluster`), or bring the one
+/// there up to it, as kube-apiserver reconciles its bootstrap policy at every start (see
+/// `rbac::reconcile`).
+async fn reconcile_default(
+    registry: &Registry,
+    plural: &str,
+    cluster: &str,
+    name: &str,
+    expected: &Value,
+) -> ApiResult<()> {
+    const GROUP: &str = "rbac.authorization.k8s.io";
+    let key = &keys::object(&registry.prefix, GROUP, plural, cluster, None, name);
+    for _ in 0..MAX_RETRIES {
+        // Create first: a new cluster, the common case, then costs one write per object.
+        match registry.store.create(key, crate::registry::encode(expected)).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::AlreadyExists) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let Some(kv) = registry.store.get(key).await? else { continue };
+        let existing: Value = serde_json::from_slice(&kv.value).map_err(ApiError::internal)?;
+        let Some(updated) = crate::rbac::reconcile(&existing, expected) else { return Ok(()) };
+        match registry.store.update(key, crate::registry::encode(&updated), kv.mod_revision).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. } | StoreError::NotFound) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict(plural, GROUP, name, "too many concurrent updates; try again"))
 }
 
 /// Key of a LogicalCluster object.
@@ -279,8 +310,28 @@ pub async fn initialize(registry: &Registry, obj: Value) -> ApiResult<Value> {
     Ok(mark_ready(registry, &name, &uid).await?.unwrap_or(obj))
 }
 
+/// Bring the default RBAC of the live cluster `name` (LogicalCluster uid `uid`) up to this kgate's
+/// policy, and record that on its LogicalCluster.
+async fn refresh(registry: &Registry, name: &str, uid: &str) -> ApiResult<()> {
+    // A cluster being purged must not get objects back.
+    if !is_live(registry, name).await? {
+        return Ok(());
+    }
+    bootstrap(registry, name).await?;
+    mark_ready(registry, name, uid).await?;
+    Ok(())
+}
+
+/// Whether a LogicalCluster is Ready, holds the purge finalizer, and its cluster has this kgate's
+/// bootstrap policy: nothing for the lifecycle controller to finish.
+fn is_current(obj: &Value) -> bool {
+    obj["status"]["phase"] == PHASE_READY
+        && crate::meta::finalizers(obj).iter().any(|f| f == PURGE_FINALIZER)
+        && obj["metadata"]["annotations"][POLICY_ANNOTATION] == crate::rbac::policy_revision()
+}
+
 /// Record Ready on the LogicalCluster `name` with this uid (and give it the purge finalizer if it was
-/// created before kgate added one). Nothing when it is gone, replaced or being deleted: a DELETE that
+/// created before kgate added one, and the policy annotation). Nothing when it is gone, replaced or being deleted: a DELETE that
 /// raced the bootstrap keeps its Terminating status.
 async fn mark_ready(registry: &Registry, name: &str, uid: &str) -> ApiResult<Option<Value>> {
     let def = resources::logical_cluster_def();
@@ -291,13 +342,17 @@ async fn mark_ready(registry: &Registry, name: &str, uid: &str) -> ApiResult<Opt
         if crate::meta::meta_str(&obj, "uid").unwrap_or_default() != uid {
             return Ok(None);
         }
-        let ready =
-            obj["status"]["phase"] == PHASE_READY && crate::meta::finalizers(&obj).iter().any(|f| f == PURGE_FINALIZER);
-        if ready || crate::meta::meta_str(&obj, "deletionTimestamp").is_some() {
+        if is_current(&obj) || crate::meta::meta_str(&obj, "deletionTimestamp").is_some() {
             return Ok(Some(obj));
         }
         obj["status"] = with_phase(&obj, PHASE_READY, true, "Initialized", "the logical cluster is serving");
         add_finalizer(&mut obj);
+        crate::meta::metadata_mut(&mut obj)
+            .entry("annotations")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .ok_or_else(|| ApiError::internal(format!("LogicalCluster {name:?}: annotations are not an object")))?
+            .insert(POLICY_ANNOTATION.into(), json!(crate::rbac::policy_revision()));
         match registry.store.update(&key, crate::registry::encode(&obj), kv.mod_revision).await {
             Ok(rev) => {
                 crate::registry::decorate(&mut obj, &def, ROOT, rev);

@@ -524,3 +524,64 @@ async fn the_tenants_dir_is_applied_at_every_start_and_never_deletes() {
     assert_eq!((&data["metadata"]["labels"]["tier"], &data["status"]["phase"]), (&json!("gold"), &json!("Ready")));
     s.stop().await;
 }
+
+/// A cluster made by an older kgate has older default roles. At the next start they gain what the
+/// current policy grants, as kube-apiserver reconciles its `autoupdate` roles; a platform team's own
+/// additions stay, and a role marked `autoupdate: "false"` is left as it is. Root's roles too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_roles_made_by_an_older_kgate_are_brought_up_to_date_at_start() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("older").await;
+    let roles = "apis/rbac.authorization.k8s.io/v1/clusterroles";
+    let quotas = "/clusters/older/api/v1/namespaces/default/resourcequotas";
+    // What an older kgate wrote: a view role without quotas, to which the platform team added a rule
+    // of its own; an edit role the team took over; and no record of the policy on the LogicalCluster.
+    let widgets = json!({"verbs": ["get"], "apiGroups": ["example.com"], "resources": ["widgets"]});
+    for cluster in ["older", "root"] {
+        let path = format!("/clusters/{cluster}/{roles}/system:aggregate-to-view");
+        let (_, mut view) = s.get(&path).await;
+        let rules = view["rules"].as_array_mut().unwrap();
+        rules.retain(|r| !r["resources"].as_array().unwrap().iter().any(|x| x == "resourcequotas"));
+        rules.push(widgets.clone());
+        let (code, body) = s.put(&path, &view).await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+    }
+    let edit = format!("/clusters/older/{roles}/system:aggregate-to-edit");
+    let (_, mut taken_over) = s.get(&edit).await;
+    taken_over["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] = json!("false");
+    taken_over["rules"] = json!([widgets]);
+    let (code, body) = s.put(&edit, &taken_over).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let unrecord = json!({"metadata": {"annotations": {kgate::tenancy::POLICY_ANNOTATION: null}}});
+    let (code, body) = s.patch(&format!("{LC}/older"), "application/merge-patch+json", &unrecord).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let s = std::sync::Arc::new(s);
+    let s2 = s.clone();
+    let viewer =
+        tokio::task::spawn_blocking(move || token_of(&s2.role_kubeconfig("older", "viewer", "view"))).await.unwrap();
+    let list_quotas = |s: &TestServer| s.anonymous.get(format!("{}{quotas}", s.url)).bearer_auth(&viewer).send();
+    assert_eq!(list_quotas(&s).await.unwrap().status(), StatusCode::FORBIDDEN);
+
+    let s = std::sync::Arc::into_inner(s).expect("the only handle");
+    let prefix = s.prefix.clone();
+    let dir = s.stop().await;
+    let s = TestServer::start_in(Backend::Embedded, dir, prefix).await;
+    eventually(30, "the older cluster to record the current policy", || async {
+        let (_, lc) = s.get(&format!("{LC}/older")).await;
+        lc["metadata"]["annotations"][kgate::tenancy::POLICY_ANNOTATION] == kgate::rbac::policy_revision()
+    })
+    .await;
+    for cluster in ["older", "root"] {
+        let (_, view) = s.get(&format!("/clusters/{cluster}/{roles}/system:aggregate-to-view")).await;
+        let rules = view["rules"].as_array().unwrap();
+        assert!(
+            rules.iter().any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == "resourcequotas")),
+            "{cluster}: {view}"
+        );
+        assert!(rules.contains(&widgets), "{cluster}: the team's own rule is kept");
+    }
+    let (_, kept) = s.get(&edit).await;
+    assert_eq!(kept["rules"], json!([widgets]), "a role marked autoupdate=false is left alone");
+    assert_eq!(list_quotas(&s).await.unwrap().status(), StatusCode::OK, "the view role grants quotas again");
+    s.stop().await;
+}

@@ -5,12 +5,14 @@
 //! can apply to the requesting user.
 
 mod defaults;
+mod reconcile;
 mod rule;
 mod selector;
 #[cfg(test)]
 mod tests;
 
 pub use defaults::{default_cluster_role_bindings, default_cluster_roles};
+pub use reconcile::{policy_revision, reconcile};
 
 use rule::{parse_rules, PolicyRule};
 use selector::Selector;

@@ -1,6 +1,7 @@
 //! The LogicalCluster lifecycle controller (kcp's logicalcluster deletion and initialization
 //! controllers in one): it purges the cluster of every LogicalCluster being deleted and then releases
-//! its finalizer, and finishes bootstraps that a restart interrupted.
+//! its finalizer, finishes bootstraps that a restart interrupted, and brings the default RBAC of
+//! clusters an older kgate made up to this one's policy.
 //!
 //! It works from a list-then-watch of LogicalClusters, so deletions accepted before a restart are
 //! resumed by the first list, and every replica resumes them alike (concurrent purges of one cluster
@@ -14,12 +15,16 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{initialize, is_live, PHASE_READY, PURGE_FINALIZER};
+use super::{initialize, is_current, is_live, refresh, PHASE_READY, PURGE_FINALIZER};
 use crate::cluster::ROOT;
 use crate::registry::{Finalizers, Registry, Sweep};
 use crate::resources;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{StoreError, WatchEvent};
+
+/// Clusters whose default RBAC is reconciled at once after an upgrade: enough to finish 100,000 in
+/// minutes, few enough that serving requests keeps most of the store.
+const RECONCILE_CONCURRENCY: usize = 4;
 
 /// Longest wait between attempts of a purge that keeps failing (store unreachable, say).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -34,6 +39,8 @@ pub struct Lifecycle {
 enum Job {
     Purge,
     Initialize,
+    /// Every stale cluster's default RBAC (keyed by the empty cluster name: one such job at a time).
+    Reconcile,
 }
 
 /// Running jobs: at most one of each kind per cluster in this process.
@@ -97,6 +104,7 @@ impl Lifecycle {
     async fn list_and_watch(&self, jobs: &mut Jobs) -> Result<(), StoreError> {
         let def = resources::logical_cluster_def();
         let prefix = self.registry.collection(&def, Some(ROOT), None);
+        let mut stale = Vec::new();
         let revision = crate::storage::range_pages(&*self.registry.store, &prefix, super::PAGE, |kvs| {
             for kv in kvs {
                 let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
@@ -108,7 +116,13 @@ impl Lifecycle {
                 // A create answers only once its cluster is bootstrapped, so a LogicalCluster found not
                 // Ready (or without the finalizer, made before kgate set one) had its bootstrap cut short.
                 let has_finalizer = crate::meta::finalizers(&obj).iter().any(|f| f == PURGE_FINALIZER);
-                if obj["status"]["phase"] != PHASE_READY || !has_finalizer {
+                if obj["status"]["phase"] == PHASE_READY && has_finalizer {
+                    // Made by a kgate with an older bootstrap policy: reconciled below, a few at a time.
+                    if !is_current(&obj) {
+                        let uid = crate::meta::meta_str(&obj, "uid").unwrap_or_default().to_string();
+                        stale.push((name, uid));
+                    }
+                } else {
                     let (registry, cluster) = (self.registry.clone(), name.clone());
                     jobs.start(Job::Initialize, &cluster, async move {
                         if let Err(e) = initialize(&registry, obj).await {
@@ -120,6 +134,25 @@ impl Lifecycle {
             Ok::<_, StoreError>(())
         })
         .await?;
+        if !stale.is_empty() {
+            let registry = self.registry.clone();
+            // One job for them all, holding names only: after an upgrade every cluster may be stale,
+            // and a task (and a burst of store writes) per cluster would not be bounded.
+            jobs.start(Job::Reconcile, "", async move {
+                let count = stale.len();
+                futures::stream::iter(stale)
+                    .for_each_concurrent(RECONCILE_CONCURRENCY, |(name, uid)| {
+                        let registry = registry.clone();
+                        async move {
+                            if let Err(e) = refresh(&registry, &name, &uid).await {
+                                tracing::warn!(error = %e, cluster = %name, "reconciling a logical cluster's default RBAC; the next list retries");
+                            }
+                        }
+                    })
+                    .await;
+                tracing::info!(clusters = count, "default RBAC of logical clusters reconciled with this kgate's policy");
+            });
+        }
         let mut events = self.registry.store.watch(&prefix, revision).await?;
         while let Some(ev) = events.next().await {
             match ev? {
