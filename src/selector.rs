@@ -62,8 +62,10 @@ impl Requirement {
     fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
         let got = labels.and_then(|l| l.get(&self.key)).map(label_str);
         match self.op {
-            LabelOp::In => got.is_some_and(|v| self.values.contains(&v)),
-            LabelOp::NotIn => got.is_none_or(|v| !self.values.contains(&v)),
+            // Sorted at parse time: a request's list of thousands of values costs a lookup per object,
+            // not a scan.
+            LabelOp::In => got.is_some_and(|v| self.values.binary_search(&v).is_ok()),
+            LabelOp::NotIn => got.is_none_or(|v| self.values.binary_search(&v).is_err()),
             LabelOp::Exists => got.is_some(),
             LabelOp::DoesNotExist => got.is_none(),
             LabelOp::GreaterThan | LabelOp::LessThan => {
@@ -884,6 +886,18 @@ mod tests {
         assert!(m("app.kubernetes.io/name=web", json!({"app.kubernetes.io/name": "web"})));
         let long_name = "a".repeat(63);
         assert!(LabelSelector::parse(&format!("x.io/{long_name}")).is_ok());
+    }
+
+    #[test]
+    fn set_values_match_in_any_order() {
+        let many: Vec<String> = (0..500).rev().map(|i| format!("v{i}")).collect();
+        let sel = format!("tier in (zeta,{},alpha)", many.join(","));
+        for hit in ["zeta", "alpha", "v0", "v250", "v499"] {
+            assert!(m(&sel, json!({"tier": hit})), "{hit}");
+            assert!(!m(&sel.replace(" in ", " notin "), json!({"tier": hit})), "{hit}");
+        }
+        assert!(!m(&sel, json!({"tier": "v500"})));
+        assert!(m(&sel.replace(" in ", " notin "), json!({"tier": "beta"})));
     }
 
     #[test]
