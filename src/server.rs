@@ -93,7 +93,9 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let tls = crate::http::server::tls_config(&cert_pem, &key_pem, &pki.ca.cert_pem)?;
     let store = open_store(&config).await?;
     let registry = Registry::new(store.clone(), config.etcd_prefix.clone());
-    tenancy::bootstrap(&registry, crate::cluster::ROOT).await.map_err(|e| StartError::Bootstrap(e.message.clone()))?;
+    tenancy::reconcile_defaults(&registry, crate::cluster::ROOT)
+        .await
+        .map_err(|e| StartError::Bootstrap(e.message.clone()))?;
     if let Some(dir) = &config.tenants_dir {
         // Before serving, so that "serving" means the tenants in the directory exist. Bad files are
         // logged and skipped inside.

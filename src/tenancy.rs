@@ -163,8 +163,20 @@ impl Directory {
     }
 }
 
-/// Create what a new logical cluster starts with (idempotent).
+/// Create what a new logical cluster starts with, or bring what it has up to this kgate's defaults
+/// (idempotent). Writes nothing once the cluster is being deleted.
 pub async fn bootstrap(registry: &Registry, cluster: &str) -> ApiResult<()> {
+    write_defaults(registry, cluster, true).await
+}
+
+/// `bootstrap` for a cluster that has its defaults already (root at start, a cluster an older kgate
+/// made): each object is read before anything is written, rather than created first.
+pub async fn reconcile_defaults(registry: &Registry, cluster: &str) -> ApiResult<()> {
+    write_defaults(registry, cluster, false).await
+}
+
+async fn write_defaults(registry: &Registry, cluster: &str, fresh: bool) -> ApiResult<()> {
+    let Some(mut writes) = Defaults::new(registry, cluster, fresh).await? else { return Ok(()) };
     for ns in INITIAL_NAMESPACES {
         let key = keys::object(&registry.prefix, "core", "namespaces", cluster, None, ns);
         let obj = json!({
@@ -174,10 +186,10 @@ pub async fn bootstrap(registry: &Registry, cluster: &str) -> ApiResult<()> {
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"}
         });
-        match registry.store.create(&key, crate::registry::encode(&obj)).await {
-            Ok(_) | Err(StoreError::AlreadyExists) => {}
-            Err(e) => return Err(e.into()),
+        if writes.create(&key, crate::registry::encode(&obj)).await? == Created::Gone {
+            return Ok(());
         }
+        // Guarded by its namespace, which a purge deletes.
         registry.ensure_default_service_account(cluster, ns).await?;
     }
     // kube-apiserver's bootstrap policy: cluster-admin for system:masters, admin/edit/view for
@@ -191,36 +203,111 @@ pub async fn bootstrap(registry: &Registry, cluster: &str) -> ApiResult<()> {
             let meta = crate::meta::metadata_mut(&mut obj);
             meta.entry("uid").or_insert_with(|| json!(uuid::Uuid::new_v4().to_string()));
             meta.entry("creationTimestamp").or_insert_with(|| json!(now_rfc3339()));
-            reconcile_default(registry, plural, cluster, &name, &obj).await?;
+            if !reconcile_default(&mut writes, plural, &name, &obj).await? {
+                return Ok(());
+            }
         }
     }
     Ok(())
 }
 
-/// Create the bootstrap RBAC object `expected` (a `plural` named `name` in `cluster`), or bring the one
-/// there up to it, as kube-apiserver reconciles its bootstrap policy at every start (see
-/// `rbac::reconcile`).
-async fn reconcile_default(
-    registry: &Registry,
-    plural: &str,
-    cluster: &str,
-    name: &str,
-    expected: &Value,
-) -> ApiResult<()> {
-    const GROUP: &str = "rbac.authorization.k8s.io";
-    let key = &keys::object(&registry.prefix, GROUP, plural, cluster, None, name);
-    for _ in 0..MAX_RETRIES {
-        // Create first: a new cluster, the common case, then costs one write per object.
-        match registry.store.create(key, crate::registry::encode(expected)).await {
-            Ok(_) => return Ok(()),
-            Err(StoreError::AlreadyExists) => {}
-            Err(e) => return Err(e.into()),
+/// What a guarded create of a default object did.
+#[derive(Debug, PartialEq, Eq)]
+enum Created {
+    Made,
+    Existed,
+    /// The cluster is being deleted or is gone: nothing was written, and nothing more should be.
+    Gone,
+}
+
+/// Writes of a cluster's default objects. Each create is checked, in its own store step, against the
+/// cluster's LogicalCluster as last seen live, so a DELETE racing a bootstrap or a reconcile cannot
+/// leave objects behind its purge. (Updates compare the object's own revision, so they cannot bring
+/// back one the purge deleted.)
+struct Defaults<'a> {
+    registry: &'a Registry,
+    cluster: &'a str,
+    /// A new cluster, where creating first saves a read per object.
+    fresh: bool,
+    /// `None` for root, which has no LogicalCluster.
+    guard: Option<crate::storage::Guard>,
+}
+
+impl<'a> Defaults<'a> {
+    /// `None` when the cluster is not live.
+    async fn new(registry: &'a Registry, cluster: &'a str, fresh: bool) -> ApiResult<Option<Defaults<'a>>> {
+        let mut writes = Defaults { registry, cluster, fresh, guard: None };
+        Ok(writes.still_live().await?.then_some(writes))
+    }
+
+    /// Read the LogicalCluster again and guard on what was read; false when it is being deleted or gone.
+    async fn still_live(&mut self) -> ApiResult<bool> {
+        if self.cluster == ROOT {
+            return Ok(true);
         }
-        let Some(kv) = registry.store.get(key).await? else { continue };
-        let existing: Value = serde_json::from_slice(&kv.value).map_err(ApiError::internal)?;
-        let Some(updated) = crate::rbac::reconcile(&existing, expected) else { return Ok(()) };
-        match registry.store.update(key, crate::registry::encode(&updated), kv.mod_revision).await {
-            Ok(_) => return Ok(()),
+        let key = object_key(self.registry, self.cluster);
+        let Some(kv) = self.registry.store.get(&key).await? else { return Ok(false) };
+        let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+        if obj["metadata"].get("deletionTimestamp").is_some() {
+            return Ok(false);
+        }
+        self.guard = Some(crate::storage::Guard { key, mod_revision: kv.mod_revision });
+        Ok(true)
+    }
+
+    /// Create `value` at `key` unless something is there.
+    async fn create(&mut self, key: &str, value: Vec<u8>) -> ApiResult<Created> {
+        for _ in 0..MAX_RETRIES {
+            match self.registry.store.create_guarded(key, value.clone(), self.guard.as_ref()).await {
+                Ok(_) => return Ok(Created::Made),
+                Err(StoreError::AlreadyExists) => return Ok(Created::Existed),
+                // The LogicalCluster changed (its status, say, or a DELETE): look again.
+                Err(StoreError::GuardChanged) => {
+                    if !self.still_live().await? {
+                        return Ok(Created::Gone);
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::conflict(
+            "logicalclusters",
+            resources::TENANCY_GROUP,
+            self.cluster,
+            "changing too often; try again",
+        ))
+    }
+}
+
+/// Create the bootstrap RBAC object `expected` (a `plural` named `name`), or bring the one there up to
+/// it, as kube-apiserver reconciles its bootstrap policy at every start (see `rbac::reconcile`).
+/// False when the cluster stopped being live.
+async fn reconcile_default(writes: &mut Defaults<'_>, plural: &str, name: &str, expected: &Value) -> ApiResult<bool> {
+    const GROUP: &str = "rbac.authorization.k8s.io";
+    let store = &writes.registry.store;
+    let key = &keys::object(&writes.registry.prefix, GROUP, plural, writes.cluster, None, name);
+    for _ in 0..MAX_RETRIES {
+        let current = if writes.fresh { None } else { store.get(key).await? };
+        let kv = match current {
+            Some(kv) => kv,
+            None => match writes.create(key, crate::registry::encode(expected)).await? {
+                Created::Made => return Ok(true),
+                Created::Gone => return Ok(false),
+                Created::Existed => match store.get(key).await? {
+                    Some(kv) => kv,
+                    None => continue,
+                },
+            },
+        };
+        let Ok(existing) = serde_json::from_slice::<Value>(&kv.value) else {
+            // As the API would not write such an object, leave it for someone to look at rather than
+            // fail the start or the cluster's bootstrap.
+            tracing::warn!(cluster = writes.cluster, name, "a default {plural} object is not JSON; left as it is");
+            return Ok(true);
+        };
+        let Some(updated) = crate::rbac::reconcile(&existing, expected) else { return Ok(true) };
+        match store.update(key, crate::registry::encode(&updated), kv.mod_revision).await {
+            Ok(_) => return Ok(true),
             Err(StoreError::Conflict { .. } | StoreError::NotFound) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -313,11 +400,7 @@ pub async fn initialize(registry: &Registry, obj: Value) -> ApiResult<Value> {
 /// Bring the default RBAC of the live cluster `name` (LogicalCluster uid `uid`) up to this kgate's
 /// policy, and record that on its LogicalCluster.
 async fn refresh(registry: &Registry, name: &str, uid: &str) -> ApiResult<()> {
-    // A cluster being purged must not get objects back.
-    if !is_live(registry, name).await? {
-        return Ok(());
-    }
-    bootstrap(registry, name).await?;
+    reconcile_defaults(registry, name).await?;
     mark_ready(registry, name, uid).await?;
     Ok(())
 }

@@ -341,8 +341,14 @@ async fn a_tenant_past_its_in_flight_share_gets_429_and_the_others_are_served() 
     }
     let s = std::sync::Arc::new(s);
     let s2 = s.clone();
-    let kubeconfigs =
-        tokio::task::spawn_blocking(move || clusters.map(|c| s2.role_kubeconfig(c, "dev", "edit"))).await.unwrap();
+    let (kubeconfigs, boss) = tokio::task::spawn_blocking(move || {
+        (
+            clusters.map(|c| s2.role_kubeconfig(c, "dev", "edit")),
+            common::token_of(&s2.role_kubeconfig("fl-a", "boss", "admin")),
+        )
+    })
+    .await
+    .unwrap();
     let tokens = kubeconfigs.clone().map(|k| common::token_of(&k));
     let cms = |c: usize| format!("{}/clusters/{}/api/v1/namespaces/default/configmaps", s.url, clusters[c]);
     // A write whose body never ends stays in flight until the client gives it up.
@@ -367,6 +373,10 @@ async fn a_tenant_past_its_in_flight_share_gets_429_and_the_others_are_served() 
     assert_eq!((status["kind"].as_str(), status["reason"].as_str()), (Some("Status"), Some("TooManyRequests")));
     assert_eq!((status["code"].as_u64(), status["details"]["retryAfterSeconds"].as_u64()), (Some(429), Some(1)));
     assert!(status["message"].as_str().unwrap().contains("\"fl-a\""), "{status}");
+    // fl-a's own cluster-admin may impersonate system:masters there, but is still fl-a's.
+    let r = s.anonymous.get(cms(0)).bearer_auth(&boss).header("Impersonate-User", "root-admin");
+    let r = r.header("Impersonate-Group", "system:masters").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     // Another tenant, and the admin in fl-a itself, are served.
     assert_eq!(get(1).await.unwrap().status(), StatusCode::OK);
     assert_eq!(s.get("/clusters/fl-a/api/v1/namespaces/default/configmaps").await.0, StatusCode::OK);

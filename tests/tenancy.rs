@@ -585,3 +585,30 @@ async fn default_roles_made_by_an_older_kgate_are_brought_up_to_date_at_start() 
     assert_eq!(list_quotas(&s).await.unwrap().status(), StatusCode::OK, "the view role grants quotas again");
     s.stop().await;
 }
+
+/// A bootstrap or a reconcile writes nothing into a cluster being deleted: each of its creates is
+/// checked against the LogicalCluster in the same store step, so nothing is left behind a purge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_being_deleted_gets_no_default_objects() {
+    // No server runs, so no purge could clean up after a bootstrap that wrote anyway.
+    let endpoints = [common::shared_etcd().to_string()];
+    let store: std::sync::Arc<dyn kgate::storage::Store> =
+        std::sync::Arc::new(kgate::storage::etcd::EtcdStore::connect(&endpoints, &Default::default()).await.unwrap());
+    let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+    let registry = kgate::registry::Registry::new(store.clone(), prefix.clone());
+    for (name, deleting) in [("doomed", true), ("alive", false)] {
+        let mut lc = lc(name);
+        lc["metadata"]["uid"] = json!(format!("u-{name}"));
+        lc["metadata"]["finalizers"] = json!([PURGE]);
+        if deleting {
+            lc["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+        }
+        let key = format!("{prefix}/tenancy.kgate.dev/logicalclusters/root/{name}");
+        store.create(&key, serde_json::to_vec(&lc).unwrap()).await.unwrap();
+        kgate::tenancy::bootstrap(&registry, name).await.unwrap();
+    }
+    assert_eq!(keys_of(&*store, &prefix, "doomed").await, vec![]);
+    let alive = keys_of(&*store, &prefix, "alive").await;
+    assert!(alive.iter().any(|(k, _)| k.ends_with("/namespaces/alive/default")), "{alive:?}");
+    assert!(alive.iter().any(|(k, _)| k.ends_with("/clusterroles/alive/view")), "{alive:?}");
+}

@@ -190,15 +190,17 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
         (None, Some(token)) => authenticate_token(state, &token, &target).await?,
         (None, None) => return Err(ApiError::unauthorized()),
     };
+    // Who authenticated decides the exemption, not whom they impersonate.
+    let exempt = inflight::exempt(&who);
     let who = impersonate(state, req.headers(), who, target.name().unwrap_or(ROOT)).await?;
     // After authentication and impersonation, before any work, as kube-apiserver's max-in-flight
-    // filter: the identity decides the exemption, the cluster whose share is charged.
+    // filter; the target decides whose share is charged.
     let watch = match &route {
         Route::Resource(rp) => rp.watch_path || Query::parse(req.uri().query()).flag("watch").unwrap_or(false),
         _ => false,
     };
     let kind = inflight::Kind::of(req.method(), watch);
-    let ticket = state.inflight.admit(&who, target.name().unwrap_or("*"), kind)?;
+    let ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind)?;
     let (resp, labels) = admitted(state, conn, &who, target, route, req).await?;
     Ok((inflight::hold(resp, ticket), labels))
 }

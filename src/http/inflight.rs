@@ -31,10 +31,12 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// kube-apiserver's server-wide defaults; a cluster's share is a quarter of the non-mutating
-    /// budget, so at least four tenants can be at their cap before anyone is refused for the server.
+    /// kube-apiserver's server-wide defaults; a cluster's share is a quarter of the write budget and
+    /// an eighth of the read budget, so it takes four tenants flooding writes at once, or eight
+    /// flooding reads, before the others are refused too (kube-apiserver's fair queuing, APF, would
+    /// share the budget out instead; kgate has none).
     fn default() -> Self {
-        Limits { requests: 400, mutating: 200, per_cluster: 100, watches_per_cluster: 1000 }
+        Limits { requests: 400, mutating: 200, per_cluster: 50, watches_per_cluster: 1000 }
     }
 }
 
@@ -58,6 +60,14 @@ impl Kind {
             _ => Kind::Mutating,
         }
     }
+}
+
+/// Whether a caller is never refused: members of `system:masters`, as kube-apiserver never throttles
+/// them, so the platform team can reach a cluster its tenant is flooding. `caller` must be who
+/// authenticated, before any impersonation: a tenant's own cluster-admin may impersonate that group in
+/// its cluster, and must not escape the limits by it.
+pub fn exempt(caller: &Identity) -> bool {
+    caller.is_master()
 }
 
 /// Why a request was refused.
@@ -139,19 +149,14 @@ impl InFlight {
         why
     }
 
-    /// Admit a request of `who` to `cluster` (`*` for the wildcard), or refuse it. Members of
-    /// `system:masters` are admitted without a ticket: kube-apiserver never throttles them, and the
-    /// platform team must be able to reach a cluster that its tenant is flooding.
-    pub fn admit(self: &Arc<Self>, who: &Identity, cluster: &str, kind: Kind) -> Result<Option<Ticket>, Refused> {
-        if who.is_master() {
+    /// Admit a request to `cluster` (`*` for the wildcard), or refuse it; `exempt` requests get no
+    /// ticket (see [`exempt`]).
+    pub fn admit(self: &Arc<Self>, exempt: bool, cluster: &str, kind: Kind) -> Result<Option<Ticket>, Refused> {
+        if exempt {
             return Ok(None);
         }
-        if let Some((counter, limit, gauge)) = self.server_counter(kind) {
-            if !take(counter, limit) {
-                return Err(self.refuse(Refused::Server));
-            }
-            gauge.inc();
-        }
+        // The cluster's share first: a tenant at its share must not take server-wide units, even for
+        // a moment, that others would then be refused for.
         let taken = {
             let mut counts = self.clusters.entry(cluster.to_string()).or_insert((0, 0));
             let (n, limit) = match kind {
@@ -162,23 +167,26 @@ impl InFlight {
             *n += usize::from(free);
             free
         };
-        if taken {
-            return Ok(Some(Ticket { owner: self.clone(), cluster: cluster.to_string(), kind }));
+        if !taken {
+            self.release_cluster(cluster, kind, false);
+            return Err(self.refuse(match kind {
+                Kind::Watch => Refused::Watches(cluster.to_string(), self.limits.watches_per_cluster),
+                _ => Refused::Cluster(cluster.to_string()),
+            }));
         }
-        self.release(cluster, kind, false);
-        Err(self.refuse(match kind {
-            Kind::Watch => Refused::Watches(cluster.to_string(), self.limits.watches_per_cluster),
-            _ => Refused::Cluster(cluster.to_string()),
-        }))
+        if let Some((counter, limit, gauge)) = self.server_counter(kind) {
+            if !take(counter, limit) {
+                self.release_cluster(cluster, kind, true);
+                return Err(self.refuse(Refused::Server));
+            }
+            gauge.inc();
+        }
+        Ok(Some(Ticket { owner: self.clone(), cluster: cluster.to_string(), kind }))
     }
 
-    /// Give back the server-wide unit of `kind`, and the cluster's when `counted` (a refused request
-    /// took none); the cluster's entry goes when nothing of it is left in flight.
-    fn release(&self, cluster: &str, kind: Kind, counted: bool) {
-        if let Some((counter, _, gauge)) = self.server_counter(kind) {
-            counter.fetch_sub(1, Ordering::AcqRel);
-            gauge.dec();
-        }
+    /// Give back the cluster's unit of `kind` when `counted` (a request its share refused took none);
+    /// the cluster's entry goes when nothing of it is left in flight.
+    fn release_cluster(&self, cluster: &str, kind: Kind, counted: bool) {
         if counted {
             if let Some(mut counts) = self.clusters.get_mut(cluster) {
                 match kind {
@@ -204,7 +212,11 @@ impl InFlight {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.owner.release(&self.cluster, self.kind, true);
+        if let Some((counter, _, gauge)) = self.owner.server_counter(self.kind) {
+            counter.fetch_sub(1, Ordering::AcqRel);
+            gauge.dec();
+        }
+        self.owner.release_cluster(&self.cluster, self.kind, true);
     }
 }
 
@@ -247,10 +259,6 @@ pub fn hold(resp: http::Response<Body>, ticket: Option<Ticket>) -> http::Respons
 mod tests {
     use super::*;
 
-    fn tenant() -> Identity {
-        Identity::from_cert("alice".into(), vec![])
-    }
-
     fn limits(requests: usize, per_cluster: usize, watches: usize) -> Arc<InFlight> {
         let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().inflight;
         InFlight::new(Limits { requests, mutating: requests, per_cluster, watches_per_cluster: watches }, &metrics)
@@ -259,14 +267,14 @@ mod tests {
     #[test]
     fn a_cluster_at_its_share_is_refused_while_others_are_admitted() {
         let f = limits(10, 2, 0);
-        let a1 = f.admit(&tenant(), "a", Kind::ReadOnly).unwrap();
-        let a2 = f.admit(&tenant(), "a", Kind::Mutating).unwrap();
-        assert_eq!(f.admit(&tenant(), "a", Kind::ReadOnly).unwrap_err(), Refused::Cluster("a".into()));
-        let b = f.admit(&tenant(), "b", Kind::ReadOnly).unwrap();
+        let a1 = f.admit(false, "a", Kind::ReadOnly).unwrap();
+        let a2 = f.admit(false, "a", Kind::Mutating).unwrap();
+        assert_eq!(f.admit(false, "a", Kind::ReadOnly).unwrap_err(), Refused::Cluster("a".into()));
+        let b = f.admit(false, "b", Kind::ReadOnly).unwrap();
         assert!(b.is_some());
         assert_eq!(f.of_cluster("a"), (2, 0));
         drop(a1);
-        let a3 = f.admit(&tenant(), "a", Kind::ReadOnly).unwrap();
+        let a3 = f.admit(false, "a", Kind::ReadOnly).unwrap();
         assert!(a3.is_some());
         drop((a2, a3, b));
         assert_eq!(f.clusters_in_flight(), 0, "entries go when nothing is in flight");
@@ -276,11 +284,19 @@ mod tests {
     #[test]
     fn the_server_budget_is_shared_and_a_refusal_takes_nothing() {
         let f = limits(2, 5, 0);
-        let held: Vec<_> = ["a", "b"].iter().map(|c| f.admit(&tenant(), c, Kind::ReadOnly).unwrap()).collect();
-        assert_eq!(f.admit(&tenant(), "c", Kind::ReadOnly).unwrap_err(), Refused::Server);
+        let _held: Vec<_> = ["a", "b"].iter().map(|c| f.admit(false, c, Kind::ReadOnly).unwrap()).collect();
+        assert_eq!(f.admit(false, "c", Kind::ReadOnly).unwrap_err(), Refused::Server);
         assert_eq!(f.of_cluster("c"), (0, 0));
+        assert_eq!(f.clusters_in_flight(), 2);
+        // A cluster at its share is refused by it, without touching the server's budget.
+        let f = limits(3, 1, 0);
+        let _a = f.admit(false, "a", Kind::ReadOnly).unwrap();
+        assert_eq!(f.admit(false, "a", Kind::ReadOnly).unwrap_err(), Refused::Cluster("a".into()));
+        assert_eq!(f.readonly.load(Ordering::Acquire), 1);
+        let f = limits(2, 5, 0);
+        let held: Vec<_> = ["a", "b"].iter().map(|c| f.admit(false, c, Kind::ReadOnly).unwrap()).collect();
         // Mutating requests have a budget of their own.
-        assert!(f.admit(&tenant(), "c", Kind::Mutating).unwrap().is_some());
+        assert!(f.admit(false, "c", Kind::Mutating).unwrap().is_some());
         drop(held);
         assert_eq!(f.readonly.load(Ordering::Acquire), 0);
         assert_eq!(f.clusters_in_flight(), 0);
@@ -289,14 +305,14 @@ mod tests {
     #[test]
     fn watches_have_their_own_cap_and_masters_are_never_refused() {
         let f = limits(1, 1, 2);
-        let _w: Vec<_> = (0..2).map(|_| f.admit(&tenant(), "a", Kind::Watch).unwrap()).collect();
-        assert_eq!(f.admit(&tenant(), "a", Kind::Watch).unwrap_err(), Refused::Watches("a".into(), 2));
+        let _w: Vec<_> = (0..2).map(|_| f.admit(false, "a", Kind::Watch).unwrap()).collect();
+        assert_eq!(f.admit(false, "a", Kind::Watch).unwrap_err(), Refused::Watches("a".into(), 2));
         // Watches are not requests in flight: a read still gets in.
-        let r = f.admit(&tenant(), "a", Kind::ReadOnly).unwrap();
+        let r = f.admit(false, "a", Kind::ReadOnly).unwrap();
         assert!(r.is_some());
         let admin = Identity::from_cert("admin".into(), vec![crate::auth::MASTERS.into()]);
         for kind in [Kind::ReadOnly, Kind::Mutating, Kind::Watch] {
-            assert!(f.admit(&admin, "a", kind).unwrap().is_none(), "{kind:?}");
+            assert!(f.admit(exempt(&admin), "a", kind).unwrap().is_none(), "{kind:?}");
         }
         assert_eq!(f.of_cluster("a"), (1, 2));
     }
@@ -304,7 +320,7 @@ mod tests {
     #[test]
     fn zero_means_no_limit() {
         let f = limits(0, 0, 0);
-        let held: Vec<_> = (0..1000).map(|_| f.admit(&tenant(), "a", Kind::Mutating).unwrap()).collect();
+        let held: Vec<_> = (0..1000).map(|_| f.admit(false, "a", Kind::Mutating).unwrap()).collect();
         assert_eq!(f.of_cluster("a"), (1000, 0));
         drop(held);
         assert_eq!(f.clusters_in_flight(), 0);

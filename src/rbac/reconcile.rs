@@ -70,7 +70,8 @@ fn same_subject(a: &Value, b: &Value) -> bool {
 
 /// `existing` brought up to `expected`, or `None` when it already has everything or opts out.
 pub fn reconcile(existing: &Value, expected: &Value) -> Option<Value> {
-    if existing["metadata"]["annotations"][AUTOUPDATE] == "false" {
+    // Opted out; or not an object the API would have written, left as it is.
+    if existing["metadata"]["annotations"][AUTOUPDATE] == "false" || !existing["metadata"].is_object() {
         return None;
     }
     let mut out = existing.clone();
@@ -153,15 +154,18 @@ mod tests {
 
     #[test]
     fn a_wider_rule_covers_and_a_narrower_one_does_not() {
-        let want = json!({"rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "pods/log"]}]});
-        let wide = json!({"rules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]});
+        let role = |rules: Value| json!({"metadata": {"name": "r"}, "rules": rules});
+        let want = role(json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "pods/log"]}]));
+        let wide = role(json!([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]));
         assert_eq!(reconcile(&wide, &want), None);
-        let named = json!({"rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "pods/log"],
-            "resourceNames": ["one"]}]});
+        let named = role(json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "pods/log"],
+            "resourceNames": ["one"]}]));
         assert!(reconcile(&named, &want).is_some(), "a rule for one name does not cover every name");
-        let urls = json!({"rules": [{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*"]}]});
-        assert_eq!(reconcile(&json!({"rules": [{"verbs": ["get"], "nonResourceURLs": ["*"]}]}), &urls), None);
-        assert!(reconcile(&json!({"rules": [{"verbs": ["get"], "nonResourceURLs": ["/api"]}]}), &urls).is_some());
+        let urls = role(json!([{"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*"]}]));
+        assert_eq!(reconcile(&role(json!([{"verbs": ["get"], "nonResourceURLs": ["*"]}])), &urls), None);
+        assert!(reconcile(&role(json!([{"verbs": ["get"], "nonResourceURLs": ["/api"]}])), &urls).is_some());
+        // Not an object the API would have written: left as it is.
+        assert_eq!(reconcile(&json!({"metadata": "x", "rules": []}), &want), None);
     }
 
     #[test]

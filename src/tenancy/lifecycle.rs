@@ -22,8 +22,8 @@ use crate::resources;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{StoreError, WatchEvent};
 
-/// Clusters whose default RBAC is reconciled at once after an upgrade: enough to finish 100,000 in
-/// minutes, few enough that serving requests keeps most of the store.
+/// Clusters whose default RBAC is reconciled at once after an upgrade (about 25 store reads each, and a
+/// write where a role lacks something): few enough that serving requests keeps most of the store.
 const RECONCILE_CONCURRENCY: usize = 4;
 
 /// Longest wait between attempts of a purge that keeps failing (store unreachable, say).
@@ -145,7 +145,7 @@ impl Lifecycle {
                         let registry = registry.clone();
                         async move {
                             if let Err(e) = refresh(&registry, &name, &uid).await {
-                                tracing::warn!(error = %e, cluster = %name, "reconciling a logical cluster's default RBAC; the next list retries");
+                                tracing::warn!(error = %e, cluster = %name, "reconciling a logical cluster's default RBAC; the next start or relist retries");
                             }
                         }
                     })
