@@ -245,14 +245,8 @@ impl<'a> Defaults<'a> {
         if self.cluster == ROOT {
             return Ok(true);
         }
-        let key = object_key(self.registry, self.cluster);
-        let Some(kv) = self.registry.store.get(&key).await? else { return Ok(false) };
-        let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
-        if obj["metadata"].get("deletionTimestamp").is_some() {
-            return Ok(false);
-        }
-        self.guard = Some(crate::storage::Guard { key, mod_revision: kv.mod_revision });
-        Ok(true)
+        self.guard = live_guard(self.registry, self.cluster).await?;
+        Ok(self.guard.is_some())
     }
 
     /// Create `value` at `key` unless something is there.
@@ -323,13 +317,17 @@ fn object_key(registry: &Registry, name: &str) -> String {
 
 /// Whether a LogicalCluster object exists and is not being deleted (whatever its phase).
 pub async fn is_live(registry: &Registry, name: &str) -> ApiResult<bool> {
-    Ok(match registry.store.get(&object_key(registry, name)).await? {
-        Some(kv) => {
-            let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
-            obj["metadata"].get("deletionTimestamp").is_none()
-        }
-        None => false,
-    })
+    Ok(live_guard(registry, name).await?.is_some())
+}
+
+/// The LogicalCluster `name` as a write guard (its key at the revision read), if it exists and is not
+/// being deleted.
+async fn live_guard(registry: &Registry, name: &str) -> ApiResult<Option<crate::storage::Guard>> {
+    let key = object_key(registry, name);
+    let Some(kv) = registry.store.get(&key).await? else { return Ok(None) };
+    let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+    let live = obj["metadata"].get("deletionTimestamp").is_none();
+    Ok(live.then_some(crate::storage::Guard { key, mod_revision: kv.mod_revision }))
 }
 
 /// `status` with the phase set and the Ready condition set the way `meta.SetStatusCondition` does:

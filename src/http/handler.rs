@@ -195,13 +195,16 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
     let who = impersonate(state, req.headers(), who, target.name().unwrap_or(ROOT)).await?;
     // After authentication and impersonation, before any work, as kube-apiserver's max-in-flight
     // filter; the target decides whose share is charged.
+    // Parsed once here, for the admission and for the handler.
+    let q = Query::parse(req.uri().query());
     let watch = match &route {
-        Route::Resource(rp) => rp.watch_path || Query::parse(req.uri().query()).flag("watch").unwrap_or(false),
+        // A bad value is the handler's 400 to give; until then it costs what a read costs.
+        Route::Resource(rp) => rp.watch_path || q.flag("watch").unwrap_or(false),
         _ => false,
     };
     let kind = inflight::Kind::of(req.method(), watch);
     let ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind)?;
-    let (resp, labels) = admitted(state, conn, &who, target, route, req).await?;
+    let (resp, labels) = admitted(state, conn, &who, target, route, q, req).await?;
     Ok((inflight::hold(resp, ticket), labels))
 }
 
@@ -212,6 +215,7 @@ async fn admitted(
     who: &Identity,
     target: ClusterTarget,
     route: Route,
+    q: Query,
     req: Request<Incoming>,
 ) -> Routed {
     if let ClusterTarget::Named(name) = &target {
@@ -289,10 +293,9 @@ async fn admitted(
         }
         Route::OpenApiV3 => plain(openapi_index(state, &cluster_name, if_none_match.as_deref()).await?),
         Route::OpenApiV3Doc(gv) => {
-            let q = Query::parse(req.uri().query());
             plain(openapi_doc(state, &cluster_name, &gv, q.get("hash"), if_none_match.as_deref()).await?)
         }
-        Route::Resource(rp) => resource(state, who, &target, rp, req).await,
+        Route::Resource(rp) => resource(state, who, &target, rp, q, req).await,
     }
 }
 
@@ -448,6 +451,7 @@ async fn resource(
     who: &Identity,
     target: &ClusterTarget,
     rp: ResourcePath,
+    q: Query,
     req: Request<Incoming>,
 ) -> Routed {
     let cluster_for_defs = target.name().unwrap_or("*");
@@ -471,7 +475,6 @@ async fn resource(
     if rp.namespace.is_some() && !def.namespaced {
         return Err(ApiError::path_not_found());
     }
-    let q = Query::parse(req.uri().query());
     let watch = rp.watch_path || q.flag("watch")?;
     let verb = verb_of(req.method(), &rp, watch)?;
     let labels = Labels { verb: verb.to_string(), resource: def.metric_label().to_string() };

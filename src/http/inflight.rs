@@ -199,13 +199,15 @@ impl InFlight {
         self.clusters.remove_if(cluster, |_, counts| *counts == (0, 0));
     }
 
-    /// Requests of `cluster` in flight and watches it has open (for tests and figures).
-    pub fn of_cluster(&self, cluster: &str) -> (usize, usize) {
+    /// Requests of `cluster` in flight and watches it has open.
+    #[cfg(test)]
+    fn of_cluster(&self, cluster: &str) -> (usize, usize) {
         self.clusters.get(cluster).map(|c| *c).unwrap_or((0, 0))
     }
 
     /// Clusters with anything in flight.
-    pub fn clusters_in_flight(&self) -> usize {
+    #[cfg(test)]
+    fn clusters_in_flight(&self) -> usize {
         self.clusters.len()
     }
 }
