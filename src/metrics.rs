@@ -38,6 +38,8 @@ pub struct CacheMetrics {
     pub reads: IntCounterVec,
     /// Watchers on a store watch of their own (resumed from before the cache's history) right now.
     pub store_fed: IntGauge,
+    /// Loads of a cache from the store (a start, or a reload after losing the store), by resource.
+    pub initializations: IntCounterVec,
 }
 
 impl Metrics {
@@ -72,6 +74,14 @@ impl Metrics {
             ),
             &["resource", "served_by"],
         )?;
+        // kube-apiserver's name for the same figure.
+        let initializations = IntCounterVec::new(
+            Opts::new(
+                "apiserver_watch_cache_initializations_total",
+                "Counter of watch cache initializations broken by resource type.",
+            ),
+            &["resource"],
+        )?;
         let store_fed = IntGauge::new(
             "kgate_watch_store_fed_watchers",
             "Watchers on a store watch of their own until they catch up with the watch cache's history.",
@@ -91,7 +101,7 @@ impl Metrics {
             ),
             &["limit"],
         )?;
-        for c in [&requests, &lagging, &reads, &refused] {
+        for c in [&requests, &lagging, &reads, &initializations, &refused] {
             registry.register(Box::new(c.clone()))?;
         }
         registry.register(Box::new(store_fed.clone()))?;
@@ -101,7 +111,7 @@ impl Metrics {
             registry,
             requests,
             latency,
-            cache: CacheMetrics { lagging, reads, store_fed },
+            cache: CacheMetrics { lagging, reads, store_fed, initializations },
             inflight: InFlightMetrics { current, refused },
         })
     }

@@ -437,3 +437,78 @@ async fn a_crd_of_the_other_scope_elsewhere_leaves_watches_alone() {
     assert_eq!(st, StatusCode::OK, "{list}");
     assert_eq!(cached_names(&list), ["b1"]);
 }
+
+/// One tenant declares a custom resource in many versions, another declares the same group and plural
+/// with another kind. One watch cache serves them all (a cache per version or kind would let a tenant
+/// multiply every tenant's objects in memory by declaring versions), and each request still gets the
+/// objects in its own version and kind: lists, gets and watches, with and without selectors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_cache_serves_a_resource_in_every_version_and_kind_declared() {
+    let s = TestServer::start(Backend::Embedded).await;
+    for c in ["vers-a", "vers-b"] {
+        s.create_cluster(c).await;
+    }
+    let versions = ["v1", "v2", "v3", "v4", "v5"];
+    let mut many = widget_crd("v1", "integer");
+    let v1 = many["spec"]["versions"][0].clone();
+    many["spec"]["versions"] = versions
+        .iter()
+        .map(|v| {
+            let mut d = v1.clone();
+            d["name"] = json!(v);
+            d["storage"] = json!(*v == "v1");
+            d
+        })
+        .collect();
+    let mut gadgets = widget_crd("v1", "integer");
+    gadgets["spec"]["names"] = json!({"plural": "widgets", "singular": "gadget", "kind": "Gadget"});
+    for (c, crd) in [("vers-a", &many), ("vers-b", &gadgets)] {
+        let (st, body) = s.post(&format!("/clusters/{c}{CRDS}"), crd).await;
+        assert_eq!(st, StatusCode::CREATED, "{body}");
+    }
+    let at = |c: &str, v: &str| format!("/clusters/{c}/apis/example.com/{v}/namespaces/default/widgets");
+    for (c, kind) in [("vers-a", "Widget"), ("vers-b", "Gadget")] {
+        eventually(20, "the widgets to be served", || async { s.get(&at(c, "v1")).await.0 == StatusCode::OK }).await;
+        let mut w = widget("v1", &format!("{c}-1"), json!(1));
+        w["kind"] = json!(kind);
+        let (st, body) = s.post(&at(c, "v1"), &w).await;
+        assert_eq!(st, StatusCode::CREATED, "{body}");
+    }
+    let caches = "apiserver_watch_cache_initializations_total{resource=\"customresources\"}";
+    let before = s.metric(caches).await;
+
+    let heads = |o: &Value| (o["apiVersion"].as_str().unwrap().to_string(), o["kind"].as_str().unwrap().to_string());
+    let want = |v: &str, kind: &str| (format!("example.com/{v}"), kind.to_string());
+    let mut watches = Vec::new();
+    for v in versions {
+        let (st, list) = s.get(&format!("{}?resourceVersion=0", at("vers-a", v))).await;
+        assert_eq!(st, StatusCode::OK, "{list}");
+        assert_eq!((list["kind"].as_str(), list["apiVersion"].as_str()), (Some("WidgetList"), Some(&*want(v, "").0)));
+        assert_eq!(list["items"].as_array().unwrap().iter().map(heads).collect::<Vec<_>>(), [want(v, "Widget")]);
+        let (st, one) = s.get(&format!("{}/vers-a-1?resourceVersion=0", at("vers-a", v))).await;
+        assert_eq!((st, heads(&one)), (StatusCode::OK, want(v, "Widget")));
+        // Every other version's watch selects by label, so both ways of sending an event are covered.
+        let selector = if v == "v2" || v == "v4" { "&labelSelector=app%3Dx" } else { "" };
+        let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+        watches.push((v, s.watch(&format!("{}?watch=true&resourceVersion={rv}{selector}", at("vers-a", v))).await));
+    }
+    let (st, list) = s.get(&format!("{}?resourceVersion=0", at("vers-b", "v1"))).await;
+    assert_eq!(st, StatusCode::OK, "{list}");
+    assert_eq!(list["items"].as_array().unwrap().iter().map(heads).collect::<Vec<_>>(), [want("v1", "Gadget")]);
+    // Across clusters at v1: those whose CRD serves v1 with the first one's kind.
+    let (st, list) = s.get("/clusters/*/apis/example.com/v1/widgets?resourceVersion=0").await;
+    assert_eq!(st, StatusCode::OK, "{list}");
+    assert_eq!(names(&list), [triple("vers-a", "vers-a-1", "example.com/v1")]);
+
+    let mut w = widget("v3", "vers-a-2", json!(2));
+    w["metadata"]["labels"] = json!({"app": "x"});
+    let (st, body) = s.post(&at("vers-a", "v3"), &w).await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+    for (v, events) in &mut watches {
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.recv()).await.expect("event in time").unwrap();
+        assert_eq!(ev["type"], "ADDED", "{v}: {ev}");
+        assert_eq!(ev["object"]["metadata"]["name"], "vers-a-2", "{v}: {ev}");
+        assert_eq!(heads(&ev["object"]), want(v, "Widget"), "{v}: {ev}");
+    }
+    assert_eq!(s.metric(caches).await - before, 1.0, "one cache for every version and kind of widgets");
+}

@@ -32,13 +32,14 @@ const LIST_CHUNK: usize = 64 * 1024;
 /// A plain JSON list from objects already serialised (the watch cache keeps them so): the bytes are
 /// joined, never parsed, a chunk at a time as the connection takes them, so the first bytes leave
 /// before the last object is looked at and no buffer of the whole list is ever allocated. `fill` hands
-/// the objects' JSON in order to its argument until that declines one (which comes first next time),
-/// and returns true when none is left. A list that fits in one chunk is sent whole with its length;
+/// the objects' JSON in order to its argument, each in two pieces that are joined (a head and the rest,
+/// as the watch cache keeps them), until that declines one (which comes first next time), and returns
+/// true when none is left. A list that fits in one chunk is sent whole with its length;
 /// a longer one goes without a Content-Length, as kube-apiserver's large lists do, since its length is
 /// not known before its last object is read.
 pub fn raw_list<F>(def: &ResourceDef, list_meta: &Value, fill: F) -> Response<Body>
 where
-    F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool + Send + Unpin + 'static,
+    F: FnMut(&mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool + Send + Unpin + 'static,
 {
     let head = json!({"kind": def.list_kind(), "apiVersion": def.api_version(), "metadata": list_meta});
     let mut head = serde_json::to_vec(&head).expect("JSON serialises");
@@ -72,19 +73,20 @@ struct ListBody<F> {
 /// (a chunk grown by doubling would copy its bytes again).
 const FIRST_CHUNK: usize = 8 * 1024;
 
-impl<F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool> ListBody<F> {
+impl<F: FnMut(&mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool> ListBody<F> {
     /// Join objects after what `chunk` holds, up to `LIST_CHUNK` bytes, closing the list after the last.
     fn join(&mut self, mut chunk: Vec<u8>) -> Bytes {
         let first = &mut self.first;
-        let drained = (self.fill)(&mut |item| {
+        let drained = (self.fill)(&mut |head, rest| {
             // An object larger than a chunk goes alone in one.
-            if !chunk.is_empty() && chunk.len() + item.len() + 1 > LIST_CHUNK {
+            if !chunk.is_empty() && chunk.len() + head.len() + rest.len() + 1 > LIST_CHUNK {
                 return false;
             }
             if !std::mem::take(first) {
                 chunk.push(b',');
             }
-            chunk.extend_from_slice(item);
+            chunk.extend_from_slice(head);
+            chunk.extend_from_slice(rest);
             true
         });
         if drained {
@@ -102,7 +104,7 @@ impl<F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool> ListBody<F> {
     }
 }
 
-impl<F: FnMut(&mut dyn FnMut(&[u8]) -> bool) -> bool + Unpin> http_body::Body for ListBody<F> {
+impl<F: FnMut(&mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool + Unpin> http_body::Body for ListBody<F> {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -286,9 +288,11 @@ mod tests {
             }
             let want: Vec<Value> = items.iter().map(|b| serde_json::from_slice(b).unwrap()).collect();
             let mut left = items.into_iter().peekable();
-            let fill = move |take: &mut dyn FnMut(&[u8]) -> bool| {
+            let fill = move |take: &mut dyn FnMut(&[u8], &[u8]) -> bool| {
                 while let Some(item) = left.peek() {
-                    if !take(item) {
+                    // Cut anywhere: the two pieces are joined.
+                    let (head, rest) = item.split_at(item.len() / 3);
+                    if !take(head, rest) {
                         return false;
                     }
                     left.next();

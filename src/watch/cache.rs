@@ -47,21 +47,80 @@ const LOAD_PAGE: usize = 5_000;
 /// A cache nobody watched or read for this long is dropped with its memory.
 const IDLE_EVICT: Duration = Duration::from_secs(600);
 
+/// The opening of an object's JSON as one definition serves it: `{"apiVersion":"…","kind":"…"`.
+/// Cached objects are kept without it (see `Entry`), so one cache serves a custom resource in every
+/// version and kind the clusters' CRDs declare for it, each request putting its own in front. (A cache
+/// per version would let one tenant multiply every tenant's objects in memory by declaring versions.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head(Bytes);
+
+impl Head {
+    /// The opening of `def`'s objects.
+    pub fn of(def: &ResourceDef) -> Head {
+        let mut h = b"{\"apiVersion\":".to_vec();
+        h.extend(serde_json::to_vec(&def.api_version()).expect("strings serialise"));
+        h.extend_from_slice(b",\"kind\":");
+        h.extend(serde_json::to_vec(&def.kind).expect("strings serialise"));
+        Head(Bytes::from(h))
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// A current object: what a GET returns, serialised. Kept in the map itself rather than behind an
 /// `Arc`, so a list walking the map reaches each object's bytes in one step: a pointer to chase per
 /// object, through memory scattered by other work, cost lists a third more CPU.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    /// The object as clients see it (resourceVersion and cluster annotation set), as JSON.
-    pub json: Bytes,
+    /// The object as clients see it (resourceVersion and cluster annotation set), as JSON, without its
+    /// apiVersion and kind: what follows a `Head`, either `,"metadata":…}` or `}`.
+    pub body: Bytes,
     /// Revision of its last write.
     pub revision: Revision,
 }
 
 impl Entry {
-    /// The object parsed (for selectors and Table rendering).
-    pub fn value(&self) -> ApiResult<Value> {
-        serde_json::from_slice(&self.json).map_err(ApiError::internal)
+    /// The entry of an object; its apiVersion and kind are left to the `Head` it is served with.
+    pub fn new(mut obj: Value, revision: Revision) -> serde_json::Result<Entry> {
+        if let Some(m) = obj.as_object_mut() {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        let mut json = serde_json::to_vec(&obj)?;
+        if json.first() != Some(&b'{') {
+            return Err(serde::de::Error::custom("an object is not a JSON object"));
+        }
+        // `{…}` becomes `,…}`, and `{}` becomes `}`.
+        if json.len() > 2 {
+            json[0] = b',';
+        } else {
+            json.remove(0);
+        }
+        Ok(Entry { body: Bytes::from(json), revision })
+    }
+
+    /// The object's JSON as `head`'s definition serves it.
+    pub fn json(&self, head: &Head) -> Bytes {
+        let mut j = Vec::with_capacity(head.0.len() + self.body.len());
+        j.extend_from_slice(&head.0);
+        j.extend_from_slice(&self.body);
+        Bytes::from(j)
+    }
+
+    /// The object parsed as `head`'s definition serves it (for selectors and Table rendering).
+    pub fn value(&self, head: &Head) -> ApiResult<Value> {
+        serde_json::from_slice(&self.json(head)).map_err(ApiError::internal)
+    }
+
+    /// The object parsed without apiVersion and kind.
+    fn headless(&self) -> serde_json::Result<Value> {
+        let mut j = Vec::with_capacity(self.body.len() + 1);
+        j.push(b'{');
+        j.extend_from_slice(self.body.strip_prefix(b",").unwrap_or(&self.body));
+        serde_json::from_slice(&j)
     }
 }
 
@@ -302,6 +361,8 @@ enum Phase {
 
 /// The cache of one resource type across every cluster.
 pub struct Cacher {
+    /// The definition that started the cache. Its prefix and scope are those of every request it serves;
+    /// its version and kind need not be (each request serves objects with its own `Head`).
     def: Arc<ResourceDef>,
     metrics: CacheMetrics,
     /// Store prefix of the type in every cluster (`/registry/core/configmaps/`).
@@ -350,11 +411,6 @@ impl Cacher {
     /// The counters this cache reports to.
     pub fn metrics(&self) -> &CacheMetrics {
         &self.metrics
-    }
-
-    /// The resource type cached.
-    pub fn def(&self) -> &Arc<ResourceDef> {
-        &self.def
     }
 
     /// Every change up to this revision is applied.
@@ -497,8 +553,7 @@ impl Cacher {
             return Ok(None);
         };
         let obj = registry.decode(&self.def, cluster, kv).map_err(|e| StoreError::Internal(e.message.clone()))?;
-        let json = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(e.to_string()))?;
-        Ok(Some(Entry { json: Bytes::from(json), revision: kv.mod_revision }))
+        Ok(Some(Entry::new(obj, kv.mod_revision).map_err(|e| StoreError::Internal(e.to_string()))?))
     }
 
     /// Replace everything with a fresh load; watchers of the old state are cut off to catch up from the
@@ -515,6 +570,7 @@ impl Cacher {
         st.by_cluster.clear();
         st.wildcard.clear();
         drop(st);
+        self.metrics.initializations.with_label_values(&[self.def.metric_label()]).inc();
         self.progress.send_replace((Phase::Serving, revision));
     }
 
@@ -661,10 +717,10 @@ fn remove_slot(st: &mut State, id: u64) {
 
 /// The same object with another resourceVersion.
 fn restamp(entry: &Entry, revision: Revision) -> Result<Entry, StoreError> {
-    let mut obj: Value = serde_json::from_slice(&entry.json).map_err(|e| StoreError::Internal(e.to_string()))?;
+    let internal = |e: serde_json::Error| StoreError::Internal(e.to_string());
+    let mut obj = entry.headless().map_err(internal)?;
     crate::meta::metadata_mut(&mut obj).insert("resourceVersion".into(), Value::String(revision.to_string()));
-    let json = serde_json::to_vec(&obj).map_err(|e| StoreError::Internal(e.to_string()))?;
-    Ok(Entry { json: Bytes::from(json), revision })
+    Entry::new(obj, revision).map_err(internal)
 }
 
 /// Every resource type's cache over one store.
@@ -738,13 +794,13 @@ impl WatchCache {
         serving.then_some(c)
     }
 
-    /// Which cache serves `def`: one per store prefix. Custom resources of one prefix may differ by cluster
-    /// in version, kind or scope (each cluster has its own CRD), and a cache decodes every object with one
-    /// definition, so each combination gets its own.
+    /// Which cache serves `def`: one per store prefix. Clusters' CRDs for one custom resource may differ
+    /// in version and kind, which only change each object's `Head`, so one cache serves them all; they
+    /// may also differ in scope, which changes the key layout, so a prefix has at most two caches.
     fn key(&self, def: &ResourceDef) -> String {
         let prefix = self.registry.collection(def, None, None);
         match def.custom {
-            Some(_) => format!("{prefix}#{}#{}#{}", def.version, def.kind, def.namespaced),
+            Some(_) => format!("{prefix}#{}", if def.namespaced { "namespaced" } else { "cluster" }),
             None => prefix,
         }
     }
@@ -808,6 +864,34 @@ mod tests {
         assert!(c.register(scope, Start::After(5)).is_err(), "a stopped one does not");
     }
 
+    /// One cached object is served in whatever version and kind each request's definition names, with
+    /// every other field as stored, and a delete's restamp keeps it so.
+    #[test]
+    fn an_entry_is_served_with_each_requests_head() {
+        let cm = crate::resources::find("", "v1", "configmaps").unwrap();
+        let deploy = crate::resources::find("apps", "v1", "deployments").unwrap();
+        let obj = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "x", "resourceVersion": "3"}, "data": {"k": "v"}
+        });
+        let e = Entry::new(obj.clone(), 3).unwrap();
+        assert!(!e.body.windows(4).any(|w| w == b"kind"), "the head is not stored: {:?}", e.body);
+        assert_eq!(e.value(&Head::of(&cm)).unwrap(), obj);
+        let as_deployment = e.value(&Head::of(&deploy)).unwrap();
+        assert_eq!((&as_deployment["apiVersion"], &as_deployment["kind"]), (&"apps/v1".into(), &"Deployment".into()));
+        assert_eq!((&as_deployment["metadata"], &as_deployment["data"]), (&obj["metadata"], &obj["data"]));
+        let raw: Value = serde_json::from_slice(&e.json(&Head::of(&deploy))).unwrap();
+        assert_eq!(raw, as_deployment);
+
+        let deleted = restamp(&e, 9).unwrap();
+        let v = deleted.value(&Head::of(&cm)).unwrap();
+        assert_eq!((deleted.revision, &v["metadata"]["resourceVersion"], &v["data"]), (9, &"9".into(), &obj["data"]));
+        // An object with nothing but its head is still one.
+        let bare = Entry::new(serde_json::json!({"kind": "ConfigMap"}), 1).unwrap();
+        assert_eq!(bare.value(&Head::of(&cm)).unwrap(), serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"}));
+        assert!(Entry::new(serde_json::json!([1]), 1).is_err());
+    }
+
     fn cacher_with(keys: &[&str]) -> Arc<Cacher> {
         let def = crate::resources::find("", "v1", "configmaps").unwrap();
         let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().cache;
@@ -819,9 +903,9 @@ mod tests {
     }
 
     fn put(c: &Cacher, key: &str, revision: Revision) {
-        let json = Bytes::from(format!(r#"{{"key":"{key}","rv":{revision}}}"#));
+        let entry = Entry::new(serde_json::json!({"key": key, "rv": revision}), revision).unwrap();
         let mut st = c.lock_write();
-        st.objects.insert(key.into(), Entry { json, revision });
+        st.objects.insert(key.into(), entry);
         st.revision = revision;
     }
 
@@ -871,20 +955,22 @@ mod tests {
     fn list_items_are_handed_out_once_each_across_chunks() {
         let keys: Vec<String> = (0..50).map(|i| format!("{P}c/x/{i:03}")).collect();
         let c = cacher_with(&keys.iter().map(String::as_str).collect::<Vec<_>>());
-        let snapshot = Some(c.snapshot(&Scope { cluster: None, namespace: None }));
-        let mut items = super::super::read::Items::All { snapshot, next: None };
+        let snapshot = c.snapshot(&Scope { cluster: None, namespace: None });
+        let head = Head::of(c.def.as_ref());
+        let mut items = super::super::read::Items::all(snapshot, head.clone());
         assert_eq!(items.values().unwrap().len(), 50);
         // Take 7 a call and decline the 8th, which must be offered first in the next call.
         let (mut taken, mut declined, mut calls) = (Vec::new(), None::<Vec<u8>>, 0);
         loop {
             let (mut offered, mut n) = (Vec::new(), 0);
-            let done = items.fill(&mut |json| {
-                offered.push(json.to_vec());
+            let done = items.fill(&mut |head, rest| {
+                let json = [head, rest].concat();
+                offered.push(json.clone());
                 if n == 7 {
                     return false;
                 }
                 n += 1;
-                taken.push(json.to_vec());
+                taken.push(json);
                 true
             });
             if let Some(d) = declined.take() {
@@ -896,10 +982,13 @@ mod tests {
             }
             declined = offered.last().cloned();
         }
-        let want: Vec<Vec<u8>> = keys.iter().map(|k| format!(r#"{{"key":"{k}","rv":1}}"#).into_bytes()).collect();
+        let want: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","key":"{k}","rv":1}}"#).into_bytes())
+            .collect();
         assert_eq!(taken, want, "every object once, in order");
         assert_eq!(calls, 8);
-        assert!(items.fill(&mut |_| panic!("nothing is left")));
+        assert!(items.fill(&mut |_, _| panic!("nothing is left")));
         assert!(items.values().unwrap().is_empty());
     }
 }

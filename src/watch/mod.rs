@@ -17,7 +17,7 @@ use crate::registry::{ListOptions, Registry, RvMatch};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{Revision, StoreError};
-use cache::{Cutoff, Entry, Event, Registration, Scope, Start, WatchCache};
+use cache::{Cutoff, Entry, Event, Head, Registration, Scope, Start, WatchCache};
 
 /// How often a bookmark is sent when the client allows them.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
@@ -48,9 +48,10 @@ pub struct WatchRequest {
     pub render: Option<Render>,
 }
 
-/// An object to send: serialised already, or a tree to render.
+/// An object to send: a cached one's serialised JSON after its head (`cache::Entry::body`; the
+/// watcher puts its own head in front), or a tree to render.
 enum Payload {
-    Json(Bytes),
+    Cached(Bytes),
     Value(Value),
 }
 
@@ -60,12 +61,13 @@ fn line(kind: &str, object: Value) -> Bytes {
     Bytes::from(s)
 }
 
-fn raw_line(kind: &str, object: &[u8]) -> Bytes {
-    let mut s = Vec::with_capacity(object.len() + 32);
+fn raw_line(kind: &str, head: &Head, body: &[u8]) -> Bytes {
+    let mut s = Vec::with_capacity(head.bytes().len() + body.len() + 32);
     s.extend_from_slice(b"{\"type\":\"");
     s.extend_from_slice(kind.as_bytes());
     s.extend_from_slice(b"\",\"object\":");
-    s.extend_from_slice(object);
+    s.extend_from_slice(head.bytes());
+    s.extend_from_slice(body);
     s.extend_from_slice(b"}\n");
     Bytes::from(s)
 }
@@ -120,6 +122,7 @@ pub async fn start(
     let scope =
         Scope { cluster: req.cluster.clone(), namespace: if def.namespaced { req.namespace.clone() } else { None } };
     let cacher = cache.cacher(&def, LOAD_PATIENCE).await?;
+    let head = Head::of(&def);
     let mut initial_items: Vec<Payload> = Vec::new();
     let mut feed = if initial {
         // Initial state: from the cache when it is fresh enough for the request, else a store list
@@ -139,7 +142,7 @@ pub async fn start(
             // Taken out so the watcher does not keep the snapshot's entries alive after sending them.
             if let Some(snapshot) = reg.snapshot.take() {
                 for (_, e) in snapshot.iter() {
-                    if let Some(p) = select_entry(&def, &req.opts, e)? {
+                    if let Some(p) = select_entry(&def, &head, &req.opts, e)? {
                         initial_items.push(p);
                     }
                 }
@@ -192,6 +195,7 @@ pub async fn start(
     let req_bookmarks = req.opts.bookmarks;
     let pump = Pump {
         def,
+        head,
         opts: req.opts,
         render: req.render,
         scope,
@@ -235,16 +239,21 @@ async fn resume(
 }
 
 /// Whether a cached object passes the selectors; returns what to send.
-fn select_entry(def: &ResourceDef, opts: &ListOptions, e: &Entry) -> ApiResult<Option<Payload>> {
+fn select_entry(def: &ResourceDef, head: &Head, opts: &ListOptions, e: &Entry) -> ApiResult<Option<Payload>> {
     if opts.selects_all() {
-        return Ok(Some(Payload::Json(e.json.clone())));
+        return Ok(Some(Payload::Cached(e.body.clone())));
     }
-    let v = e.value()?;
+    let v = e.value(head)?;
     Ok(crate::registry::matches(def, &v, opts).then_some(Payload::Value(v)))
 }
 
 /// Turn a cached event into this watcher's event, applying selector transitions.
-fn translate(def: &ResourceDef, opts: &ListOptions, ev: &Event) -> ApiResult<Option<(&'static str, Payload)>> {
+fn translate(
+    def: &ResourceDef,
+    head: &Head,
+    opts: &ListOptions,
+    ev: &Event,
+) -> ApiResult<Option<(&'static str, Payload)>> {
     if opts.selects_all() {
         let kind = if ev.deleted {
             "DELETED"
@@ -253,10 +262,10 @@ fn translate(def: &ResourceDef, opts: &ListOptions, ev: &Event) -> ApiResult<Opt
         } else {
             "ADDED"
         };
-        return Ok(Some((kind, Payload::Json(ev.object.json.clone()))));
+        return Ok(Some((kind, Payload::Cached(ev.object.body.clone()))));
     }
     let passes = |e: &Entry| -> ApiResult<Option<Value>> {
-        let v = e.value()?;
+        let v = e.value(head)?;
         Ok(crate::registry::matches(def, &v, opts).then_some(v))
     };
     let old = match &ev.prev {
@@ -264,7 +273,7 @@ fn translate(def: &ResourceDef, opts: &ListOptions, ev: &Event) -> ApiResult<Opt
         None => None,
     };
     if ev.deleted {
-        return Ok(old.map(|_| ("DELETED", Payload::Json(ev.object.json.clone()))));
+        return Ok(old.map(|_| ("DELETED", Payload::Cached(ev.object.body.clone()))));
     }
     let new = passes(&ev.object)?;
     Ok(match (old, new) {
@@ -283,6 +292,8 @@ fn translate(def: &ResourceDef, opts: &ListOptions, ev: &Event) -> ApiResult<Opt
 /// One watcher: where its events come from and what it has sent, polled by its response body.
 struct Pump {
     def: Arc<ResourceDef>,
+    /// The opening of each cached object as `def` serves it.
+    head: Head,
     opts: ListOptions,
     render: Option<Render>,
     scope: Scope,
@@ -309,9 +320,9 @@ impl Pump {
     fn encode(&mut self, kind: &str, p: Payload) -> Bytes {
         let first = std::mem::replace(&mut self.first, false);
         match (&self.render, p) {
-            (None, Payload::Json(b)) => raw_line(kind, &b),
+            (None, Payload::Cached(b)) => raw_line(kind, &self.head, &b),
             (None, Payload::Value(v)) => line(kind, v),
-            (Some(r), Payload::Json(b)) => match serde_json::from_slice::<Value>(&b) {
+            (Some(r), Payload::Cached(b)) => match serde_json::from_slice::<Value>(&[self.head.bytes(), &b].concat()) {
                 Ok(v) => line(kind, r(&v, first)),
                 Err(e) => error_line(&ApiError::internal(e)),
             },
@@ -325,7 +336,7 @@ impl Pump {
             return None;
         }
         self.last = ev.revision;
-        match translate(&self.def, &self.opts, ev) {
+        match translate(&self.def, &self.head, &self.opts, ev) {
             Ok(Some((kind, p))) => Some(self.encode(kind, p)),
             Ok(None) => None,
             Err(e) => Some(error_line(&e)),

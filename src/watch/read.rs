@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::cache::{Entry, Scope, Snapshot, WatchCache};
+use super::cache::{Entry, Head, Scope, Snapshot, WatchCache};
 use super::{FRESHNESS_PATIENCE, LOAD_PATIENCE};
 use crate::registry::{ListOptions, Registry, RvMatch};
 use crate::resources::ResourceDef;
@@ -27,7 +27,13 @@ pub struct CachedList {
 
 /// The objects of a list served from the cache, as JSON. Holding them costs a snapshot or a reference
 /// count per object, not a copy, and they stay valid however the cache changes meanwhile.
-pub enum Items {
+pub struct Items {
+    /// The opening of each object as the request's definition serves it.
+    head: Head,
+    from: Source,
+}
+
+enum Source {
     /// Every object in scope, read from the snapshot as the body is sent (so the first bytes leave
     /// before the last object is looked at); the snapshot is let go once read to its end.
     All {
@@ -41,15 +47,22 @@ pub enum Items {
 }
 
 impl Items {
-    /// Hand the objects' JSON to `take` in order until it declines one (which stays first for the next
-    /// call) or none is left; returns true when none is left.
-    pub fn fill(&mut self, take: &mut dyn FnMut(&[u8]) -> bool) -> bool {
-        match self {
-            Items::All { snapshot, next } => {
+    /// Every object of `snapshot`, served with `head`.
+    pub fn all(snapshot: Snapshot, head: Head) -> Items {
+        Items { head, from: Source::All { snapshot: Some(snapshot), next: None } }
+    }
+
+    /// Hand each object's JSON, in two pieces (its head and the rest), to `take` in order until it
+    /// declines one (which stays first for the next call) or none is left; returns true when none is
+    /// left.
+    pub fn fill(&mut self, take: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool {
+        let head = self.head.bytes();
+        match &mut self.from {
+            Source::All { snapshot, next } => {
                 let Some(snap) = snapshot else { return true };
                 let mut stopped_at = None;
                 for (k, e) in snap.from(next.as_deref()) {
-                    if !take(&e.json) {
+                    if !take(head, &e.body) {
                         stopped_at = Some(k.clone());
                         break;
                     }
@@ -60,9 +73,9 @@ impl Items {
                 *next = stopped_at;
                 next.is_none()
             }
-            Items::Picked(items) => {
+            Source::Picked(items) => {
                 while let Some(e) = items.as_slice().first() {
-                    if !take(&e.json) {
+                    if !take(head, &e.body) {
                         return false;
                     }
                     items.next();
@@ -74,10 +87,13 @@ impl Items {
 
     /// The objects not yet handed out, parsed (for Tables and metadata-only lists).
     pub fn values(&self) -> ApiResult<Vec<Value>> {
-        match self {
-            Items::All { snapshot: Some(snap), next } => snap.from(next.as_deref()).map(|(_, e)| e.value()).collect(),
-            Items::All { snapshot: None, .. } => Ok(Vec::new()),
-            Items::Picked(items) => items.as_slice().iter().map(|e| e.value()).collect(),
+        let head = &self.head;
+        match &self.from {
+            Source::All { snapshot: Some(snap), next } => {
+                snap.from(next.as_deref()).map(|(_, e)| e.value(head)).collect()
+            }
+            Source::All { snapshot: None, .. } => Ok(Vec::new()),
+            Source::Picked(items) => items.as_slice().iter().map(|e| e.value(head)).collect(),
         }
     }
 }
@@ -136,9 +152,10 @@ pub async fn list(
     // it goes. A tenant's list takes its own objects at once instead: a snapshot kept while a slow
     // client reads would also keep the old versions of every other tenant's objects written meanwhile.
     if !filtered && opts.limit == 0 && cluster.is_none() {
-        let items = Items::All { snapshot: Some(snapshot), next: None };
+        let items = Items::all(snapshot, Head::of(def));
         return Ok(Some(CachedList { items, revision, continue_token: None }));
     }
+    let head = Head::of(def);
     let limit = if opts.limit > 0 { opts.limit } else { usize::MAX };
     let mut picked = Vec::new();
     // The key of the page's last object, and of the page's end when more objects follow.
@@ -149,7 +166,7 @@ pub async fn list(
             break;
         }
         // Selectors parse each object: outside the cache's lock, since the snapshot is ours.
-        if filtered && !passes(def, opts, e)? {
+        if filtered && !crate::registry::matches(def, &e.value(&head)?, opts) {
             continue;
         }
         picked.push(e.clone());
@@ -159,7 +176,7 @@ pub async fn list(
         let prefix = registry.collection(def, cluster, namespace);
         crate::registry::encode_continue(revision, &format!("{}\u{0}", &k[prefix.len()..]))
     });
-    Ok(Some(CachedList { items: Items::Picked(picked.into_iter()), revision, continue_token }))
+    Ok(Some(CachedList { items: Items { head, from: Source::Picked(picked.into_iter()) }, revision, continue_token }))
 }
 
 /// The store serves this read (counted, so operators see how often the cache was not fresh enough).
@@ -168,13 +185,9 @@ fn store(cache: &WatchCache, def: &ResourceDef) -> Option<CachedList> {
     None
 }
 
-fn passes(def: &ResourceDef, opts: &ListOptions, e: &Entry) -> ApiResult<bool> {
-    Ok(crate::registry::matches(def, &e.value()?, opts))
-}
-
 /// Serve a GET with `resourceVersion=0` from the cache; `None` when the object does not exist.
 pub async fn get_any(cache: &WatchCache, def: &Arc<ResourceDef>, key: &str) -> ApiResult<Option<Bytes>> {
     let cacher = cache.cacher(def, LOAD_PATIENCE).await?;
     cache.count_read(def, true);
-    Ok(cacher.get(key).0.map(|e| e.json.clone()))
+    Ok(cacher.get(key).0.map(|e| e.json(&Head::of(def))))
 }
