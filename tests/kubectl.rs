@@ -357,6 +357,19 @@ async fn platform_objects_apply_and_print_as_kubectl_expects() {
         // Defaults written on create, as kube-apiserver writes them.
         assert_eq!(kubectl_ok(&kc, &["get", "sc", "fast", "-o", "jsonpath={.volumeBindingMode}"]), "Immediate");
         assert_eq!(kubectl_ok(&kc, &["get", "ep", "db", "-o", "jsonpath={.subsets[0].ports[0].protocol}"]), "TCP");
+        // And on every write, as kube decodes every object with them: a replace or a patch that leaves
+        // them out gets them back.
+        let class = PLATFORM.split("---").find(|d| d.contains("kind: StorageClass")).unwrap();
+        let (ok, out, err) = kubectl_stdin(&kc, &["replace", "-f", "-"], Some(class));
+        assert!(ok, "{out}{err}");
+        let sc = kubectl_ok(&kc, &["get", "sc", "fast", "-o", "jsonpath={.reclaimPolicy}/{.volumeBindingMode}"]);
+        assert_eq!(sc, "Delete/Immediate");
+        let remove = r#"[{"op":"remove","path":"/preemptionPolicy"}]"#;
+        kubectl_ok(&kc, &["patch", "pc", "batch-low", "--type=json", "-p", remove]);
+        assert_eq!(
+            kubectl_ok(&kc, &["get", "pc", "batch-low", "-o", "jsonpath={.preemptionPolicy}"]),
+            "PreemptLowerPriority"
+        );
         // Viewers read quotas, limits and endpoints; editors may not repoint a Service's endpoints.
         for r in ["resourcequotas", "limitranges", "endpoints", "endpointslices.discovery.k8s.io"] {
             assert!(kubectl(&view, &["get", r]).0, "view lists {r}");

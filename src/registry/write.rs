@@ -125,6 +125,7 @@ fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation)
             unknown
         }
         None => {
+            type_defaults(def, obj);
             let schemas = crate::openapi::Builtins::get();
             if !schemas.has_kind(&def.group, &def.version, &def.kind) {
                 return Ok(Vec::new());
@@ -217,47 +218,25 @@ fn validate_meta(ctx: &Ctx, obj: &Value) -> ApiResult<()> {
     }
 }
 
-/// Defaults kube-apiserver applies on create for the built-ins where clients read them back.
-fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
-    let m = obj.as_object_mut().expect("checked object");
+/// kube's defaults of the built-in types that clients read back. kube applies them as it decodes any
+/// object, so here every write applies them (create, update and patch alike):
+/// `kubectl replace` with a manifest that leaves one out gets it back, as from kube. Objects of the wrong
+/// shape are left for the type check to refuse.
+fn type_defaults(def: &ResourceDef, obj: &mut Value) {
+    let Some(m) = obj.as_object_mut() else { return };
     match (def.group.as_str(), def.kind.as_str()) {
-        ("", "Namespace") => {
-            let spec = m.entry("spec").or_insert_with(|| json!({}));
-            if spec.get("finalizers").is_none() {
-                spec["finalizers"] = json!(["kubernetes"]);
-            }
-            m.insert("status".into(), json!({"phase": "Active"}));
-        }
         ("", "Service") => {
-            let spec = m.entry("spec").or_insert_with(|| json!({}));
-            if spec.get("type").is_none() {
-                spec["type"] = json!("ClusterIP");
-            }
-            if spec.get("sessionAffinity").is_none() {
-                spec["sessionAffinity"] = json!("None");
-            }
-            if spec["type"] != "ExternalName" && spec.get("clusterIP").is_none() {
-                // No real network: an address from the service range that is stable for the object.
-                let ip = format!("10.96.{}.{}", rand::random::<u8>(), rand::random::<u8>().max(1));
-                spec["clusterIP"] = json!(ip);
-                spec["clusterIPs"] = json!([ip]);
-            }
-            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-                for p in ports {
-                    if p.get("protocol").is_none() {
-                        p["protocol"] = json!("TCP");
-                    }
-                    if p.get("targetPort").is_none() {
-                        if let Some(port) = p.get("port").cloned() {
-                            p["targetPort"] = port;
-                        }
+            let Some(spec) = spec_of(m) else { return };
+            spec.entry("type").or_insert_with(|| json!("ClusterIP"));
+            spec.entry("sessionAffinity").or_insert_with(|| json!("None"));
+            for p in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
+                if let Some(p) = p.as_object_mut() {
+                    p.entry("protocol").or_insert_with(|| json!("TCP"));
+                    if let Some(port) = p.get("port").cloned() {
+                        p.entry("targetPort").or_insert(port);
                     }
                 }
             }
-            m.insert("status".into(), json!({"loadBalancer": {}}));
-        }
-        ("", "Pod") => {
-            m.insert("status".into(), json!({"phase": "Pending", "qosClass": "BestEffort"}));
         }
         ("storage.k8s.io", "StorageClass") => {
             m.entry("reclaimPolicy").or_insert_with(|| json!("Delete"));
@@ -272,6 +251,45 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             }
         }
         ("discovery.k8s.io", "EndpointSlice") => default_protocols(m.get_mut("ports")),
+        _ if def.scale.is_some() => {
+            if let Some(spec) = spec_of(m) {
+                spec.entry("replicas").or_insert_with(|| json!(1));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An object's spec, made empty when absent; `None` when it is not an object.
+fn spec_of(m: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
+    m.entry("spec").or_insert_with(|| json!({})).as_object_mut()
+}
+
+/// What kube-apiserver sets on a new object of a built-in type beyond `type_defaults`: status,
+/// finalizers, a Service's address.
+fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
+    let m = obj.as_object_mut().expect("checked object");
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("", "Namespace") => {
+            let spec = m.entry("spec").or_insert_with(|| json!({}));
+            if spec.get("finalizers").is_none() {
+                spec["finalizers"] = json!(["kubernetes"]);
+            }
+            m.insert("status".into(), json!({"phase": "Active"}));
+        }
+        ("", "Service") => {
+            let spec = m.entry("spec").or_insert_with(|| json!({}));
+            if spec["type"] != "ExternalName" && spec.get("clusterIP").is_none() {
+                // No real network: an address from the service range that is stable for the object.
+                let ip = format!("10.96.{}.{}", rand::random::<u8>(), rand::random::<u8>().max(1));
+                spec["clusterIP"] = json!(ip);
+                spec["clusterIPs"] = json!([ip]);
+            }
+            m.insert("status".into(), json!({"loadBalancer": {}}));
+        }
+        ("", "Pod") => {
+            m.insert("status".into(), json!({"phase": "Pending", "qosClass": "BestEffort"}));
+        }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             let now = now_rfc3339();
             m.insert(
@@ -293,7 +311,6 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                     a.push(json!(crate::crd::CLEANUP_FINALIZER));
                 }
             }
-            return;
         }
         // kube-apiserver drops status on create when it is a subresource of a custom resource.
         _ if def.custom.is_some() && def.status => {
@@ -304,12 +321,6 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             m.insert("status".into(), json!({}));
         }
         _ => {}
-    }
-    if def.scale.is_some() && def.custom.is_none() {
-        let spec = m.entry("spec").or_insert_with(|| json!({}));
-        if spec.get("replicas").is_none() {
-            spec["replicas"] = json!(1);
-        }
     }
 }
 
