@@ -380,6 +380,14 @@ async fn crd_deletion_waits_for_object_finalizers_without_holding_up_other_tenan
     let (st, body) = s.get(&crd("team-a")).await;
     assert_eq!(st, StatusCode::OK, "a CRD stays while its objects' finalizers do: {body}");
     assert!(body["metadata"]["deletionTimestamp"].is_string());
+    // As kube's CRD finalizer reports it.
+    let terminating = body["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Terminating");
+    let terminating = terminating.unwrap_or_else(|| panic!("no Terminating condition: {body}"));
+    assert_eq!(
+        (&terminating["status"], &terminating["reason"]),
+        (&json!("True"), &json!("InstanceDeletionInProgress"))
+    );
+    assert!(body["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Established"));
 
     // Its finalizer's owner lets go: the object goes, then the CRD.
     let (st, body) = s

@@ -427,6 +427,26 @@ impl CrdIndex {
     }
 }
 
+/// Set the condition kube's CRD finalizer reports while it deletes a deleted CRD's objects.
+pub fn mark_terminating(crd: &mut Value) {
+    let Some(m) = crd.as_object_mut() else { return };
+    let status = m.entry("status").or_insert_with(|| serde_json::json!({}));
+    if !status.is_object() {
+        *status = serde_json::json!({});
+    }
+    let conditions =
+        status.as_object_mut().expect("made an object").entry("conditions").or_insert_with(|| serde_json::json!([]));
+    if !conditions.is_array() {
+        *conditions = serde_json::json!([]);
+    }
+    let list = conditions.as_array_mut().expect("made an array");
+    list.retain(|c| c["type"] != "Terminating");
+    list.push(serde_json::json!({
+        "type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
+        "message": "CustomResource deletion is in progress", "lastTransitionTime": crate::meta::now_rfc3339()
+    }));
+}
+
 /// Keep a CRD's status in step with its spec, as kube-apiserver's naming controller does at once here:
 /// `acceptedNames` are the spec's names with their defaults, and `storedVersions` gains the storage
 /// version (a version once stored stays listed until an administrator removes it).

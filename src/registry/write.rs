@@ -999,6 +999,9 @@ impl Registry {
                 if is_namespace {
                     next["status"] = json!({"phase": "Terminating"});
                 }
+                if (def.group.as_str(), def.kind.as_str()) == ("apiextensions.k8s.io", "CustomResourceDefinition") {
+                    crate::crd::mark_terminating(&mut next);
+                }
                 if def.group == crate::resources::TENANCY_GROUP {
                     // The purge itself is started by the lifecycle controller, which sees this update.
                     next["status"] = crate::tenancy::terminating_status(&current);
