@@ -70,8 +70,9 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
         Err(StoreError::GuardChanged)
     ));
 
-    // Prefix isolation: `a/` never sees `a-b/`.
+    // Prefix isolation: `a/` never sees `a-b/` or `a0/` (which sort before and after it).
     store.create(&k("a-b/y"), b"other".to_vec()).await.unwrap();
+    store.create(&k("a0/y"), b"other".to_vec()).await.unwrap();
     for i in 0..5 {
         store.create(&k(&format!("a/item{i}")), vec![i]).await.unwrap();
     }
@@ -104,9 +105,12 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
         .await
         .unwrap();
     store.create(&k("a/item9-new"), b"new".to_vec()).await.unwrap();
+    store.delete(&k("a-b/y"), None).await.unwrap();
+    store.delete(&k("a0/y"), None).await.unwrap();
     let past =
         store.range(RangeRequest { prefix: k("a/"), revision: Some(before), ..Default::default() }).await.unwrap();
     assert_eq!(past.kvs.len(), 6, "keys created later are not in the past");
+    assert!(past.kvs.iter().all(|kv| kv.key.starts_with(&k("a/"))), "nor keys of another prefix changed since");
     let page = store
         .range(RangeRequest { prefix: k("a/"), start: Some(k("a/item0")), limit: 2, revision: Some(before) })
         .await
