@@ -68,8 +68,18 @@ fn decode_segment(s: &str) -> Result<String, ApiError> {
 
 /// Parse the path that remains after the cluster prefix.
 pub fn parse_route(path: &str) -> Result<Route, ApiError> {
-    // Empty segments (`//`, trailing `/`) are ignored, as clients join base paths loosely.
-    let raw: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    // Slashes before the path and one after it are let be, as clients join a server URL that ends in
+    // `/` loosely. An empty segment inside is an error, as in kube-apiserver: dropped, it would move the
+    // others (`namespaces//configmaps` would read a namespace named "configmaps").
+    let inner = path.trim_start_matches('/');
+    let inner = inner.strip_suffix('/').unwrap_or(inner);
+    if inner.is_empty() {
+        return Err(ApiError::path_not_found());
+    }
+    let raw: Vec<&str> = inner.split('/').collect();
+    if raw.iter().any(|s| s.is_empty()) {
+        return Err(ApiError::path_not_found());
+    }
     let parts = raw.iter().map(|s| decode_segment(s)).collect::<Result<Vec<String>, _>>()?;
     let p: Vec<&str> = parts.iter().map(String::as_str).collect();
     let route = match p.as_slice() {
@@ -219,6 +229,9 @@ mod tests {
         assert_eq!(parse_route("/api/v1/namespaces/%2e%2e/configmaps").unwrap_err().code, 400);
         assert_eq!(parse_route("/nope").unwrap_err().code, 404);
         assert_eq!(parse_route("/api/v1/a/b/c/d/e").unwrap_err().code, 404);
+        for p in ["/api/v1/namespaces//configmaps", "/api/v1/namespaces/d//x", "/apis//v1/deployments", "/", ""] {
+            assert_eq!(parse_route(p).unwrap_err().code, 404, "{p}");
+        }
     }
 
     #[test]
