@@ -518,5 +518,38 @@ async fn one_cache_serves_a_resource_in_every_version_and_kind_declared() {
         assert_eq!(ev["object"]["metadata"]["name"], "vers-a-2", "{v}: {ev}");
         assert_eq!(heads(&ev["object"]), want(v, "Widget"), "{v}: {ev}");
     }
+    // Leaving the selection, then going: each watch's events are in its own version.
+    let (st, body) = s
+        .patch(
+            &format!("{}/vers-a-2", at("vers-a", "v1")),
+            "application/merge-patch+json",
+            &json!({"metadata": {"labels": null}}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(s.delete(&format!("{}/vers-a-2", at("vers-a", "v5"))).await.0, StatusCode::OK);
+    for (v, events) in &mut watches {
+        let selected = *v == "v2" || *v == "v4";
+        let expected: &[&str] = if selected { &["DELETED"] } else { &["MODIFIED", "DELETED"] };
+        for kind in expected {
+            let ev =
+                tokio::time::timeout(Duration::from_secs(10), events.recv()).await.expect("event in time").unwrap();
+            assert_eq!(ev["type"], *kind, "{v}: {ev}");
+            assert_eq!(heads(&ev["object"]), want(v, "Widget"), "{v}: {ev}");
+        }
+    }
+    // A Table with whole objects in its rows, also in the version asked for.
+    let table = s
+        .client
+        .get(format!("{}{}?resourceVersion=0&includeObject=Object", s.url, at("vers-a", "v4")))
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(table["kind"], "Table", "{table}");
+    assert_eq!(heads(&table["rows"][0]["object"]), want("v4", "Widget"), "{table}");
     assert_eq!(s.metric(caches).await - before, 1.0, "one cache for every version and kind of widgets");
 }

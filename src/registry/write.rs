@@ -230,9 +230,10 @@ fn type_defaults(def: &ResourceDef, obj: &mut Value) {
             spec.entry("type").or_insert_with(|| json!("ClusterIP"));
             spec.entry("sessionAffinity").or_insert_with(|| json!("None"));
             for p in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
-                if let Some(p) = p.as_object_mut() {
+                if let Some(p) = object_or_null(p) {
                     p.entry("protocol").or_insert_with(|| json!("TCP"));
-                    if let Some(port) = p.get("port").cloned() {
+                    // A port of the wrong type is left for the type check to name, not copied.
+                    if let Some(port) = p.get("port").filter(|v| v.is_u64()).cloned() {
                         p.entry("targetPort").or_insert(port);
                     }
                 }
@@ -260,9 +261,18 @@ fn type_defaults(def: &ResourceDef, obj: &mut Value) {
     }
 }
 
-/// An object's spec, made empty when absent; `None` when it is not an object.
+/// An object's spec, made empty when absent or null; `None` when it is something else.
 fn spec_of(m: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
-    m.entry("spec").or_insert_with(|| json!({})).as_object_mut()
+    object_or_null(m.entry("spec").or_insert(Value::Null))
+}
+
+/// `v` as an object, made empty when null (kube decodes an explicit null as an absent field); `None`
+/// when it is something else.
+fn object_or_null(v: &mut Value) -> Option<&mut Map<String, Value>> {
+    if v.is_null() {
+        *v = json!({});
+    }
+    v.as_object_mut()
 }
 
 /// What kube-apiserver sets on a new object of a built-in type beyond `type_defaults`: status,
@@ -1484,6 +1494,34 @@ fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Type defaults fill what a write leaves out or sends as null, and leave what is of the wrong
+    /// shape to the type check rather than failing on it or copying it.
+    #[test]
+    fn type_defaults_fill_absent_and_null_fields_and_never_fail() {
+        let svc = crate::resources::find("", "v1", "services").unwrap();
+        let mut obj = json!({"spec": null});
+        type_defaults(&svc, &mut obj);
+        assert_eq!(obj["spec"], json!({"type": "ClusterIP", "sessionAffinity": "None"}));
+        let mut obj = json!({"spec": {"ports": [null, {"port": 80}, {"port": "x"}, 7]}});
+        type_defaults(&svc, &mut obj);
+        assert_eq!(
+            obj["spec"]["ports"],
+            json!([{"protocol": "TCP"}, {"port": 80, "protocol": "TCP", "targetPort": 80}, {"port": "x", "protocol": "TCP"}, 7])
+        );
+        for odd in [json!({"spec": 5}), json!([1])] {
+            let mut obj = odd.clone();
+            type_defaults(&svc, &mut obj);
+            assert_eq!(obj, odd);
+        }
+        let mut obj = json!({"spec": {"ports": "all"}});
+        type_defaults(&svc, &mut obj);
+        assert_eq!(obj["spec"]["ports"], "all");
+        let deploy = crate::resources::find("apps", "v1", "deployments").unwrap();
+        let mut obj = json!({"spec": null});
+        type_defaults(&deploy, &mut obj);
+        assert_eq!(obj["spec"]["replicas"], 1);
+    }
 
     /// A registry on an embedded store in a temporary directory (kept alive by the first value).
     fn embedded_registry() -> (tempfile::TempDir, Registry) {

@@ -76,8 +76,9 @@ impl Head {
 #[derive(Debug, Clone)]
 pub struct Entry {
     /// The object as clients see it (resourceVersion and cluster annotation set), as JSON, without its
-    /// apiVersion and kind: what follows a `Head`, either `,"metadata":…}` or `}`.
-    pub body: Bytes,
+    /// apiVersion and kind: what follows a `Head`, either `,"metadata":…}` or `}` (private, so no entry
+    /// is made any other way than by `Entry::new`).
+    body: Bytes,
     /// Revision of its last write.
     pub revision: Revision,
 }
@@ -100,6 +101,11 @@ impl Entry {
             json.remove(0);
         }
         Ok(Entry { body: Bytes::from(json), revision })
+    }
+
+    /// The object's JSON after its head.
+    pub fn body(&self) -> &Bytes {
+        &self.body
     }
 
     /// The object's JSON as `head`'s definition serves it.

@@ -241,7 +241,7 @@ async fn resume(
 /// Whether a cached object passes the selectors; returns what to send.
 fn select_entry(def: &ResourceDef, head: &Head, opts: &ListOptions, e: &Entry) -> ApiResult<Option<Payload>> {
     if opts.selects_all() {
-        return Ok(Some(Payload::Cached(e.body.clone())));
+        return Ok(Some(Payload::Cached(e.body().clone())));
     }
     let v = e.value(head)?;
     Ok(crate::registry::matches(def, &v, opts).then_some(Payload::Value(v)))
@@ -262,7 +262,7 @@ fn translate(
         } else {
             "ADDED"
         };
-        return Ok(Some((kind, Payload::Cached(ev.object.body.clone()))));
+        return Ok(Some((kind, Payload::Cached(ev.object.body().clone()))));
     }
     let passes = |e: &Entry| -> ApiResult<Option<Value>> {
         let v = e.value(head)?;
@@ -273,7 +273,7 @@ fn translate(
         None => None,
     };
     if ev.deleted {
-        return Ok(old.map(|_| ("DELETED", Payload::Cached(ev.object.body.clone()))));
+        return Ok(old.map(|_| ("DELETED", Payload::Cached(ev.object.body().clone()))));
     }
     let new = passes(&ev.object)?;
     Ok(match (old, new) {

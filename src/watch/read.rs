@@ -62,7 +62,7 @@ impl Items {
                 let Some(snap) = snapshot else { return true };
                 let mut stopped_at = None;
                 for (k, e) in snap.from(next.as_deref()) {
-                    if !take(head, &e.body) {
+                    if !take(head, e.body()) {
                         stopped_at = Some(k.clone());
                         break;
                     }
@@ -75,7 +75,7 @@ impl Items {
             }
             Source::Picked(items) => {
                 while let Some(e) = items.as_slice().first() {
-                    if !take(head, &e.body) {
+                    if !take(head, e.body()) {
                         return false;
                     }
                     items.next();
