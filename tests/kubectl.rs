@@ -384,3 +384,44 @@ async fn platform_objects_apply_and_print_as_kubectl_expects() {
     .unwrap();
     std::sync::Arc::try_unwrap(s).ok().expect("one handle").stop().await;
 }
+
+/// A Service reads back as from kube (address families, traffic policies, a node port), keeps what
+/// was allocated through a `kubectl replace` of a manifest without it, refuses a new cluster address
+/// as kube does, and loses its addresses when it becomes an ExternalName.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_keep_what_was_allocated_as_kube_does() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let kc = s.kubeconfig();
+    tokio::task::spawn_blocking(move || {
+        kubectl_ok(&kc, &["create", "service", "nodeport", "np", "--tcp=80:8080"]);
+        let get = |path: &str| kubectl_ok(&kc, &["get", "svc", "np", "-o", &format!("jsonpath={path}")]);
+        let allocated = get("{.spec.clusterIP}|{.spec.ports[0].nodePort}");
+        let (ip, node_port) = allocated.split_once('|').unwrap();
+        assert!(ip.starts_with("10.96."), "{allocated}");
+        assert!((30000..=32767).contains(&node_port.parse::<u32>().unwrap()), "{allocated}");
+        assert_eq!(
+            get("{.spec.ipFamilies}|{.spec.ipFamilyPolicy}|{.spec.externalTrafficPolicy}|{.spec.internalTrafficPolicy}"),
+            r#"["IPv4"]|SingleStack|Cluster|Cluster"#
+        );
+
+        let manifest = "apiVersion: v1\nkind: Service\nmetadata: {name: np}\nspec:\n  type: NodePort\n  ports: [{name: 80-8080, port: 80, targetPort: 8080}]\n";
+        let (ok, out, err) = kubectl_stdin(&kc, &["replace", "-f", "-"], Some(manifest));
+        assert!(ok, "{out}{err}");
+        assert_eq!(get("{.spec.clusterIP}|{.spec.ports[0].nodePort}"), allocated, "replace keeps what was allocated");
+
+        let (ok, _, err) =
+            kubectl(&kc, &["patch", "svc", "np", "--type=merge", "-p", r#"{"spec":{"clusterIP":"10.96.0.99"}}"#]);
+        assert!(
+            !ok && err.contains(r#"spec.clusterIPs[0]: Invalid value: ["10.96.0.99"]: may not change once set"#),
+            "{err}"
+        );
+        assert_eq!(get("{.spec.clusterIP}"), ip, "a refused write changes nothing");
+
+        let external = r#"{"spec":{"type":"ExternalName","externalName":"db.example.com"}}"#;
+        kubectl_ok(&kc, &["patch", "svc", "np", "--type=merge", "-p", external]);
+        assert_eq!(get("{.spec.clusterIP}{.spec.clusterIPs}{.spec.ports[0].nodePort}{.spec.ipFamilies}"), "");
+        assert_eq!(kubectl_ok(&kc, &["get", "svc", "np", "--no-headers"]).split_whitespace().nth(3), Some("db.example.com"));
+    })
+    .await
+    .unwrap();
+}

@@ -6,6 +6,7 @@
 mod namespaces;
 mod options;
 mod read;
+mod services;
 mod write;
 
 use std::sync::Arc;

@@ -226,17 +226,8 @@ fn type_defaults(def: &ResourceDef, obj: &mut Value) {
     let Some(m) = obj.as_object_mut() else { return };
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "Service") => {
-            let Some(spec) = spec_of(m) else { return };
-            spec.entry("type").or_insert_with(|| json!("ClusterIP"));
-            spec.entry("sessionAffinity").or_insert_with(|| json!("None"));
-            for p in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
-                if let Some(p) = object_or_null(p) {
-                    p.entry("protocol").or_insert_with(|| json!("TCP"));
-                    // A port of the wrong type is left for the type check to name, not copied.
-                    if let Some(port) = p.get("port").filter(|v| v.is_u64()).cloned() {
-                        p.entry("targetPort").or_insert(port);
-                    }
-                }
+            if let Some(spec) = spec_of(m) {
+                super::services::defaults(spec);
             }
         }
         ("storage.k8s.io", "StorageClass") => {
@@ -288,12 +279,8 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             m.insert("status".into(), json!({"phase": "Active"}));
         }
         ("", "Service") => {
-            let spec = m.entry("spec").or_insert_with(|| json!({}));
-            if spec["type"] != "ExternalName" && spec.get("clusterIP").is_none() {
-                // No real network: an address from the service range that is stable for the object.
-                let ip = format!("10.96.{}.{}", rand::random::<u8>(), rand::random::<u8>().max(1));
-                spec["clusterIP"] = json!(ip);
-                spec["clusterIPs"] = json!([ip]);
+            if let Some(spec) = spec_of(m) {
+                super::services::allocate(spec);
             }
             m.insert("status".into(), json!({"loadBalancer": {}}));
         }
@@ -700,6 +687,12 @@ impl Registry {
             }
         }
         keep_server_meta(current, &mut desired);
+        if def.group.is_empty() && def.kind == "Service" && subresource.is_none() {
+            let causes = super::services::update(current, &mut desired);
+            if !causes.is_empty() {
+                return Err(invalid(def, meta::meta_str(current, "name").unwrap_or_default(), causes));
+            }
+        }
         if def.group == "apiextensions.k8s.io" && subresource.is_none() {
             crate::crd::refresh_status(current, &mut desired);
         }
@@ -1502,7 +1495,10 @@ mod tests {
         let svc = crate::resources::find("", "v1", "services").unwrap();
         let mut obj = json!({"spec": null});
         type_defaults(&svc, &mut obj);
-        assert_eq!(obj["spec"], json!({"type": "ClusterIP", "sessionAffinity": "None"}));
+        assert_eq!(
+            obj["spec"],
+            json!({"type": "ClusterIP", "sessionAffinity": "None", "internalTrafficPolicy": "Cluster"})
+        );
         let mut obj = json!({"spec": {"ports": [null, {"port": 80}, {"port": "x"}, 7]}});
         type_defaults(&svc, &mut obj);
         assert_eq!(
