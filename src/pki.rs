@@ -56,14 +56,26 @@ fn read(path: &Path) -> Result<Option<String>, PkiError> {
     }
 }
 
+/// Write a file whole or not at all: a kill mid-write must not leave a truncated key that the next
+/// start would refuse, and a reader (a script waiting for the kubeconfig) never sees half of one. A
+/// secret is created readable by its owner only, never briefly readable by others.
 fn write(path: &Path, contents: &str, secret: bool) -> Result<(), PkiError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let io = |source| PkiError::Io { path: path.to_path_buf(), source };
-    std::fs::write(path, contents).map_err(io)?;
-    if secret {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-    }
-    Ok(())
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = path.with_file_name(name);
+    // A leftover of a write cut short may have other permissions: start from a new file.
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(if secret { 0o600 } else { 0o644 })
+        .open(&tmp)
+        .map_err(io)?;
+    f.write_all(contents.as_bytes()).and_then(|_| f.sync_all()).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
 }
 
 fn load_pair(dir: &Path, name: &str) -> Result<Option<CertPair>, PkiError> {
@@ -212,10 +224,19 @@ mod tests {
     #[test]
     fn first_start_writes_everything_and_second_start_reuses_it() {
         let dir = tempfile::tempdir().unwrap();
+        // A write cut short by a kill left a world-readable temporary file behind.
+        std::fs::write(dir.path().join("ca.key.tmp"), "half a key").unwrap();
         let a = ensure(dir.path(), "127.0.0.1", "https://127.0.0.1:6443").unwrap();
-        for f in ["ca.crt", "ca.key", "serving.crt", "serving.key", "admin.kubeconfig"] {
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["ca.crt", "serving.crt"] {
             assert!(dir.path().join(f).exists(), "{f}");
         }
+        for f in ["ca.key", "serving.key", "admin.kubeconfig"] {
+            let mode = std::fs::metadata(dir.path().join(f)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{f} is readable by its owner only: {mode:o}");
+        }
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 5, "no temporary file is left: {names:?}");
         let b = ensure(dir.path(), "127.0.0.1", "https://127.0.0.1:6443").unwrap();
         assert_eq!(a.ca.cert_pem, b.ca.cert_pem);
         let kc = std::fs::read_to_string(dir.path().join("admin.kubeconfig")).unwrap();

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::net::TcpSocket;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -77,12 +77,17 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
 /// Bring the server up; returns once it accepts connections.
 pub async fn start(mut config: Config) -> Result<Running, StartError> {
     config.validate()?;
-    let listener =
-        TcpListener::bind(config.listen).await.map_err(|source| StartError::Bind { addr: config.listen, source })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen, source })?;
+    let bind_error = |source| StartError::Bind { addr: config.listen, source };
+    // Bound first (the URL in the admin kubeconfig needs the port when it is 0), but listening only once
+    // the PKI and the kubeconfig are on disk: whoever waits for the port can then use them at once.
+    let socket = if config.listen.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(bind_error)?;
+    socket.set_reuseaddr(true).map_err(bind_error)?;
+    socket.bind(config.listen).map_err(bind_error)?;
+    let addr = socket.local_addr().map_err(bind_error)?;
     config.listen = addr;
     let url = config.server_url();
     let pki = crate::pki::ensure(&config.data_dir, &addr.ip().to_string(), &url)?;
+    let listener = socket.listen(1024).map_err(|source| StartError::Bind { addr, source })?;
     let (cert_pem, key_pem) = match (&config.tls_cert_file, &config.tls_key_file) {
         (Some(c), Some(k)) => (
             std::fs::read_to_string(c).map_err(|e| StartError::Io(format!("{}: {e}", c.display())))?,
