@@ -156,20 +156,21 @@ fn allocate_node_ports(spec: &mut Map<String, Value>, old: Option<&Map<String, V
         .filter_map(Value::as_object)
         .filter_map(|p| Some((p.get("port").cloned(), p.get("protocol").cloned(), p.get("nodePort")?.as_u64()?)))
         .collect();
-    let mut taken: Vec<u64> = ports_mut(spec).filter_map(|p| p.get("nodePort").and_then(Value::as_u64)).collect();
+    let mut taken: std::collections::HashSet<u64> =
+        ports_mut(spec).filter_map(|p| p.get("nodePort").and_then(Value::as_u64)).collect();
+    let span = u64::from(NODE_PORTS.1 - NODE_PORTS.0) + 1;
     for p in ports_mut(spec) {
         if p.get("nodePort").and_then(Value::as_u64).is_some_and(|n| n != 0) {
             continue;
         }
         let (port, protocol) = key(p);
         let kept = old_ports.iter().find(|o| o.0 == port && o.1 == protocol && !taken.contains(&o.2)).map(|o| o.2);
-        let n = kept.unwrap_or_else(|| loop {
-            let n = rand::random_range(NODE_PORTS.0..=NODE_PORTS.1) as u64;
-            if !taken.contains(&n) {
-                break n;
-            }
-        });
-        taken.push(n);
+        // From a random start, the first free one: bounded however many ports a hostile Service has.
+        // When the range is used up the port is left without one.
+        let start = rand::random_range(0..span);
+        let free = || (0..span).map(|i| u64::from(NODE_PORTS.0) + (start + i) % span).find(|n| !taken.contains(n));
+        let Some(n) = kept.or_else(free) else { continue };
+        taken.insert(n);
         p.insert("nodePort".into(), json!(n));
     }
 }
@@ -301,6 +302,14 @@ mod tests {
         assert_eq!(ports[1], 31000, "a chosen node port is kept");
         assert!(ports.iter().all(|p| (30000..=32767).contains(p)), "{ports:?}");
         assert!(ports[0] != ports[1] && ports[0] != ports[2] && ports[1] != ports[2], "{ports:?}");
+
+        // More ports than the range holds: every node port is distinct, and the rest go without.
+        let many: Vec<Value> = (0..3000).map(|i| json!({"port": i + 1})).collect();
+        let mut crowded = spec(json!({"type": "NodePort", "ports": many}));
+        allocate(&mut crowded);
+        let given: std::collections::HashSet<u64> =
+            crowded["ports"].as_array().unwrap().iter().filter_map(|p| p["nodePort"].as_u64()).collect();
+        assert_eq!(given.len(), 2768);
 
         let mut headless = spec(json!({"clusterIP": "None"}));
         allocate(&mut headless);
