@@ -416,6 +416,9 @@ async fn services_keep_what_was_allocated_as_kube_does() {
             "{err}"
         );
         assert_eq!(get("{.spec.clusterIP}"), ip, "a refused write changes nothing");
+        let moved = manifest.replace("type: NodePort", "type: NodePort\n  clusterIP: 10.96.0.99");
+        let (ok, _, err) = kubectl_stdin(&kc, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&moved));
+        assert!(!ok && err.contains("may not change once set"), "server-side apply is refused too: {err}");
 
         let external = r#"{"spec":{"type":"ExternalName","externalName":"db.example.com"}}"#;
         kubectl_ok(&kc, &["patch", "svc", "np", "--type=merge", "-p", external]);

@@ -28,7 +28,12 @@ fn needs_cluster_ip(spec: &Map<String, Value>) -> bool {
     str_of(spec, "type") != "ExternalName"
 }
 
-/// NodePort and LoadBalancer Services have node ports, unless a LoadBalancer opts out.
+/// NodePort and LoadBalancer Services may have node ports (an update keeps them).
+fn has_node_ports(spec: &Map<String, Value>) -> bool {
+    matches!(str_of(spec, "type"), "NodePort" | "LoadBalancer")
+}
+
+/// NodePort and LoadBalancer Services are given node ports, unless a LoadBalancer opts out.
 fn needs_node_ports(spec: &Map<String, Value>) -> bool {
     match str_of(spec, "type") {
         "NodePort" => true,
@@ -111,7 +116,7 @@ pub(super) fn allocate(spec: &mut Map<String, Value>) {
         allocate_cluster_ip(spec);
     }
     if needs_node_ports(spec) {
-        allocate_node_ports(spec, None);
+        allocate_node_ports(spec);
     }
 }
 
@@ -144,18 +149,8 @@ fn allocate_cluster_ip(spec: &mut Map<String, Value>) {
     }
 }
 
-/// Give every port without a node port one: the old Service's for the same port and protocol when
-/// there is one (an update keeps what was allocated), else a free one from the range.
-fn allocate_node_ports(spec: &mut Map<String, Value>, old: Option<&Map<String, Value>>) {
-    let key = |p: &Map<String, Value>| (p.get("port").cloned(), p.get("protocol").cloned());
-    let old_ports: Vec<(Option<Value>, Option<Value>, u64)> = old
-        .and_then(|o| o.get("ports"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object)
-        .filter_map(|p| Some((p.get("port").cloned(), p.get("protocol").cloned(), p.get("nodePort")?.as_u64()?)))
-        .collect();
+/// Give every port without a node port one from the range, unless the range is used up.
+fn allocate_node_ports(spec: &mut Map<String, Value>) {
     let mut taken: std::collections::HashSet<u64> =
         ports_mut(spec).filter_map(|p| p.get("nodePort").and_then(Value::as_u64)).collect();
     let span = u64::from(NODE_PORTS.1 - NODE_PORTS.0) + 1;
@@ -163,16 +158,41 @@ fn allocate_node_ports(spec: &mut Map<String, Value>, old: Option<&Map<String, V
         if p.get("nodePort").and_then(Value::as_u64).is_some_and(|n| n != 0) {
             continue;
         }
-        let (port, protocol) = key(p);
-        let kept = old_ports.iter().find(|o| o.0 == port && o.1 == protocol && !taken.contains(&o.2)).map(|o| o.2);
         // From a random start, the first free one: bounded however many ports a hostile Service has.
-        // When the range is used up the port is left without one.
         let start = rand::random_range(0..span);
-        let free = || (0..span).map(|i| u64::from(NODE_PORTS.0) + (start + i) % span).find(|n| !taken.contains(n));
-        let Some(n) = kept.or_else(free) else { continue };
+        let free = (0..span).map(|i| u64::from(NODE_PORTS.0) + (start + i) % span).find(|n| !taken.contains(n));
+        let Some(n) = free else { continue };
         taken.insert(n);
         p.insert("nodePort".into(), json!(n));
     }
+}
+
+/// kube's `patchAllocatedValues` for node ports: a port left without one gets the old port of the same
+/// name's, unless the new object uses that one elsewhere.
+fn keep_node_ports(spec: &mut Map<String, Value>, old: &Map<String, Value>) {
+    let old_ports: Vec<(Option<Value>, u64)> = old
+        .get("ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p.get("name").cloned(), p.get("nodePort")?.as_u64()?)))
+        .collect();
+    let mut used: std::collections::HashSet<u64> =
+        ports_mut(spec).filter_map(|p| p.get("nodePort").and_then(Value::as_u64)).collect();
+    for p in ports_mut(spec) {
+        if p.get("nodePort").and_then(Value::as_u64).is_some_and(|n| n != 0) {
+            continue;
+        }
+        let name = p.get("name").cloned();
+        if let Some(&(_, n)) = old_ports.iter().find(|(old_name, n)| *old_name == name && !used.contains(n)) {
+            used.insert(n);
+            p.insert("nodePort".into(), json!(n));
+        }
+    }
+}
+
+fn node_ports(spec: &Map<String, Value>) -> Vec<Option<&Value>> {
+    spec.get("ports").and_then(Value::as_array).into_iter().flatten().map(|p| p.get("nodePort")).collect()
 }
 
 /// Drop the node ports a Service no longer has a use for (kube clears them when the type changes).
@@ -237,10 +257,25 @@ pub(super) fn update(old: &Value, new: &mut Value) -> Vec<Cause> {
         (false, true) => allocate_cluster_ip(spec),
         (false, false) => {}
     }
-    if needs_node_ports(spec) {
-        allocate_node_ports(spec, needs_node_ports(old).then_some(old));
-    } else if needs_node_ports(old) {
+    // kube's `dropTypeDependentFields`: what the new type has no use for goes, when the client left it
+    // as it was.
+    if has_node_ports(old) && has_node_ports(spec) {
+        keep_node_ports(spec, old);
+    } else if has_node_ports(old) && node_ports(spec) == node_ports(old) {
         drop_node_ports(spec);
+    }
+    if needs_node_ports(spec) {
+        allocate_node_ports(spec);
+    }
+    let unchanged = |spec: &Map<String, Value>, field: &str| spec.get(field) == old.get(field);
+    if !has_node_ports(spec) && unchanged(spec, "externalTrafficPolicy") {
+        let external_ips = spec.get("externalIPs").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        if !(str_of(spec, "type") == "ClusterIP" && external_ips) {
+            spec.remove("externalTrafficPolicy");
+        }
+    }
+    if str_of(spec, "type") != "LoadBalancer" && unchanged(spec, "allocateLoadBalancerNodePorts") {
+        spec.remove("allocateLoadBalancerNodePorts");
     }
     Vec::new()
 }
@@ -353,6 +388,24 @@ mod tests {
         let mut back = json!({"spec": {"type": "ClusterIP"}});
         assert!(update(&external, &mut back).is_empty());
         assert!(back["spec"]["clusterIP"].is_string());
+        // A renumbered port keeps its node port by name; a LoadBalancer that becomes a ClusterIP loses
+        // what only it had.
+        let mut lb = spec(json!({"type": "LoadBalancer", "ports": [{"name": "web", "port": 80}]}));
+        defaults(&mut lb);
+        allocate(&mut lb);
+        let lb = json!({"spec": lb});
+        let mut renumbered = lb.clone();
+        renumbered["spec"]["ports"] = json!([{"name": "web", "port": 8080}]);
+        assert!(update(&lb, &mut renumbered).is_empty());
+        assert_eq!(renumbered["spec"]["ports"][0]["nodePort"], lb["spec"]["ports"][0]["nodePort"]);
+        let mut inside = lb.clone();
+        inside["spec"]["type"] = json!("ClusterIP");
+        assert!(update(&lb, &mut inside).is_empty());
+        for gone in ["externalTrafficPolicy", "allocateLoadBalancerNodePorts"] {
+            assert!(inside["spec"].get(gone).is_none(), "{gone}");
+        }
+        assert!(inside["spec"]["ports"][0].get("nodePort").is_none());
+        assert_eq!(inside["spec"]["clusterIP"], lb["spec"]["clusterIP"]);
         // Objects of the wrong shape are left for the type check.
         let mut odd = json!({"spec": 5});
         assert!(update(&old, &mut odd).is_empty());

@@ -170,6 +170,19 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResu
     }
 }
 
+/// A Service's update rules (kept addresses, a refused new one), on every update path but status.
+fn service_update(def: &ResourceDef, current: &Value, desired: &mut Value, subresource: Option<&str>) -> ApiResult<()> {
+    if !(def.group.is_empty() && def.kind == "Service" && subresource.is_none()) {
+        return Ok(());
+    }
+    let causes = super::services::update(current, desired);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(def, meta::meta_str(current, "name").unwrap_or_default(), causes))
+    }
+}
+
 /// Metadata and type checks, on every write path.
 fn validate_object(ctx: &Ctx, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
     validate_meta(ctx, obj)?;
@@ -687,12 +700,7 @@ impl Registry {
             }
         }
         keep_server_meta(current, &mut desired);
-        if def.group.is_empty() && def.kind == "Service" && subresource.is_none() {
-            let causes = super::services::update(current, &mut desired);
-            if !causes.is_empty() {
-                return Err(invalid(def, meta::meta_str(current, "name").unwrap_or_default(), causes));
-            }
-        }
+        service_update(def, current, &mut desired, subresource)?;
         if def.group == "apiextensions.k8s.io" && subresource.is_none() {
             crate::crd::refresh_status(current, &mut desired);
         }
@@ -914,6 +922,7 @@ impl Registry {
                     if def.group == "apiextensions.k8s.io" && subresource.is_none() {
                         crate::crd::refresh_status(current, &mut d);
                     }
+                    service_update(def, current, &mut d, subresource)?;
                     validate_object(ctx, &d, Some(current))?;
                     d
                 } else {
