@@ -8,6 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::write::object_or_null;
 use crate::status::{cause, Cause};
 
 /// The first and last node port kube allocates from (its default `--service-node-port-range`).
@@ -42,6 +43,16 @@ fn needs_node_ports(spec: &Map<String, Value>) -> bool {
     }
 }
 
+/// A port's node port, when it has one (0 asks for one).
+fn node_port(p: &Map<String, Value>) -> Option<u64> {
+    p.get("nodePort").and_then(Value::as_u64).filter(|&n| n != 0)
+}
+
+/// The node ports a Service's ports already have.
+fn node_ports_taken(spec: &mut Map<String, Value>) -> std::collections::HashSet<u64> {
+    ports_mut(spec).filter_map(|p| node_port(p)).collect()
+}
+
 /// The ports that are objects (others are left for the type check to refuse).
 fn ports_mut(spec: &mut Map<String, Value>) -> impl Iterator<Item = &mut Map<String, Value>> {
     spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten().filter_map(Value::as_object_mut)
@@ -60,30 +71,19 @@ pub(super) fn defaults(spec: &mut Map<String, Value>) {
             spec.remove("sessionAffinityConfig");
         }
         "ClientIP" => {
-            let config = spec.entry("sessionAffinityConfig").or_insert(Value::Null);
-            if config.is_null() {
-                *config = json!({});
-            }
-            if let Some(config) = config.as_object_mut() {
-                let client = config.entry("clientIP").or_insert(Value::Null);
-                if client.is_null() {
-                    *client = json!({});
-                }
-                if let Some(client) = client.as_object_mut() {
-                    // Three hours, kube's DefaultClientIPServiceAffinitySeconds.
-                    if client.get("timeoutSeconds").is_none_or(Value::is_null) {
-                        client.insert("timeoutSeconds".into(), json!(10800));
-                    }
+            let client = object_or_null(spec.entry("sessionAffinityConfig").or_insert(Value::Null))
+                .and_then(|config| object_or_null(config.entry("clientIP").or_insert(Value::Null)));
+            if let Some(client) = client {
+                // Three hours, kube's DefaultClientIPServiceAffinitySeconds.
+                if client.get("timeoutSeconds").is_none_or(Value::is_null) {
+                    client.insert("timeoutSeconds".into(), json!(10800));
                 }
             }
         }
         _ => {}
     }
     for p in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
-        if p.is_null() {
-            *p = json!({});
-        }
-        let Some(p) = p.as_object_mut() else { continue };
+        let Some(p) = object_or_null(p) else { continue };
         if unset(p.get("protocol")) {
             p.insert("protocol".into(), json!("TCP"));
         }
@@ -151,11 +151,10 @@ fn allocate_cluster_ip(spec: &mut Map<String, Value>) {
 
 /// Give every port without a node port one from the range, unless the range is used up.
 fn allocate_node_ports(spec: &mut Map<String, Value>) {
-    let mut taken: std::collections::HashSet<u64> =
-        ports_mut(spec).filter_map(|p| p.get("nodePort").and_then(Value::as_u64)).collect();
+    let mut taken = node_ports_taken(spec);
     let span = u64::from(NODE_PORTS.1 - NODE_PORTS.0) + 1;
     for p in ports_mut(spec) {
-        if p.get("nodePort").and_then(Value::as_u64).is_some_and(|n| n != 0) {
+        if node_port(p).is_some() {
             continue;
         }
         // From a random start, the first free one: bounded however many ports a hostile Service has.
@@ -177,10 +176,9 @@ fn keep_node_ports(spec: &mut Map<String, Value>, old: &Map<String, Value>) {
         .flatten()
         .filter_map(|p| Some((p.get("name").cloned(), p.get("nodePort")?.as_u64()?)))
         .collect();
-    let mut used: std::collections::HashSet<u64> =
-        ports_mut(spec).filter_map(|p| p.get("nodePort").and_then(Value::as_u64)).collect();
+    let mut used = node_ports_taken(spec);
     for p in ports_mut(spec) {
-        if p.get("nodePort").and_then(Value::as_u64).is_some_and(|n| n != 0) {
+        if node_port(p).is_some() {
             continue;
         }
         let name = p.get("name").cloned();

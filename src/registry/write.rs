@@ -272,7 +272,7 @@ fn spec_of(m: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
 
 /// `v` as an object, made empty when null (kube decodes an explicit null as an absent field); `None`
 /// when it is something else.
-fn object_or_null(v: &mut Value) -> Option<&mut Map<String, Value>> {
+pub(super) fn object_or_null(v: &mut Value) -> Option<&mut Map<String, Value>> {
     if v.is_null() {
         *v = json!({});
     }
