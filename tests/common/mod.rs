@@ -400,6 +400,18 @@ impl KgateProcess {
         clients(self.dir.path()).0
     }
 
+    /// The admin client speaking HTTP/2 with the settings client-go (and so kubectl) announces since
+    /// golang.org/x/net v0.30 (Kubernetes 1.32): DATA frames of up to 1 MiB, a 4 MiB window per stream
+    /// and 1 GiB per connection. hyper's defaults are 16 KiB frames and 2 MiB and 5 MiB windows.
+    pub fn admin_like_client_go(&self) -> reqwest::Client {
+        admin_builder(self.dir.path())
+            .http2_max_frame_size(1 << 20)
+            .http2_initial_stream_window_size(4 << 20)
+            .http2_initial_connection_window_size(1 << 30)
+            .build()
+            .unwrap()
+    }
+
     /// The admin client speaking only HTTP/1.1, as kube-rs and the Python client do (kubectl and
     /// client-go speak HTTP/2).
     pub fn admin_http1(&self) -> reqwest::Client {
@@ -432,6 +444,16 @@ impl KgateProcess {
             .unwrap()
             .parse()
             .unwrap()
+    }
+
+    /// CPU time used so far (user and system, all threads), ms.
+    pub fn cpu_ms(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // The fields after the command name, which is in parentheses and may hold spaces; utime and
+        // stime are the 14th and 15th fields of the line, in clock ticks of 10 ms.
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        ticks as f64 * 10.0
     }
 }
 
