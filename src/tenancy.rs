@@ -411,9 +411,9 @@ fn is_current(obj: &Value) -> bool {
         && obj["metadata"]["annotations"][POLICY_ANNOTATION] == crate::rbac::policy_revision()
 }
 
-/// Record Ready on the LogicalCluster `name` with this uid (and give it the purge finalizer if it was
-/// created before kgate added one, and the policy annotation). Nothing when it is gone, replaced or being deleted: a DELETE that
-/// raced the bootstrap keeps its Terminating status.
+/// Record Ready on the LogicalCluster `name` with this uid (and give it the purge finalizer if it was created
+/// before kgate added one, and the policy annotation). Nothing when it is gone, replaced or being deleted: a DELETE
+/// that raced the bootstrap keeps its Terminating status.
 async fn mark_ready(registry: &Registry, name: &str, uid: &str) -> ApiResult<Option<Value>> {
     let def = resources::logical_cluster_def();
     let key = object_key(registry, name);

@@ -148,14 +148,14 @@ pub async fn list(
     let revision = snapshot.revision;
     cache.count_read(def, true);
     let filtered = !opts.selects_all();
+    let head = Head::of(def);
     // Across every cluster (an administrator's list, and the large one), the body reads the snapshot as
     // it goes. A tenant's list takes its own objects at once instead: a snapshot kept while a slow
     // client reads would also keep the old versions of every other tenant's objects written meanwhile.
     if !filtered && opts.limit == 0 && cluster.is_none() {
-        let items = Items::all(snapshot, Head::of(def));
+        let items = Items::all(snapshot, head);
         return Ok(Some(CachedList { items, revision, continue_token: None }));
     }
-    let head = Head::of(def);
     let limit = if opts.limit > 0 { opts.limit } else { usize::MAX };
     let mut picked = Vec::new();
     // The key of the page's last object, and of the page's end when more objects follow.
