@@ -475,28 +475,8 @@ mod tests {
 
     /// A server TLS connection behind the layer, and its peer.
     async fn tls_pair() -> (Coalesce<TlsStream<TcpStream>>, tokio_rustls::client::TlsStream<TcpStream>) {
-        use rustls::pki_types::{pem::PemObject, CertificateDer};
-        let dir = tempfile::tempdir().unwrap();
-        let pki = crate::pki::ensure(dir.path(), "127.0.0.1", "https://127.0.0.1:1").unwrap();
-        let server =
-            crate::http::server::tls_config(&pki.serving.cert_pem, &pki.serving.key_pem, &pki.ca.cert_pem).unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(CertificateDer::from_pem_slice(pki.ca.cert_pem.as_bytes()).unwrap()).unwrap();
-        let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let accept = tokio::spawn(async move {
-            let (tcp, _) = listener.accept().await.unwrap();
-            tokio_rustls::TlsAcceptor::from(Arc::new(server)).accept(tcp).await.unwrap()
-        });
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-        let peer = tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, tcp).await.unwrap();
-        (Coalesce::tls(accept.await.unwrap()), peer)
+        let (server, peer) = crate::http::server::tests::pair(None).await;
+        (Coalesce::tls(server), peer)
     }
 
     /// The same over a real TLS connection: what a dropped connection held reaches the peer.
