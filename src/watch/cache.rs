@@ -36,6 +36,8 @@ use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, KeyValue, Revision, StoreError, WatchEvent};
 
+mod pack;
+
 /// Events kept per resource type for watchers that resume or fall behind (kube-apiserver sizes its
 /// cache history by time, about 75 s of events; at 1,000 writes/s this is 10 s, and older resumes are
 /// served by a store watch instead).
@@ -352,6 +354,10 @@ struct State {
     /// Watcher ids by cluster, and the wildcard ones, so an event costs only its interested watchers.
     by_cluster: HashMap<Box<str>, Vec<u64>>,
     wildcard: Vec<u64>,
+    /// Writes applied since the last packing pass began (see `pack`).
+    written: usize,
+    /// A packing pass is under way.
+    packing: bool,
 }
 
 /// Lifecycle of one cache.
@@ -401,6 +407,8 @@ impl Cacher {
                 slots: HashMap::new(),
                 by_cluster: HashMap::new(),
                 wildcard: Vec::new(),
+                written: 0,
+                packing: false,
             }),
             progress: watch::Sender::new((Phase::Loading, 0)),
             next_id: AtomicU64::new(1),
@@ -567,6 +575,8 @@ impl Cacher {
     fn reset(&self, objects: Objects, revision: Revision) {
         let mut st = self.lock_write();
         st.objects = objects;
+        // A load allocates the objects in key order: already packed, as far as lists can tell.
+        st.written = 0;
         st.history.clear();
         st.history_from = revision;
         st.revision = revision;
@@ -581,7 +591,8 @@ impl Cacher {
     }
 
     /// Apply one store event: update the objects, append to history, queue for interested watchers.
-    fn apply(&self, registry: &Registry, ev: WatchEvent) -> Result<(), StoreError> {
+    /// Returns whether a packing pass is now due (the caller starts it).
+    fn apply(&self, registry: &Registry, ev: WatchEvent) -> Result<bool, StoreError> {
         let revision = ev.revision();
         let built = match ev {
             WatchEvent::Progress(_) => None,
@@ -609,12 +620,18 @@ impl Cacher {
                 }
             }
             self.dispatch(&mut st, &event);
+            st.written += 1;
         }
         st.revision = st.revision.max(revision);
         let now = st.revision;
+        let pack = !st.packing && pack::due(st.objects.len(), st.written);
+        if pack {
+            st.packing = true;
+            st.written = 0;
+        }
         drop(st);
         self.progress.send_replace((Phase::Serving, now));
-        Ok(())
+        Ok(pack)
     }
 
     fn dispatch(&self, st: &mut State, event: &Arc<Event>) {
@@ -684,7 +701,7 @@ impl Cacher {
         self.progress.send_modify(|p| p.0 = Phase::Stopped);
     }
 
-    async fn follow(&self, registry: &Registry) -> Result<(), StoreError> {
+    async fn follow(self: &Arc<Self>, registry: &Registry) -> Result<(), StoreError> {
         let store = &registry.store;
         let mut objects = Objects::new();
         let at = crate::storage::range_pages(&**store, &self.prefix, LOAD_PAGE, |kvs| {
@@ -699,7 +716,9 @@ impl Cacher {
         let mut events = store.watch(&self.prefix, at).await?;
         self.reset(objects, at);
         while let Some(ev) = events.next().await {
-            self.apply(registry, ev?)?;
+            if self.apply(registry, ev?)? {
+                tokio::spawn(pack::run(self.clone()));
+            }
         }
         Err(StoreError::Unavailable("store watch ended".into()))
     }
