@@ -15,7 +15,9 @@
 //! The current objects are a persistent (copy-on-write) B-tree, as kube-apiserver's cache snapshots are
 //! clones of a copy-on-write B-tree: a list or a watch's initial state takes a snapshot in constant time
 //! under the lock and reads it after, so a list of every cluster's objects neither holds up the ingest
-//! task nor pays for copying 10,000 references before its first byte leaves.
+//! task nor pays for copying 10,000 references before its first byte leaves. From time to time the
+//! objects' JSON is copied into shared blocks in key order (`pack`), so that such a list reads a few
+//! runs of memory rather than allocations strewn over the heap.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
