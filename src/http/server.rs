@@ -41,6 +41,18 @@ pub enum TlsError {
 pub struct Tls {
     aes: Arc<rustls::ServerConfig>,
     chacha: Arc<rustls::ServerConfig>,
+    /// This machine has AES instructions; without them Go puts ChaCha20 first for every client.
+    aes_here: bool,
+}
+
+/// Go's `hasAESGCMHardwareSupport`, for the architectures kgate is built for.
+fn aes_in_hardware() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq");
+    #[cfg(target_arch = "aarch64")]
+    return std::arch::is_aarch64_feature_detected!("aes") && std::arch::is_aarch64_feature_detected!("pmull");
+    #[allow(unreachable_code)]
+    false
 }
 
 /// TLS 1.3's suites, then TLS 1.2's, as Go orders them when AES has hardware support.
@@ -107,18 +119,20 @@ pub fn tls_config(cert_pem: &str, key_pem: &str, client_ca_pem: &str) -> Result<
     let mut chacha = build(true)?;
     // One session cache, so a client resumes whichever order it met.
     chacha.session_storage = aes.session_storage.clone();
-    Ok(Tls { aes: Arc::new(aes), chacha: Arc::new(chacha) })
+    Ok(Tls { aes: Arc::new(aes), chacha: Arc::new(chacha), aes_here: aes_in_hardware() })
 }
 
 impl Tls {
     /// Complete a TLS handshake on an accepted connection.
     pub async fn accept(&self, tcp: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {
         let start = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp).await?;
-        // The client's first suite that kgate knows tells whether it has AES instructions (unknown
-        // values, such as GREASE, say nothing).
+        // The client's first suite that kgate serves tells whether it has AES instructions (unknown
+        // values, such as GREASE, say nothing; Go also reads the CBC suites, which rustls does not
+        // serve, so a client that puts AES-CBC before AES-GCM gets ChaCha20 from Go, if it offers it,
+        // and AES-GCM here).
         let hello = start.client_hello();
         let first = hello.cipher_suites().iter().copied().find(|s| AES_FIRST.contains(s));
-        let config = if first.is_some_and(is_chacha) { &self.chacha } else { &self.aes };
+        let config = if !self.aes_here || first.is_some_and(is_chacha) { &self.chacha } else { &self.aes };
         start.into_stream(config.clone()).await
     }
 }
@@ -228,6 +242,7 @@ pub(crate) mod tests {
         (accept.await.unwrap(), peer)
     }
 
+    /// The suite a client offering `client_suites` (in that order) gets, as both ends report it.
     async fn negotiated(client_suites: Option<&[rustls::CipherSuite]>) -> rustls::CipherSuite {
         let (server, client) = pair(client_suites).await;
         let suite = server.get_ref().1.negotiated_cipher_suite().unwrap().suite();

@@ -80,8 +80,8 @@ impl Head {
 #[derive(Debug, Clone)]
 pub struct Entry {
     /// The object as clients see it (resourceVersion and cluster annotation set), as JSON, without its
-    /// apiVersion and kind: what follows a `Head`, either `,"metadata":…}` or `}` (private, so no entry
-    /// is made any other way than by `Entry::new`).
+    /// apiVersion and kind: what follows a `Head`, either `,"metadata":…}` or `}` (private: entries are
+    /// made by `Entry::new`, and by `pack` from entries so made).
     body: Bytes,
     /// Revision of its last write.
     pub revision: Revision,
@@ -110,6 +110,12 @@ impl Entry {
     /// The object's JSON after its head.
     pub fn body(&self) -> &Bytes {
         &self.body
+    }
+
+    /// The same entry with a body of its own: holding it keeps no block of other objects alive (see
+    /// `pack`), for whatever outlives the cache's current state (a tenant's list, an event's old object).
+    pub fn detached(&self) -> Entry {
+        Entry { body: Bytes::copy_from_slice(&self.body), revision: self.revision }
     }
 
     /// The object's JSON as `head`'s definition serves it.
@@ -360,6 +366,8 @@ struct State {
     written: usize,
     /// A packing pass is under way.
     packing: bool,
+    /// Some objects are in blocks since the last load.
+    packed: bool,
 }
 
 /// Lifecycle of one cache.
@@ -411,6 +419,7 @@ impl Cacher {
                 wildcard: Vec::new(),
                 written: 0,
                 packing: false,
+                packed: false,
             }),
             progress: watch::Sender::new((Phase::Loading, 0)),
             next_id: AtomicU64::new(1),
@@ -475,13 +484,30 @@ impl Cacher {
     }
 
     /// The current objects in scope. Constant time under the lock: the map is shared, not copied.
-    pub fn snapshot(&self, scope: &Scope) -> Snapshot {
+    /// A list across every cluster also starts a packing pass when one is due (see `pack`): lists of
+    /// the whole cache are what packing serves, so a type nobody lists that way is never packed.
+    pub fn snapshot(self: &Arc<Self>, scope: &Scope) -> Snapshot {
         self.touch();
-        let (objects, revision) = {
+        let (objects, revision, pack) = {
             let st = self.lock_read();
-            (st.objects.clone(), st.revision)
+            let pack = scope.cluster.is_none() && !st.packing && pack::due(st.objects.len(), st.written);
+            (st.objects.clone(), st.revision, pack)
         };
+        if pack {
+            self.start_packing();
+        }
         self.snapshot_of(objects, revision, scope)
+    }
+
+    fn start_packing(self: &Arc<Self>) {
+        let mut st = self.lock_write();
+        if st.packing || !pack::due(st.objects.len(), st.written) {
+            return;
+        }
+        st.packing = true;
+        st.written = 0;
+        drop(st);
+        tokio::spawn(pack::pass(self.clone()));
     }
 
     fn snapshot_of(&self, objects: Objects, revision: Revision, scope: &Scope) -> Snapshot {
@@ -577,8 +603,9 @@ impl Cacher {
     fn reset(&self, objects: Objects, revision: Revision) {
         let mut st = self.lock_write();
         st.objects = objects;
-        // A load allocates the objects in key order: already packed, as far as lists can tell.
+        // A load allocates the objects roughly in key order, and none is in a block.
         st.written = 0;
+        st.packed = false;
         st.history.clear();
         st.history_from = revision;
         st.revision = revision;
@@ -593,8 +620,7 @@ impl Cacher {
     }
 
     /// Apply one store event: update the objects, append to history, queue for interested watchers.
-    /// Returns whether a packing pass is now due (the caller starts it).
-    fn apply(&self, registry: &Registry, ev: WatchEvent) -> Result<bool, StoreError> {
+    fn apply(&self, registry: &Registry, ev: WatchEvent) -> Result<(), StoreError> {
         let revision = ev.revision();
         let built = match ev {
             WatchEvent::Progress(_) => None,
@@ -614,6 +640,8 @@ impl Cacher {
         if let Some((key, object, deleted)) = built {
             let prev =
                 if deleted { st.objects.remove::<str>(&key) } else { st.objects.insert(key.clone(), object.clone()) };
+            // The history keeps it long after the map let it go: in a block, it would keep the block.
+            let prev = if st.packed { prev.map(|p| p.detached()) } else { prev };
             let event = Arc::new(Event { key, revision, object, prev, deleted });
             st.history.push_back(event.clone());
             while st.history.len() > HISTORY {
@@ -626,14 +654,9 @@ impl Cacher {
         }
         st.revision = st.revision.max(revision);
         let now = st.revision;
-        let pack = !st.packing && pack::due(st.objects.len(), st.written);
-        if pack {
-            st.packing = true;
-            st.written = 0;
-        }
         drop(st);
         self.progress.send_replace((Phase::Serving, now));
-        Ok(pack)
+        Ok(())
     }
 
     fn dispatch(&self, st: &mut State, event: &Arc<Event>) {
@@ -703,7 +726,7 @@ impl Cacher {
         self.progress.send_modify(|p| p.0 = Phase::Stopped);
     }
 
-    async fn follow(self: &Arc<Self>, registry: &Registry) -> Result<(), StoreError> {
+    async fn follow(&self, registry: &Registry) -> Result<(), StoreError> {
         let store = &registry.store;
         let mut objects = Objects::new();
         let at = crate::storage::range_pages(&**store, &self.prefix, LOAD_PAGE, |kvs| {
@@ -718,9 +741,7 @@ impl Cacher {
         let mut events = store.watch(&self.prefix, at).await?;
         self.reset(objects, at);
         while let Some(ev) = events.next().await {
-            if self.apply(registry, ev?)? {
-                tokio::spawn(pack::run(self.clone()));
-            }
+            self.apply(registry, ev?)?;
         }
         Err(StoreError::Unavailable("store watch ended".into()))
     }

@@ -241,7 +241,8 @@ async fn resume(
 /// Whether a cached object passes the selectors; returns what to send.
 fn select_entry(def: &ResourceDef, head: &Head, opts: &ListOptions, e: &Entry) -> ApiResult<Option<Payload>> {
     if opts.selects_all() {
-        return Ok(Some(Payload::Cached(e.body().clone())));
+        // A copy, as a tenant's list takes one: the watcher may hold it for as long as its client reads.
+        return Ok(Some(Payload::Cached(Bytes::copy_from_slice(e.body()))));
     }
     let v = e.value(head)?;
     Ok(crate::registry::matches(def, &v, opts).then_some(Payload::Value(v)))

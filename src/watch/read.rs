@@ -169,7 +169,8 @@ pub async fn list(
         if filtered && !crate::registry::matches(def, &e.value(&head)?, opts) {
             continue;
         }
-        picked.push(e.clone());
+        // A copy: the objects may lie in blocks shared with other tenants' (see `cache::pack`).
+        picked.push(e.detached());
         page_end = Some(k);
     }
     let continue_token = last_key.map(|k| {

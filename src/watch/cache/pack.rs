@@ -5,16 +5,22 @@
 //! the server allocated meanwhile (watch events, requests). A list across clusters then reads 10,000
 //! allocations spread over the heap: after the fan-out bench's writes, copying them into the answer
 //! took a third of kgate's CPU per list, against a fifth when the same objects had been written in a
-//! row. Once half as many writes as there are objects have landed since the last pass, a task copies
-//! every body in key order into blocks of [`BLOCK`] bytes, one block per step, and swaps in each copy
-//! whose object has not been written since it was copied (a later write always wins). It yields
-//! between steps, so the ingest task and readers wait for at most one step's swap.
+//! row. A pass is due once a cache of at least [`MIN_OBJECTS`] objects has taken half as many writes as
+//! it has objects since the last one; a list across every cluster starts it (those lists are what it
+//! serves: a type nobody lists whole, such as Leases renewed every few seconds, is never copied). The
+//! pass copies the bodies in key order into blocks of [`BLOCK`] bytes, one block per step, leaves alone
+//! a step's objects that already lie in one run, and swaps in each copy whose object has not been
+//! written since it was copied (a later write always wins). It yields between steps, so the ingest task
+//! and readers wait for at most one step's swap of at most [`STEP_OBJECTS`] objects.
 //!
-//! Memory: a block is freed once none of its objects is referenced (by the map, the history or a
-//! watcher's queue). Between passes at most half the objects are rewritten, so a pass leaves blocks at
-//! least half live, and the next moves the live objects out of blocks that have thinned. A body in a
-//! block has no allocation of its own: no allocator header and no spare capacity from growing while it
-//! was serialised, which is about what the dead half costs.
+//! Memory: a block is freed once none of its objects is referenced. The map references the current
+//! blocks; a list across clusters still reading its snapshot keeps the blocks of its time, as it would
+//! keep the old objects without packing. Whatever else may outlive the map's state takes a copy:
+//! a tenant's list, a watch's initial objects, and an event's previous object in the history, so a slow
+//! client or the history never keeps a block of other objects alive. A block's dead part is what was
+//! written since the pass that made it; the next pass moves the live objects of a block that thinned.
+//! A body in a block has no allocation of its own: no allocator header and no spare capacity from
+//! growing while it was serialised.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -23,8 +29,10 @@ use bytes::Bytes;
 
 use super::{Cacher, Entry, Objects, State};
 
-/// Bytes per block: one step copies at most this much and swaps its objects under one write lock.
+/// Bytes per block: one step copies at most this much.
 const BLOCK: usize = 256 * 1024;
+/// Objects per step at most, which bounds the swap under the write lock whatever their size.
+const STEP_OBJECTS: usize = 1024;
 /// Objects larger than this keep their own allocation: each is one run of memory already.
 const LARGE: usize = BLOCK / 8;
 /// Caches smaller than this are not packed: so few objects are read quickly wherever they lie.
@@ -45,24 +53,33 @@ struct Moved {
     from: usize,
 }
 
-/// Copy the bodies of the objects from `start` on into one block, in key order; returns the copies and
-/// the key the next step starts at (`None` after the last object).
+fn address(e: &Entry) -> usize {
+    e.body.as_ptr() as usize
+}
+
+/// Copy the bodies of the objects from `start` on into one block, in key order, unless they already
+/// lie in one run; returns the copies and the key the next step starts at (`None` after the last).
 fn step(objects: &Objects, start: Option<&Arc<str>>) -> (Vec<Moved>, Option<Arc<str>>) {
     let lower = start.map_or(Bound::Unbounded, |k| Bound::Included(&**k));
-    let mut picked = Vec::new();
-    let mut size = 0;
-    let mut next = None;
+    let mut picked: Vec<(&Arc<str>, &Entry)> = Vec::new();
+    let (mut size, mut next, mut one_run) = (0, None, true);
     for (key, entry) in objects.range::<_, str>((lower, Bound::Unbounded)) {
         let n = entry.body.len();
         if n > LARGE {
             continue;
         }
-        if size + n > BLOCK {
+        if size + n > BLOCK || picked.len() == STEP_OBJECTS {
             next = Some(key.clone());
             break;
         }
+        if let Some((_, last)) = picked.last() {
+            one_run &= address(last) + last.body.len() == address(entry);
+        }
         size += n;
         picked.push((key, entry));
+    }
+    if one_run {
+        return (Vec::new(), next);
     }
     let mut block = Vec::with_capacity(size);
     for (_, entry) in &picked {
@@ -78,37 +95,51 @@ fn step(objects: &Objects, start: Option<&Arc<str>>) -> (Vec<Moved>, Option<Arc<
             Moved {
                 key: key.clone(),
                 entry: Entry { body: block.slice(at - n..at), revision: entry.revision },
-                from: entry.body.as_ptr() as usize,
+                from: address(entry),
             }
         })
         .collect();
     (moved, next)
 }
 
-/// Swap in the copies whose objects are unchanged.
-fn swap(st: &mut State, moved: Vec<Moved>) {
+/// Swap in the copies whose objects are unchanged; returns the others, to be dropped after the lock
+/// (the last references to a block may be among them).
+fn swap(st: &mut State, moved: Vec<Moved>) -> Vec<Moved> {
+    let mut stale = Vec::new();
     for m in moved {
-        if let Some(current) = st.objects.get_mut::<str>(&m.key) {
-            if current.body.as_ptr() as usize == m.from && current.revision == m.entry.revision {
+        // `get` first: `get_mut` copies the path to the object even when nothing is swapped.
+        let unchanged =
+            st.objects.get::<str>(&m.key).is_some_and(|e| address(e) == m.from && e.revision == m.entry.revision);
+        match st.objects.get_mut::<str>(&m.key) {
+            Some(current) if unchanged => {
                 *current = m.entry;
+                st.packed = true;
             }
+            _ => stale.push(m),
         }
+    }
+    stale
+}
+
+/// Clears the cache's `packing` when the pass ends, however it ends.
+struct Packing(Arc<Cacher>);
+
+impl Drop for Packing {
+    fn drop(&mut self) {
+        self.0.lock_write().packing = false;
     }
 }
 
-/// One pass over the cache, a block at a time.
-pub(super) async fn run(cacher: Arc<Cacher>) {
+/// One pass over the cache, a block at a time (the caller has set `packing`).
+pub(super) async fn pass(cacher: Arc<Cacher>) {
+    let packing = Packing(cacher);
     let mut start = None;
     loop {
-        let objects = cacher.lock_read().objects.clone();
+        let objects = packing.0.lock_read().objects.clone();
         let (moved, next) = step(&objects, start.as_ref());
-        {
-            let mut st = cacher.lock_write();
-            swap(&mut st, moved);
-            st.packing &= next.is_some();
-        }
+        let stale = swap(&mut packing.0.lock_write(), moved);
         // Only now: until the swap, every body copied must stay allocated (see `Moved::from`).
-        drop(objects);
+        drop((stale, objects));
         match next {
             Some(key) => start = Some(key),
             None => return,
@@ -120,27 +151,32 @@ pub(super) async fn run(cacher: Arc<Cacher>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::watch::cache::Scope;
 
-    /// A map of `n` objects whose bodies are `size` bytes (sizes cycle through `sizes`).
-    fn objects(n: usize, sizes: &[usize]) -> Objects {
+    /// A map of `n` objects; object `i`'s body is `size(i)` bytes.
+    fn objects(n: usize, size: impl Fn(usize) -> usize) -> Objects {
         (0..n)
             .map(|i| {
-                let size = sizes[i % sizes.len()];
-                let body = Bytes::from(vec![b'a' + (i % 26) as u8; size]);
+                let body = Bytes::from(vec![b'a' + (i % 26) as u8; size(i)]);
                 (Arc::<str>::from(format!("/k/{i:06}")), Entry { body, revision: i as i64 + 1 })
             })
             .collect()
     }
 
-    fn address(e: &Entry) -> usize {
-        e.body.as_ptr() as usize
+    fn cacher(objects: Objects) -> Arc<Cacher> {
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().cache;
+        let c = Cacher::new(def, "/k/".into(), metrics);
+        c.lock_write().objects = objects;
+        c
     }
 
     /// A step copies bodies in key order into one run of at most a block, each unchanged in content
-    /// and revision, passes over large ones, and names where the next step starts.
+    /// and revision, passes over large ones, and names where the next step starts; a step whose
+    /// objects already lie in one run copies nothing.
     #[test]
     fn a_step_copies_bodies_in_key_order_into_one_block() {
-        let map = objects(4000, &[300, 500, LARGE + 1, 120]);
+        let map = objects(4000, |i| [300, 500, LARGE + 1, 120][i % 4]);
         let (moved, next) = step(&map, None);
         let next = next.expect("4000 objects are more than a block");
         let total: usize = moved.iter().map(|m| m.entry.body.len()).sum();
@@ -153,25 +189,65 @@ mod tests {
             let original = map.get(&m.key).unwrap();
             assert_eq!((&m.entry.body, m.entry.revision), (&original.body, original.revision));
             assert_eq!(m.from, address(original));
-            assert!(m.entry.body.len() <= LARGE);
         }
         assert!(moved.iter().all(|m| *m.key < *next), "the next step starts after this one");
         let before_next: Vec<_> = map.range::<_, str>((Bound::Unbounded, Bound::Excluded(&*next))).collect();
         let large = before_next.iter().filter(|(_, e)| e.body.len() > LARGE).count();
         assert!(large > 0);
         assert_eq!(before_next.len() - moved.len(), large, "only the large objects are left where they are");
+
+        // The copies, as a pass leaves them: one run already.
+        let packed: Objects = moved.into_iter().map(|m| (m.key, m.entry)).collect();
+        let (again, rest) = step(&packed, None);
+        assert!(again.is_empty() && rest.is_none(), "nothing to copy");
     }
 
-    /// A pass moves every object into blocks, leaves large ones, serves the same content throughout,
-    /// and never undoes a write made while it runs.
+    /// Small objects come at most `STEP_OBJECTS` to a step, however few bytes they are.
+    #[test]
+    fn a_step_takes_a_bounded_number_of_objects() {
+        let map = objects(3 * STEP_OBJECTS, |_| 10);
+        let (moved, next) = step(&map, None);
+        assert_eq!(moved.len(), STEP_OBJECTS);
+        assert_eq!(next.as_deref(), Some(format!("/k/{STEP_OBJECTS:06}").as_str()));
+    }
+
+    /// A copy goes in only over the very entry it was copied from: not over a newer write, not over a
+    /// reload's entry of the same revision, and not back after a delete.
+    #[test]
+    fn a_swap_never_undoes_a_change() {
+        let c = cacher(objects(10, |_| 100));
+        let snapshot = c.lock_read().objects.clone();
+        let (moved, _) = step(&snapshot, None);
+        assert_eq!(moved.len(), 10);
+        let key = |i: usize| -> Arc<str> { format!("/k/{i:06}").into() };
+        {
+            let mut st = c.lock_write();
+            st.objects.insert(key(1), Entry { body: Bytes::from_static(b"newer"), revision: 100 });
+            st.objects.insert(key(2), Entry { body: Bytes::from_static(b"reloaded"), revision: 3 });
+            st.objects.remove::<str>(&key(3));
+        }
+        let stale = swap(&mut c.lock_write(), moved);
+        assert_eq!(stale.iter().map(|m| m.key.clone()).collect::<Vec<_>>(), [key(1), key(2), key(3)]);
+        let st = c.lock_read();
+        assert!(st.packed);
+        assert_eq!((&st.objects[&key(1)].body[..], st.objects[&key(1)].revision), (&b"newer"[..], 100));
+        assert_eq!(&st.objects[&key(2)].body[..], b"reloaded");
+        assert!(!st.objects.contains_key(&key(3)));
+        for i in [0, 4, 5, 9] {
+            let (now, then) = (&st.objects[&key(i)], &snapshot[&key(i)]);
+            assert_eq!((&now.body, now.revision), (&then.body, then.revision));
+            assert_ne!(address(now), address(then), "copied into the block");
+        }
+    }
+
+    /// A pass moves every object into blocks but the large ones, serves the same content throughout,
+    /// keeps what was written while it ran, and ends with `packing` cleared.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_pass_packs_everything_and_a_later_write_wins() {
-        let def = crate::resources::find("", "v1", "configmaps").unwrap();
-        let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().cache;
-        let c = Cacher::new(def, "/k/".into(), metrics);
         let n = 20_000;
-        let before = objects(n, &[200, 400, LARGE + 1]);
-        c.lock_write().objects = before.clone();
+        let large = |i: usize| i % 50 == 49;
+        let before = objects(n, |i| if large(i) { LARGE + 1 } else { [200, 400][i % 2] });
+        let c = cacher(before.clone());
         c.lock_write().packing = true;
         // Rewrites while the pass runs, each a body of its own with a newer revision.
         let writer = {
@@ -182,34 +258,44 @@ mod tests {
                     let key: Arc<str> = format!("/k/{i:06}").into();
                     let entry = Entry { body: Bytes::from(format!("rewritten {i}")), revision: (n + i) as i64 };
                     c.lock_write().objects.insert(key.clone(), entry);
-                    written.insert(key);
+                    written.insert(i);
                     tokio::task::yield_now().await;
                 }
                 written
             })
         };
-        run(c.clone()).await;
+        pass(c.clone()).await;
         let written = writer.await.unwrap();
         let st = c.lock_read();
         assert!(!st.packing, "the pass is over");
-        for key in &written {
-            let e = st.objects.get(key).unwrap();
-            let i: usize = key[3..].parse().unwrap();
-            assert_eq!((&e.body[..], e.revision), (format!("rewritten {i}").as_bytes(), (n + i) as i64));
-        }
-        let mut in_place = 0;
-        for (key, e) in st.objects.iter() {
-            if written.contains(key) {
+        for (i, (key, e)) in st.objects.iter().enumerate() {
+            if written.contains(&i) {
+                assert_eq!((&e.body[..], e.revision), (format!("rewritten {i}").as_bytes(), (n + i) as i64));
                 continue;
             }
-            let original = before.get(key).unwrap();
+            let original = &before[key];
             assert_eq!((&e.body, e.revision), (&original.body, original.revision));
-            if address(e) == address(original) {
-                in_place += 1;
-                assert!(e.body.len() > LARGE, "only a large object stays where it was");
-            }
+            assert_eq!(address(e) == address(original), large(i), "only a large object stays where it was");
         }
-        assert_eq!(in_place, (0..n).filter(|i| i % 3 == 2 && i % 7 != 0).count());
+    }
+
+    /// A list across every cluster starts a due pass; a tenant's list does not, nor a cache not due.
+    #[tokio::test]
+    async fn a_whole_list_starts_a_due_pass() {
+        let c = cacher(objects(2 * MIN_OBJECTS, |_| 100));
+        let everywhere = Scope { cluster: None, namespace: None };
+        let tenant = Scope { cluster: Some("a".into()), namespace: None };
+        let _ = c.snapshot(&everywhere);
+        assert!(!c.lock_read().packing, "no writes yet");
+        c.lock_write().written = MIN_OBJECTS;
+        let _ = c.snapshot(&tenant);
+        assert!(!c.lock_read().packing, "a tenant's list");
+        let _ = c.snapshot(&everywhere);
+        assert!(c.lock_read().packing && c.lock_read().written == 0);
+        while c.lock_read().packing {
+            tokio::task::yield_now().await;
+        }
+        assert!(c.lock_read().packed);
     }
 
     #[test]
