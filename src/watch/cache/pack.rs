@@ -107,15 +107,16 @@ fn step(objects: &Objects, start: Option<&Arc<str>>) -> (Vec<Moved>, Option<Arc<
 fn swap(st: &mut State, moved: Vec<Moved>) -> Vec<Moved> {
     let mut stale = Vec::new();
     for m in moved {
-        // `get` first: `get_mut` copies the path to the object even when nothing is swapped.
+        // `get` first: `get_mut` copies the path to the object (the map is shared with the step's
+        // snapshot), which is wasted when nothing is swapped.
         let unchanged =
             st.objects.get::<str>(&m.key).is_some_and(|e| address(e) == m.from && e.revision == m.entry.revision);
-        match st.objects.get_mut::<str>(&m.key) {
-            Some(current) if unchanged => {
+        match unchanged.then(|| st.objects.get_mut::<str>(&m.key)).flatten() {
+            Some(current) => {
                 *current = m.entry;
                 st.packed = true;
             }
-            _ => stale.push(m),
+            None => stale.push(m),
         }
     }
     stale
