@@ -6,6 +6,8 @@
 //! read back from kube must come back the same from kgate, and a `kubectl replace` of a manifest without
 //! `clusterIP` must keep the one allocated, as kube's service storage does.
 
+use std::collections::{HashMap, HashSet, VecDeque};
+
 use serde_json::{json, Map, Value};
 
 use super::write::object_or_null;
@@ -49,7 +51,7 @@ fn node_port(p: &Map<String, Value>) -> Option<u64> {
 }
 
 /// The node ports a Service's ports already have.
-fn node_ports_taken(spec: &mut Map<String, Value>) -> std::collections::HashSet<u64> {
+fn node_ports_taken(spec: &mut Map<String, Value>) -> HashSet<u64> {
     ports_mut(spec).filter_map(|p| node_port(p)).collect()
 }
 
@@ -153,15 +155,23 @@ fn allocate_cluster_ip(spec: &mut Map<String, Value>) {
 fn allocate_node_ports(spec: &mut Map<String, Value>) {
     let mut taken = node_ports_taken(spec);
     let span = u64::from(NODE_PORTS.1 - NODE_PORTS.0) + 1;
+    let in_range = |n: &u64| (u64::from(NODE_PORTS.0)..=u64::from(NODE_PORTS.1)).contains(n);
+    let mut free = span - taken.iter().filter(|n| in_range(n)).count() as u64;
     for p in ports_mut(spec) {
         if node_port(p).is_some() {
             continue;
         }
-        // From a random start, the first free one: bounded however many ports a hostile Service has.
+        // Once the range is used up, no search: a hostile Service's thousands of ports would each scan
+        // the whole range.
+        if free == 0 {
+            break;
+        }
+        // From a random start, the first free one.
         let start = rand::random_range(0..span);
-        let free = (0..span).map(|i| u64::from(NODE_PORTS.0) + (start + i) % span).find(|n| !taken.contains(n));
-        let Some(n) = free else { continue };
+        let found = (0..span).map(|i| u64::from(NODE_PORTS.0) + (start + i) % span).find(|n| !taken.contains(n));
+        let Some(n) = found else { continue };
         taken.insert(n);
+        free -= 1;
         p.insert("nodePort".into(), json!(n));
     }
 }
@@ -169,22 +179,26 @@ fn allocate_node_ports(spec: &mut Map<String, Value>) {
 /// kube's `patchAllocatedValues` for node ports: a port left without one gets the old port of the same
 /// name's, unless the new object uses that one elsewhere.
 fn keep_node_ports(spec: &mut Map<String, Value>, old: &Map<String, Value>) {
-    let old_ports: Vec<(Option<Value>, u64)> = old
-        .get("ports")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|p| Some((p.get("name").cloned(), p.get("nodePort")?.as_u64()?)))
-        .collect();
+    // The old node ports by port name, each taken at most once: linear however many ports either has.
+    let name = |p: &Map<String, Value>| p.get("name").map(Value::to_string);
+    let mut old_ports: HashMap<Option<String>, VecDeque<u64>> = HashMap::new();
+    for p in old.get("ports").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_object) {
+        if let Some(n) = node_port(p) {
+            old_ports.entry(name(p)).or_default().push_back(n);
+        }
+    }
     let mut used = node_ports_taken(spec);
     for p in ports_mut(spec) {
         if node_port(p).is_some() {
             continue;
         }
-        let name = p.get("name").cloned();
-        if let Some(&(_, n)) = old_ports.iter().find(|(old_name, n)| *old_name == name && !used.contains(n)) {
-            used.insert(n);
-            p.insert("nodePort".into(), json!(n));
+        let Some(candidates) = old_ports.get_mut(&name(p)) else { continue };
+        // One the new object already uses stays used: dropping it here loses nothing.
+        while let Some(n) = candidates.pop_front() {
+            if used.insert(n) {
+                p.insert("nodePort".into(), json!(n));
+                break;
+            }
         }
     }
 }
@@ -396,6 +410,12 @@ mod tests {
         renumbered["spec"]["ports"] = json!([{"name": "web", "port": 8080}]);
         assert!(update(&lb, &mut renumbered).is_empty());
         assert_eq!(renumbered["spec"]["ports"][0]["nodePort"], lb["spec"]["ports"][0]["nodePort"]);
+        // Of two old ports of one name, a new port gets the one the new object does not use already.
+        let twins = json!({"spec": {"type": "NodePort", "clusterIP": "10.96.0.9", "clusterIPs": ["10.96.0.9"],
+            "ports": [{"name": "a", "port": 1, "nodePort": 30001}, {"name": "a", "port": 2, "nodePort": 30002}]}});
+        let mut kept = json!({"spec": {"type": "NodePort", "ports": [{"name": "a", "port": 1, "nodePort": 30001}, {"name": "a", "port": 2}]}});
+        assert!(update(&twins, &mut kept).is_empty());
+        assert_eq!(kept["spec"]["ports"][1]["nodePort"], 30002);
         let mut inside = lb.clone();
         inside["spec"]["type"] = json!("ClusterIP");
         assert!(update(&lb, &mut inside).is_empty());
