@@ -408,6 +408,17 @@ async fn services_keep_what_was_allocated_as_kube_does() {
         let (ok, out, err) = kubectl_stdin(&kc, &["replace", "-f", "-"], Some(manifest));
         assert!(ok, "{out}{err}");
         assert_eq!(get("{.spec.clusterIP}|{.spec.ports[0].nodePort}"), allocated, "replace keeps what was allocated");
+        // So does a server-side apply that stops naming the address it named before (the field leaves
+        // the applier's set and would be removed), and the spec it leaves is the same one.
+        let named = manifest.replace("type: NodePort", &format!("type: NodePort\n  clusterIP: {ip}"));
+        let apply = |m: &str| kubectl_stdin(&kc, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(m));
+        let (ok, out, err) = apply(&named);
+        assert!(ok, "{out}{err}");
+        let generation = get("{.metadata.generation}");
+        let (ok, out, err) = apply(manifest);
+        assert!(ok, "{out}{err}");
+        assert_eq!(get("{.spec.clusterIP}|{.spec.ports[0].nodePort}"), allocated, "apply keeps what was allocated");
+        assert_eq!(get("{.metadata.generation}"), generation, "nothing in the spec changed");
 
         let (ok, _, err) =
             kubectl(&kc, &["patch", "svc", "np", "--type=merge", "-p", r#"{"spec":{"clusterIP":"10.96.0.99"}}"#]);

@@ -699,34 +699,7 @@ impl Registry {
                 }
             }
         }
-        keep_server_meta(current, &mut desired);
-        service_update(def, current, &mut desired, subresource)?;
-        if def.group == "apiextensions.k8s.io" && subresource.is_none() {
-            crate::crd::refresh_status(current, &mut desired);
-        }
-        validate_object(ctx, &desired, Some(current))?;
-        // Scale writes change the spec, so they bump generation; status writes never do.
-        if subresource != Some("status") && !meta::spec_equal(current, &desired) {
-            if let Some(g) = meta::metadata(current).and_then(|m| m.get("generation")).and_then(Value::as_i64) {
-                set_meta(&mut desired, "generation", json!(g + 1));
-            }
-        }
-        if meta::meta_str(current, "deletionTimestamp").is_some() {
-            // New finalizers cannot be added to an object that is going away.
-            let old: Vec<String> = meta::finalizers(current);
-            let new = meta::finalizers(&desired);
-            if new.iter().any(|f| !old.contains(f)) {
-                return Err(invalid(
-                    def,
-                    meta::meta_str(current, "name").unwrap_or_default(),
-                    vec![cause(
-                        "FieldValueForbidden",
-                        "metadata.finalizers",
-                        "Forbidden: no new finalizers can be added if the object is being deleted",
-                    )],
-                ));
-            }
-        }
+        settle_update(ctx, current, &mut desired, subresource)?;
         if !same_object(current, &desired) {
             patch::managed::record_update(
                 Some(current),
@@ -906,24 +879,12 @@ impl Registry {
                 let desired = if patch_type == PatchType::Apply {
                     // apply() already recorded managed fields; keep server metadata and status rules.
                     let mut d = patched;
-                    keep_server_meta(current, &mut d);
                     if def.status && subresource.is_none() {
                         if let Some(s) = current.get("status") {
                             d["status"] = s.clone();
                         }
                     }
-                    if !meta::spec_equal(current, &d) {
-                        if let Some(g) =
-                            meta::metadata(current).and_then(|m| m.get("generation")).and_then(Value::as_i64)
-                        {
-                            set_meta(&mut d, "generation", json!(g + 1));
-                        }
-                    }
-                    if def.group == "apiextensions.k8s.io" && subresource.is_none() {
-                        crate::crd::refresh_status(current, &mut d);
-                    }
-                    service_update(def, current, &mut d, subresource)?;
-                    validate_object(ctx, &d, Some(current))?;
+                    settle_update(ctx, current, &mut d, subresource)?;
                     d
                 } else {
                     self.prepare_update(ctx, current, patched, subresource, &manager)?
@@ -1491,6 +1452,42 @@ fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<V
         }
     }
     Ok(next)
+}
+
+/// What every update does once the client's object is in hand (PUT, and patches of every type): keep
+/// the server's metadata and the kind's allocated fields, refresh a CRD's status, validate, bump the
+/// generation when the spec changed, and refuse new finalizers on an object being deleted.
+fn settle_update(ctx: &Ctx<'_>, current: &Value, desired: &mut Value, subresource: Option<&str>) -> ApiResult<()> {
+    let def = ctx.def;
+    keep_server_meta(current, desired);
+    service_update(def, current, desired, subresource)?;
+    if def.group == "apiextensions.k8s.io" && subresource.is_none() {
+        crate::crd::refresh_status(current, desired);
+    }
+    validate_object(ctx, desired, Some(current))?;
+    // Scale writes change the spec, so they bump generation; status writes never do.
+    if subresource != Some("status") && !meta::spec_equal(current, desired) {
+        if let Some(g) = meta::metadata(current).and_then(|m| m.get("generation")).and_then(Value::as_i64) {
+            set_meta(desired, "generation", json!(g + 1));
+        }
+    }
+    if meta::meta_str(current, "deletionTimestamp").is_some() {
+        // New finalizers cannot be added to an object that is going away.
+        let old: Vec<String> = meta::finalizers(current);
+        let new = meta::finalizers(desired);
+        if new.iter().any(|f| !old.contains(f)) {
+            return Err(invalid(
+                def,
+                meta::meta_str(current, "name").unwrap_or_default(),
+                vec![cause(
+                    "FieldValueForbidden",
+                    "metadata.finalizers",
+                    "Forbidden: no new finalizers can be added if the object is being deleted",
+                )],
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
