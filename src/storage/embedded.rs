@@ -396,7 +396,8 @@ fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreE
     for item in log.range((at as u64 + 1)..).map_err(internal)? {
         let (r, raw) = item.map_err(internal)?;
         let key = event_key(raw.value())?;
-        if !key.starts_with(&req.prefix) || key < start.as_str() {
+        // Only a key's first event after `at` counts: later ones are not decoded.
+        if !key.starts_with(&req.prefix) || key < start.as_str() || overlay.contains_key(key) {
             continue;
         }
         let (key, prev) = match decode_event(r.value() as i64, raw.value())? {
