@@ -73,9 +73,7 @@ pub fn parse_route(path: &str) -> Result<Route, ApiError> {
     // others (`namespaces//configmaps` would read a namespace named "configmaps").
     let inner = path.trim_start_matches('/');
     let inner = inner.strip_suffix('/').unwrap_or(inner);
-    if inner.is_empty() {
-        return Err(ApiError::path_not_found());
-    }
+    // An empty path is one empty segment.
     let raw: Vec<&str> = inner.split('/').collect();
     if raw.iter().any(|s| s.is_empty()) {
         return Err(ApiError::path_not_found());
