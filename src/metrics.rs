@@ -40,6 +40,8 @@ pub struct CacheMetrics {
     pub store_fed: IntGauge,
     /// Loads of a cache from the store (a start, or a reload after losing the store), by resource.
     pub initializations: IntCounterVec,
+    /// Objects copied into shared blocks by packing passes (`watch::cache::pack`), by resource.
+    pub packed: IntCounterVec,
 }
 
 impl Metrics {
@@ -82,6 +84,13 @@ impl Metrics {
             ),
             &["resource"],
         )?;
+        let packed = IntCounterVec::new(
+            Opts::new(
+                "kgate_watch_cache_packed_objects_total",
+                "Cached objects copied into shared blocks in key order, so that lists read them in a few runs, by resource.",
+            ),
+            &["resource"],
+        )?;
         let store_fed = IntGauge::new(
             "kgate_watch_store_fed_watchers",
             "Watchers on a store watch of their own until they catch up with the watch cache's history.",
@@ -101,7 +110,7 @@ impl Metrics {
             ),
             &["limit"],
         )?;
-        for c in [&requests, &lagging, &reads, &initializations, &refused] {
+        for c in [&requests, &lagging, &reads, &initializations, &packed, &refused] {
             registry.register(Box::new(c.clone()))?;
         }
         registry.register(Box::new(store_fed.clone()))?;
@@ -111,7 +120,7 @@ impl Metrics {
             registry,
             requests,
             latency,
-            cache: CacheMetrics { lagging, reads, store_fed, initializations },
+            cache: CacheMetrics { lagging, reads, store_fed, initializations, packed },
             inflight: InFlightMetrics { current, refused },
         })
     }

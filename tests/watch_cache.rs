@@ -1,7 +1,8 @@
 //! The shared watch cache: every acknowledged write reaches every matching watch exactly once and in
 //! order across clusters; slow watchers are cut off and catch up without delaying others; deleted
 //! clusters produce DELETED events; replicas on one etcd see each other's writes; watches resume across
-//! a kgate restart; reads with resourceVersion=0 and fresh consistent lists come from the cache.
+//! a kgate restart; reads with resourceVersion=0 and fresh consistent lists come from the cache, and a
+//! list across clusters from a packed cache is byte for byte what the store holds.
 
 mod common;
 
@@ -390,4 +391,67 @@ async fn cached_reads_are_current_and_paginate_like_store_reads() {
     let (code, missing) = s.get(&format!("/{CM}/nope?resourceVersion=0")).await;
     assert_eq!((code.as_u16(), missing["reason"].as_str()), (404, Some("NotFound")));
     s.stop().await;
+}
+
+/// Once the cache has packed its objects (sent as runs of its blocks, not copied one by one), a list
+/// across clusters is still exactly what the store holds at that revision, in order, and so is it
+/// after writes have broken the runs up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_packed_list_across_clusters_is_what_the_store_holds() {
+    let s = Arc::new(TestServer::start(Backend::Embedded).await);
+    for c in ["pa", "pb", "pc"] {
+        s.create_cluster(c).await;
+    }
+    let wildcard = "/clusters/*/api/v1/configmaps";
+    // The cache starts first, so that every write below counts towards a pass.
+    assert_eq!(s.get(&format!("{wildcard}?resourceVersion=0")).await.0, 200);
+    let posts = (0..1500).map(|i| {
+        let s = s.clone();
+        async move {
+            let c = ["pa", "pb", "pc"][i % 3];
+            let body = json!({"metadata": {"name": format!("o{i:04}")}, "data": {"i": i.to_string()}});
+            let (code, obj) = s.post(&format!("/clusters/{c}/{CM}"), &body).await;
+            assert_eq!(code, 201, "{obj}");
+        }
+    });
+    futures::future::join_all(posts).await;
+    let packed = "kgate_watch_cache_packed_objects_total{resource=\"configmaps\"}";
+    let store_and_cache = |s: Arc<TestServer>| async move {
+        let (code, cached) = s.get(&format!("{wildcard}?resourceVersion=0")).await;
+        assert_eq!(code, 200, "{cached}");
+        let rv = cached["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        let (code, stored) = s.get(&format!("{wildcard}?resourceVersion={rv}&resourceVersionMatch=Exact")).await;
+        assert_eq!(code, 200, "{stored}");
+        (cached["items"].clone(), stored["items"].clone())
+    };
+    // This list starts the pass.
+    let _ = store_and_cache(s.clone()).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while s.metric(packed).await < 1500.0 {
+        assert!(tokio::time::Instant::now() < deadline, "the cache packed its objects");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (cached, stored) = store_and_cache(s.clone()).await;
+    assert_eq!(cached.as_array().unwrap().len(), 1500);
+    assert_eq!(cached, stored);
+    // A delete, an update and a new object among the packed ones.
+    let (code, _) = s.req(reqwest::Method::DELETE, &format!("/clusters/pa/{CM}/o0300"), None, None).await;
+    assert!(code.is_success());
+    let patch = br#"{"data": {"i": "changed"}}"#.to_vec();
+    let (code, _) = s
+        .req(
+            reqwest::Method::PATCH,
+            &format!("/clusters/pb/{CM}/o0301"),
+            Some("application/merge-patch+json"),
+            Some(patch),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (code, _) = s.post(&format!("/clusters/pc/{CM}"), &json!({"metadata": {"name": "o0302x"}})).await;
+    assert_eq!(code, 201);
+    let (cached, stored) = store_and_cache(s.clone()).await;
+    assert_eq!(cached.as_array().unwrap().len(), 1500);
+    assert_eq!(cached, stored);
+    assert!(cached.as_array().unwrap().iter().any(|o| o["data"]["i"] == "changed"));
+    Arc::try_unwrap(s).ok().expect("no other handle").stop().await;
 }

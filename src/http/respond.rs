@@ -1,6 +1,7 @@
 //! Building responses: JSON bodies, Status errors, and the `as=Table` / `as=PartialObjectMetadata`
 //! transforms clients ask for in `Accept`.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 
 use bytes::Bytes;
@@ -32,30 +33,37 @@ pub fn json(code: u16, v: &Value) -> Response<Body> {
 /// list).
 const LIST_CHUNK: usize = 256 * 1024;
 
+/// A piece of a list's items, as `raw_list`'s `fill` hands them over.
+pub enum Piece<'a> {
+    /// One object's JSON in two pieces that are joined: its head and the rest.
+    Object(&'a [u8], &'a [u8]),
+    /// Objects ready to be sent as they are, each after a comma: `,{…},{…}`.
+    Run(Bytes),
+}
+
 /// A plain JSON list from objects already serialised (the watch cache keeps them so): the bytes are
 /// joined, never parsed, a chunk at a time as the connection takes them, so the first bytes leave
 /// before the last object is looked at and no buffer of the whole list is ever allocated. `fill` hands
-/// the objects' JSON in order to its argument, each in two pieces that are joined (a head and the rest,
-/// as the watch cache keeps them), until that declines one (which comes first next time), and returns
-/// true when none is left. A list that fits in one chunk is sent whole with its length;
-/// a longer one goes without a Content-Length, as kube-apiserver's large lists do, since its length is
-/// not known before its last object is read.
+/// the pieces in order to its argument until that declines one (which comes first next time), and
+/// returns true when none is left. Objects are copied into chunks; a long run goes out as it is, in a
+/// chunk of its own. A list that fits in one chunk is sent whole with its length; a longer one goes
+/// without a Content-Length, as kube-apiserver's large lists do, since its length is not known before
+/// its last object is read.
 pub fn raw_list<F>(def: &ResourceDef, list_meta: &Value, fill: F) -> Response<Body>
 where
-    F: FnMut(&mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool + Send + Unpin + 'static,
+    F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool + Send + Unpin + 'static,
 {
     let head = json!({"kind": def.list_kind(), "apiVersion": def.api_version(), "metadata": list_meta});
     let mut head = serde_json::to_vec(&head).expect("JSON serialises");
     head.pop(); // the closing brace; items follow
     head.extend_from_slice(b",\"items\":[");
     head.reserve(FIRST_CHUNK);
-    let mut body = ListBody { ready: None, fill, first: true, done: false };
-    let first = body.join(head);
-    if body.done {
+    let mut body = ListBody { ready: VecDeque::new(), fill, first: true, done: false };
+    body.join(head);
+    if body.done && body.ready.len() == 1 {
         // Also lets the objects go at once, whoever reads the answer slowly.
-        return bytes(200, "application/json", first);
+        return bytes(200, "application/json", body.ready.pop_front().unwrap_or_default());
     }
-    body.ready = Some(first);
     let mut r = Response::new(body.boxed_unsync());
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
@@ -63,12 +71,12 @@ where
 
 /// The body of a list of serialised objects, joined into chunks as it is polled.
 struct ListBody<F> {
-    /// A chunk joined before the first poll.
-    ready: Option<Bytes>,
+    /// Chunks ready to go, in order.
+    ready: VecDeque<Bytes>,
     fill: F,
     /// No object has been written yet (no comma before the next).
     first: bool,
-    /// The closing bytes are joined.
+    /// The closing bytes are in `ready`.
     done: bool,
 }
 
@@ -76,38 +84,72 @@ struct ListBody<F> {
 /// (a chunk grown by doubling would copy its bytes again).
 const FIRST_CHUNK: usize = 8 * 1024;
 
-impl<F: FnMut(&mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool> ListBody<F> {
-    /// Join objects after what `chunk` holds, up to `LIST_CHUNK` bytes, closing the list after the last.
-    fn join(&mut self, mut chunk: Vec<u8>) -> Bytes {
+/// A run at least this long goes out as it is, in a chunk of its own; a shorter one is copied into the
+/// chunk being joined, since a chunk (a DATA frame to send and to read) costs more than copying a few
+/// KiB. Runs of packed objects are up to a block (256 KiB) long.
+const MIN_RUN: usize = 16 * 1024;
+
+impl<F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool> ListBody<F> {
+    /// Join pieces after what `chunk` holds, up to `LIST_CHUNK` bytes or a long run, and queue the
+    /// result, closing the list after the last piece.
+    fn join(&mut self, mut chunk: Vec<u8>) {
         let first = &mut self.first;
-        let drained = (self.fill)(&mut |head, rest| {
-            // An object larger than a chunk goes alone in one.
-            if !chunk.is_empty() && chunk.len() + head.len() + rest.len() + 1 > LIST_CHUNK {
+        let mut alone = None;
+        let drained = (self.fill)(&mut |piece| {
+            if alone.is_some() {
                 return false;
             }
-            if !std::mem::take(first) {
-                chunk.push(b',');
+            let (comma, head, rest) = match &piece {
+                Piece::Object(head, rest) => (&b","[..], *head, *rest),
+                // Its own comma comes first.
+                Piece::Run(run) => (&[][..], &[][..], &run[usize::from(*first)..]),
+            };
+            let comma = if *first { &[][..] } else { comma };
+            if let Piece::Run(run) = &piece {
+                if rest.len() >= MIN_RUN {
+                    alone = Some(run.slice(run.len() - rest.len()..));
+                    *first = false;
+                    return true;
+                }
             }
+            // An object larger than a chunk goes alone in one.
+            if !chunk.is_empty() && chunk.len() + comma.len() + head.len() + rest.len() > LIST_CHUNK {
+                return false;
+            }
+            if chunk.capacity() == 0 {
+                // Only now: a chunk of nothing but a run needs none.
+                chunk.reserve(LIST_CHUNK);
+            }
+            chunk.extend_from_slice(comma);
             chunk.extend_from_slice(head);
             chunk.extend_from_slice(rest);
+            *first = false;
             true
         });
-        if drained {
+        self.done = drained;
+        if drained && alone.is_none() {
             chunk.extend_from_slice(b"]}");
-            self.done = true;
         }
-        Bytes::from(chunk)
+        if !chunk.is_empty() {
+            self.ready.push_back(Bytes::from(chunk));
+        }
+        if let Some(run) = alone {
+            self.ready.push_back(run);
+            if drained {
+                self.ready.push_back(Bytes::from_static(b"]}"));
+            }
+        }
     }
 
     fn next_chunk(&mut self) -> Option<Bytes> {
-        if let Some(ready) = self.ready.take() {
-            return Some(ready);
+        while self.ready.is_empty() && !self.done {
+            self.join(Vec::new());
         }
-        (!self.done).then(|| self.join(Vec::with_capacity(LIST_CHUNK)))
+        self.ready.pop_front()
     }
 }
 
-impl<F: FnMut(&mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool + Unpin> http_body::Body for ListBody<F> {
+impl<F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool + Unpin> http_body::Body for ListBody<F> {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -119,7 +161,7 @@ impl<F: FnMut(&mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool + Unpin> http_body::
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done && self.ready.is_none()
+        self.done && self.ready.is_empty()
     }
 }
 
@@ -278,6 +320,18 @@ mod tests {
         assert_eq!(shape(Some("application/vnd.kubernetes.protobuf,application/json")), Shape::Plain);
     }
 
+    /// How a test list's items are handed to `raw_list`.
+    #[derive(Clone, Copy)]
+    enum Given {
+        /// Each as an object.
+        Objects,
+        /// In runs of this many (each item after a comma, as packed blocks hold them).
+        Runs(usize),
+    }
+
+    /// Every object of a list once, in order, in valid JSON, whether handed over as objects or runs;
+    /// chunks stay bounded but for what cannot be cut; a long run goes out as it was given, not
+    /// copied; a list in one chunk has its length.
     #[test]
     fn raw_lists_are_valid_json_in_bounded_chunks() {
         use http_body_util::BodyExt;
@@ -285,19 +339,50 @@ mod tests {
         let big = format!(r#"{{"big":"{}"}}"#, "x".repeat(LIST_CHUNK + 10));
         // Objects of over 300 bytes: enough for several chunks.
         let many = LIST_CHUNK / 100;
-        for n in [0, 1, 3, many] {
+        let long_run = MIN_RUN / 300 + 1;
+        let cases = [
+            (0, Given::Objects),
+            (1, Given::Objects),
+            (3, Given::Objects),
+            (many, Given::Objects),
+            (1, Given::Runs(1)),
+            (many, Given::Runs(3)),
+            (many, Given::Runs(long_run)),
+            (long_run, Given::Runs(long_run)),
+        ];
+        for (n, given) in cases {
             let mut items: Vec<Bytes> =
                 (0..n).map(|i| Bytes::from(format!(r#"{{"i":{i},"pad":"{}"}}"#, "y".repeat(300)))).collect();
             if n == 3 {
                 items.insert(1, Bytes::from(big.clone()));
             }
             let want: Vec<Value> = items.iter().map(|b| serde_json::from_slice(b).unwrap()).collect();
-            let mut left = items.into_iter().peekable();
-            let fill = move |take: &mut dyn FnMut(&[u8], &[u8]) -> bool| {
-                while let Some(item) = left.peek() {
-                    // Cut anywhere: the two pieces are joined.
-                    let (head, rest) = item.split_at(item.len() / 3);
-                    if !take(head, rest) {
+            let per = match given {
+                Given::Objects => 1,
+                Given::Runs(k) => k,
+            };
+            let groups: Vec<Vec<Bytes>> = items.chunks(per).map(<[Bytes]>::to_vec).collect();
+            // Each run as its bytes would lie in a block, and where its bytes are.
+            let runs: Vec<Bytes> =
+                groups.iter().map(|g| g.iter().flat_map(|i| [&b","[..], i].concat()).collect()).collect();
+            let long_runs: Vec<usize> = match given {
+                Given::Runs(_) => runs.iter().filter(|r| r.len() > MIN_RUN).map(|r| r.as_ptr() as usize).collect(),
+                Given::Objects => Vec::new(),
+            };
+            // Kept, so that no chunk is allocated where a run was.
+            let _kept = runs.clone();
+            let mut left = groups.into_iter().zip(runs).peekable();
+            let fill = move |take: &mut dyn FnMut(Piece<'_>) -> bool| {
+                while let Some((group, run)) = left.peek() {
+                    let taken = match given {
+                        Given::Runs(_) => take(Piece::Run(run.clone())),
+                        // Cut anywhere: the two pieces are joined.
+                        Given::Objects => {
+                            let (head, rest) = group[0].split_at(group[0].len() / 3);
+                            take(Piece::Object(head, rest))
+                        }
+                    };
+                    if !taken {
                         return false;
                     }
                     left.next();
@@ -308,11 +393,16 @@ mod tests {
             let announced = http_body::Body::size_hint(&body).exact();
             let mut out = Vec::new();
             let mut chunks = 0;
+            let mut sent_as_given = 0;
             while let Some(f) = futures::executor::block_on(body.frame()) {
                 let data = f.unwrap().into_data().unwrap();
                 // Only the object larger than a chunk goes over, alone (with a comma and the list's end).
                 let alone = data.windows(big.len()).any(|w| w == big.as_bytes()) && data.len() <= big.len() + 3;
                 assert!(data.len() <= LIST_CHUNK + 2 || alone, "chunk of {} bytes", data.len());
+                // A long run's bytes (all but its comma when it comes first).
+                if long_runs.iter().any(|&p| data.as_ptr() as usize == p || data.as_ptr() as usize == p + 1) {
+                    sent_as_given += 1;
+                }
                 out.extend_from_slice(&data);
                 chunks += 1;
             }
@@ -321,6 +411,10 @@ mod tests {
             assert_eq!(v["kind"], "ConfigMapList");
             assert_eq!(v["metadata"]["resourceVersion"], "7");
             assert_eq!(v["items"].as_array().unwrap(), &want, "every object, in order");
+            assert_eq!(sent_as_given, long_runs.len(), "each long run is sent as it was given");
+            if matches!(given, Given::Runs(k) if k == long_run) {
+                assert!(!long_runs.is_empty());
+            }
             if n == many {
                 assert!(chunks > 1, "a large list goes out in several chunks");
                 assert_eq!(announced, None);

@@ -263,7 +263,7 @@ fn translate(
         } else {
             "ADDED"
         };
-        return Ok(Some((kind, Payload::Cached(ev.object.body().clone()))));
+        return Ok(Some((kind, Payload::Cached(ev.object.body_bytes()))));
     }
     let passes = |e: &Entry| -> ApiResult<Option<Value>> {
         let v = e.value(head)?;
@@ -274,7 +274,7 @@ fn translate(
         None => None,
     };
     if ev.deleted {
-        return Ok(old.map(|_| ("DELETED", Payload::Cached(ev.object.body().clone()))));
+        return Ok(old.map(|_| ("DELETED", Payload::Cached(ev.object.body_bytes()))));
     }
     let new = passes(&ev.object)?;
     Ok(match (old, new) {

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::cache::{Entry, Head, Scope, Snapshot, WatchCache};
 use super::{FRESHNESS_PATIENCE, LOAD_PATIENCE};
+use crate::http::respond::Piece;
 use crate::registry::{ListOptions, Registry, RvMatch};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
@@ -30,6 +31,8 @@ pub struct CachedList {
 pub struct Items {
     /// The opening of each object as the request's definition serves it.
     head: Head,
+    /// A comma and `head`: what precedes each body in a packed block served with this head.
+    sep: Vec<u8>,
     from: Source,
 }
 
@@ -49,22 +52,49 @@ enum Source {
 impl Items {
     /// Every object of `snapshot`, served with `head`.
     pub fn all(snapshot: Snapshot, head: Head) -> Items {
-        Items { head, from: Source::All { snapshot: Some(snapshot), next: None } }
+        Items::new(head, Source::All { snapshot: Some(snapshot), next: None })
     }
 
-    /// Hand each object's JSON, in two pieces (its head and the rest), to `take` in order until it
-    /// declines one (which stays first for the next call) or none is left; returns true when none is
-    /// left.
-    pub fn fill(&mut self, take: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> bool {
-        let head = self.head.bytes();
+    fn new(head: Head, from: Source) -> Items {
+        let sep = [b",", head.bytes()].concat();
+        Items { head, sep, from }
+    }
+
+    /// Hand the objects' JSON to `take` in order until it declines a piece (which stays first for the
+    /// next call) or none is left; returns true when none is left. Objects lying in a row in a packed
+    /// block (see `cache::pack`) go as one run of their bytes, each after a comma and its head, without
+    /// a copy; any other object goes as its head and the rest.
+    pub fn fill(&mut self, take: &mut dyn FnMut(Piece<'_>) -> bool) -> bool {
+        let (head, sep) = (self.head.bytes(), self.sep.as_slice());
         match &mut self.from {
             Source::All { snapshot, next } => {
                 let Some(snap) = snapshot else { return true };
                 let mut stopped_at = None;
+                // The run being gathered: its first key, first object and last object.
+                let mut run: Option<(&Arc<str>, &Entry, &Entry)> = None;
                 for (k, e) in snap.from(next.as_deref()) {
-                    if !take(head, e.body()) {
+                    if let Some((_, _, last)) = &mut run {
+                        if e.follows(last, sep) {
+                            *last = e;
+                            continue;
+                        }
+                    }
+                    if let Some((key, first, last)) = run.take() {
+                        if !take(Piece::Run(Entry::run(first, last, sep))) {
+                            stopped_at = Some(key.clone());
+                            break;
+                        }
+                    }
+                    if e.after(sep) {
+                        run = Some((k, e, e));
+                    } else if !take(Piece::Object(head, e.body())) {
                         stopped_at = Some(k.clone());
                         break;
+                    }
+                }
+                if let Some((key, first, last)) = run {
+                    if !take(Piece::Run(Entry::run(first, last, sep))) {
+                        stopped_at = Some(key.clone());
                     }
                 }
                 if stopped_at.is_none() {
@@ -75,7 +105,7 @@ impl Items {
             }
             Source::Picked(items) => {
                 while let Some(e) = items.as_slice().first() {
-                    if !take(head, e.body()) {
+                    if !take(Piece::Object(head, e.body())) {
                         return false;
                     }
                     items.next();
@@ -177,7 +207,7 @@ pub async fn list(
         let prefix = registry.collection(def, cluster, namespace);
         crate::registry::encode_continue(revision, &format!("{}\u{0}", &k[prefix.len()..]))
     });
-    Ok(Some(CachedList { items: Items { head, from: Source::Picked(picked.into_iter()) }, revision, continue_token }))
+    Ok(Some(CachedList { items: Items::new(head, Source::Picked(picked.into_iter())), revision, continue_token }))
 }
 
 /// The store serves this read (counted, so operators see how often the cache was not fresh enough).
