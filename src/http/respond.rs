@@ -99,19 +99,17 @@ impl<F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool> ListBody<F> {
             if alone.is_some() {
                 return false;
             }
-            let (comma, head, rest) = match &piece {
-                Piece::Object(head, rest) => (&b","[..], *head, *rest),
-                // Its own comma comes first.
-                Piece::Run(run) => (&[][..], &[][..], &run[usize::from(*first)..]),
-            };
-            let comma = if *first { &[][..] } else { comma };
-            if let Piece::Run(run) = &piece {
-                if rest.len() >= MIN_RUN {
-                    alone = Some(run.slice(run.len() - rest.len()..));
+            // The list's first object has no comma before it; a run brings its own.
+            let skip = usize::from(*first);
+            let (comma, head, rest): (&[u8], &[u8], &[u8]) = match &piece {
+                Piece::Object(head, rest) => (&b","[skip..], head, rest),
+                Piece::Run(run) if run.len() - skip >= MIN_RUN => {
+                    alone = Some(run.slice(skip..));
                     *first = false;
                     return true;
                 }
-            }
+                Piece::Run(run) => (&[], &[], &run[skip..]),
+            };
             // An object larger than a chunk goes alone in one.
             if !chunk.is_empty() && chunk.len() + comma.len() + head.len() + rest.len() > LIST_CHUNK {
                 return false;
