@@ -37,8 +37,8 @@ const LIST_CHUNK: usize = 256 * 1024;
 pub enum Piece<'a> {
     /// One object's JSON in two pieces that are joined: its head and the rest.
     Object(&'a [u8], &'a [u8]),
-    /// Objects ready to be sent as they are, each after a comma: `,{…},{…}`.
-    Run(Bytes),
+    /// Objects ready to be sent as they are, each after a comma: `,{…},{…}` (never empty).
+    Run(&'a Bytes),
 }
 
 /// A plain JSON list from objects already serialised (the watch cache keeps them so): the bytes are
@@ -46,8 +46,8 @@ pub enum Piece<'a> {
 /// before the last object is looked at and no buffer of the whole list is ever allocated. `fill` hands
 /// the pieces in order to its argument until that declines one (which comes first next time), and
 /// returns true when none is left. Objects are copied into chunks; a long run goes out as it is, in a
-/// chunk of its own. A list that fits in one chunk is sent whole with its length; a longer one goes
-/// without a Content-Length, as kube-apiserver's large lists do, since its length is not known before
+/// chunk of its own. A list joined whole at once (it fits in one chunk, or a run ends it) is sent with
+/// its length; a longer one goes without a Content-Length, as kube-apiserver's large lists do, since its length is not known before
 /// its last object is read.
 pub fn raw_list<F>(def: &ResourceDef, list_meta: &Value, fill: F) -> Response<Body>
 where
@@ -58,7 +58,7 @@ where
     head.pop(); // the closing brace; items follow
     head.extend_from_slice(b",\"items\":[");
     head.reserve(FIRST_CHUNK);
-    let mut body = ListBody { ready: VecDeque::new(), fill, first: true, done: false };
+    let mut body = ListBody { ready: VecDeque::new(), fill, first: true, after_run: false, done: false };
     body.join(head);
     if body.done && body.ready.len() == 1 {
         // Also lets the objects go at once, whoever reads the answer slowly.
@@ -76,6 +76,8 @@ struct ListBody<F> {
     fill: F,
     /// No object has been written yet (no comma before the next).
     first: bool,
+    /// The last piece taken was a run sent as it is.
+    after_run: bool,
     /// The closing bytes are in `ready`.
     done: bool,
 }
@@ -93,7 +95,7 @@ impl<F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool> ListBody<F> {
     /// Join pieces after what `chunk` holds, up to `LIST_CHUNK` bytes or a long run, and queue the
     /// result, closing the list after the last piece.
     fn join(&mut self, mut chunk: Vec<u8>) {
-        let first = &mut self.first;
+        let (first, after_run) = (&mut self.first, &mut self.after_run);
         let mut alone = None;
         let drained = (self.fill)(&mut |piece| {
             if alone.is_some() {
@@ -103,25 +105,29 @@ impl<F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool> ListBody<F> {
             let skip = usize::from(*first);
             let (comma, head, rest): (&[u8], &[u8], &[u8]) = match &piece {
                 Piece::Object(head, rest) => (&b","[skip..], head, rest),
-                Piece::Run(run) if run.len() - skip >= MIN_RUN => {
+                Piece::Run(run) if run.len() >= MIN_RUN + skip => {
+                    debug_assert_eq!(run.first(), Some(&b','));
                     alone = Some(run.slice(skip..));
                     *first = false;
+                    *after_run = true;
                     return true;
                 }
-                Piece::Run(run) => (&[], &[], &run[skip..]),
+                Piece::Run(run) => (&[], &[], run.get(skip..).unwrap_or_default()),
             };
             // An object larger than a chunk goes alone in one.
             if !chunk.is_empty() && chunk.len() + comma.len() + head.len() + rest.len() > LIST_CHUNK {
                 return false;
             }
             if chunk.capacity() == 0 {
-                // Only now: a chunk of nothing but a run needs none.
-                chunk.reserve(LIST_CHUNK);
+                // Only now: a chunk of nothing but a run needs none. Between two runs of a packed
+                // cache there are usually a few objects written since it was packed.
+                chunk.reserve(if *after_run { FIRST_CHUNK } else { LIST_CHUNK });
             }
             chunk.extend_from_slice(comma);
             chunk.extend_from_slice(head);
             chunk.extend_from_slice(rest);
             *first = false;
+            *after_run = false;
             true
         });
         self.done = drained;
@@ -160,6 +166,14 @@ impl<F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool + Unpin> http_body::Bod
 
     fn is_end_stream(&self) -> bool {
         self.done && self.ready.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        // A list joined whole before its first poll (small, but with a run sent as it is) has a length.
+        match self.done {
+            true => http_body::SizeHint::with_exact(self.ready.iter().map(|c| c.len() as u64).sum()),
+            false => http_body::SizeHint::default(),
+        }
     }
 }
 
@@ -373,7 +387,7 @@ mod tests {
             let fill = move |take: &mut dyn FnMut(Piece<'_>) -> bool| {
                 while let Some((group, run)) = left.peek() {
                     let taken = match given {
-                        Given::Runs(_) => take(Piece::Run(run.clone())),
+                        Given::Runs(_) => take(Piece::Run(run)),
                         // Cut anywhere: the two pieces are joined.
                         Given::Objects => {
                             let (head, rest) = group[0].split_at(group[0].len() / 3);
@@ -416,8 +430,8 @@ mod tests {
             if n == many {
                 assert!(chunks > 1, "a large list goes out in several chunks");
                 assert_eq!(announced, None);
-            } else if n < 3 {
-                assert_eq!(announced, Some(out.len() as u64), "a list in one chunk has its length");
+            } else if n < 3 || n == long_run {
+                assert_eq!(announced, Some(out.len() as u64), "a list joined whole has its length");
             }
         }
     }

@@ -86,8 +86,9 @@ pub struct Entry {
     block: Bytes,
     /// Where the body lies in `block`. The body is the object as clients see it (resourceVersion and
     /// cluster annotation set), as JSON, without its apiVersion and kind: what follows a `Head`, either
-    /// `,"metadata":…}` or `}`. Two `u32`s rather than a `Bytes` of the body alone: a list needs the
-    /// block to send a run of bodies as one slice, and an entry is eight bytes smaller than with both.
+    /// `,"metadata":…}` or `}`. Two `u32`s rather than a `Bytes` of the body: a list needs the block to
+    /// send a run of bodies as one slice, and an entry is 48 bytes this way against 72 with both (and
+    /// 40 with the body's alone).
     at: u32,
     len: u32,
     /// Revision of its last write.
@@ -405,7 +406,8 @@ struct State {
     /// Watcher ids by cluster, and the wildcard ones, so an event costs only its interested watchers.
     by_cluster: HashMap<Box<str>, Vec<u64>>,
     wildcard: Vec<u64>,
-    /// Writes applied since the last packing pass began (see `pack`).
+    /// Writes applied since the last packing pass began (see `pack`); a load sets it to the objects
+    /// loaded, so that the first list across clusters packs them.
     written: usize,
     /// A packing pass is under way.
     packing: bool,
@@ -1098,7 +1100,7 @@ mod tests {
             match piece {
                 Piece::Object(head, rest) => out.extend_from_slice(&[b",", head, rest].concat()),
                 Piece::Run(run) => {
-                    out.extend_from_slice(&run);
+                    out.extend_from_slice(run);
                     runs += 1;
                 }
             }
@@ -1125,6 +1127,11 @@ mod tests {
         // 1,024 objects a step: three blocks.
         assert_eq!(listed(&c, cm.clone(), false), (before.clone(), 3));
         assert_eq!(listed(&c, cm.clone(), true).0, before, "declined pieces come back");
+        // A declined run is held, and what is left, parsed (for a Table), still has its objects.
+        let mut items =
+            super::super::read::Items::all(c.snapshot(&Scope { cluster: None, namespace: None }), cm.clone());
+        assert!(!items.fill(&mut |piece| !matches!(piece, Piece::Run(_))));
+        assert_eq!(items.values().unwrap().len(), keys.len());
         // A delete and a rewrite in the first block: it goes in three runs and an object.
         let mut sorted = keys.clone();
         sorted.sort();

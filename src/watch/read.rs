@@ -26,8 +26,9 @@ pub struct CachedList {
     pub continue_token: Option<String>,
 }
 
-/// The objects of a list served from the cache, as JSON. Holding them costs a snapshot or a reference
-/// count per object, not a copy, and they stay valid however the cache changes meanwhile.
+/// The objects of a list served from the cache, as JSON. Holding them costs a snapshot (a list across
+/// clusters) or a copy of the objects picked (a tenant's, see `list`), and they stay valid however the
+/// cache changes meanwhile.
 pub struct Items {
     /// The opening of each object as the request's definition serves it.
     head: Head,
@@ -44,6 +45,8 @@ enum Source {
         snapshot: Option<Snapshot>,
         /// Key of the object to hand out next, when some were.
         next: Option<Arc<str>>,
+        /// A run `take` declined, to offer first next time (its objects come before `next`).
+        held: Option<Bytes>,
     },
     /// The objects a selector or a page limit picked.
     Picked(std::vec::IntoIter<Entry>),
@@ -52,7 +55,7 @@ enum Source {
 impl Items {
     /// Every object of `snapshot`, served with `head`.
     pub fn all(snapshot: Snapshot, head: Head) -> Items {
-        Items::new(head, Source::All { snapshot: Some(snapshot), next: None })
+        Items::new(head, Source::All { snapshot: Some(snapshot), next: None, held: None })
     }
 
     fn new(head: Head, from: Source) -> Items {
@@ -67,41 +70,52 @@ impl Items {
     pub fn fill(&mut self, take: &mut dyn FnMut(Piece<'_>) -> bool) -> bool {
         let (head, sep) = (self.head.bytes(), self.sep.as_slice());
         match &mut self.from {
-            Source::All { snapshot, next } => {
+            Source::All { snapshot, next, held } => {
+                if let Some(run) = held.take() {
+                    if !take(Piece::Run(&run)) {
+                        *held = Some(run);
+                        return false;
+                    }
+                }
                 let Some(snap) = snapshot else { return true };
                 let mut stopped_at = None;
-                // The run being gathered: its first key, first object and last object.
-                let mut run: Option<(&Arc<str>, &Entry, &Entry)> = None;
+                // The run being gathered: its first and last object.
+                let mut run: Option<(&Entry, &Entry)> = None;
                 for (k, e) in snap.from(next.as_deref()) {
-                    if let Some((_, _, last)) = &mut run {
+                    if let Some((_, last)) = &mut run {
                         if e.follows(last, sep) {
                             *last = e;
                             continue;
                         }
                     }
-                    if let Some((key, first, last)) = run.take() {
-                        if !take(Piece::Run(Entry::run(first, last, sep))) {
-                            stopped_at = Some(key.clone());
+                    if let Some((first, last)) = run.take() {
+                        let bytes = Entry::run(first, last, sep);
+                        if !take(Piece::Run(&bytes)) {
+                            // Kept as gathered: the next call does not walk its objects again.
+                            *held = Some(bytes);
+                            stopped_at = Some(k.clone());
                             break;
                         }
                     }
                     if e.after(sep) {
-                        run = Some((k, e, e));
+                        run = Some((e, e));
                     } else if !take(Piece::Object(head, e.body())) {
                         stopped_at = Some(k.clone());
                         break;
                     }
                 }
-                if let Some((key, first, last)) = run {
-                    if !take(Piece::Run(Entry::run(first, last, sep))) {
-                        stopped_at = Some(key.clone());
+                // Only when the walk reached the end: a stop leaves no run gathering.
+                if let Some((first, last)) = run {
+                    let bytes = Entry::run(first, last, sep);
+                    if !take(Piece::Run(&bytes)) {
+                        *held = Some(bytes);
                     }
                 }
                 if stopped_at.is_none() {
                     *snapshot = None;
                 }
                 *next = stopped_at;
-                next.is_none()
+                next.is_none() && held.is_none()
             }
             Source::Picked(items) => {
                 while let Some(e) = items.as_slice().first() {
@@ -119,10 +133,21 @@ impl Items {
     pub fn values(&self) -> ApiResult<Vec<Value>> {
         let head = &self.head;
         match &self.from {
-            Source::All { snapshot: Some(snap), next } => {
-                snap.from(next.as_deref()).map(|(_, e)| e.value(head)).collect()
+            Source::All { snapshot, next, held } => {
+                // A held run is `,{…},{…}`.
+                let mut values: Vec<Value> = match held {
+                    Some(run) => {
+                        serde_json::from_slice(&[b"[", &run[1..], b"]"].concat()).map_err(ApiError::internal)?
+                    }
+                    None => Vec::new(),
+                };
+                if let Some(snap) = snapshot {
+                    for (_, e) in snap.from(next.as_deref()) {
+                        values.push(e.value(head)?);
+                    }
+                }
+                Ok(values)
             }
-            Source::All { snapshot: None, .. } => Ok(Vec::new()),
             Source::Picked(items) => items.as_slice().iter().map(|e| e.value(head)).collect(),
         }
     }

@@ -6,11 +6,12 @@
 //! allocations spread over the heap: after the fan-out bench's writes, copying them into the answer
 //! took a third of kgate's CPU per list, against a fifth when the same objects had been written in a
 //! row. Each body in a block follows a comma and the cache's `Head`, so that a run of them is the
-//! list's items exactly as they are sent: a list across clusters hands the run to the connection as one
-//! slice of the block, and the only copy of those bytes left is the one TLS makes while encrypting
-//! (copying them into the answer had been a fifth of kgate's CPU per list, even packed). A list served
-//! with another head (a custom resource in another version) finds no such runs and copies, as before.
-//! The separator costs a few dozen bytes per object.
+//! list's items exactly as they are sent: a list across clusters hands a run of 16 KiB or more to the
+//! connection as one slice of the block, and the only copy of those bytes left is the one TLS makes
+//! while encrypting (copying them into the answer had been a fifth of kgate's CPU per list, even
+//! packed). The head is that of the definition that started the cache; a list served with another
+//! (a custom resource in another version) finds no such runs and copies, as before. The separator
+//! costs a few dozen bytes per object.
 //!
 //! A pass is due once a cache of at least [`MIN_OBJECTS`] objects has taken half as many writes as
 //! it has objects since the last one, or has just been loaded; a list across every cluster starts it (those lists are what it
