@@ -47,8 +47,8 @@ pub enum Piece<'a> {
 /// the pieces in order to its argument until that declines one (which comes first next time), and
 /// returns true when none is left. Objects are copied into chunks; a long run goes out as it is, in a
 /// chunk of its own. A list joined whole at once (it fits in one chunk, or a run ends it) is sent with
-/// its length; a longer one goes without a Content-Length, as kube-apiserver's large lists do, since its length is not known before
-/// its last object is read.
+/// its length; a longer one goes without a Content-Length, as kube-apiserver's large lists do, since
+/// its length is not known before its last object is read.
 pub fn raw_list<F>(def: &ResourceDef, list_meta: &Value, fill: F) -> Response<Body>
 where
     F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool + Send + Unpin + 'static,

@@ -32,8 +32,6 @@ pub struct CachedList {
 pub struct Items {
     /// The opening of each object as the request's definition serves it.
     head: Head,
-    /// A comma and `head`: what precedes each body in a packed block served with this head.
-    sep: Vec<u8>,
     from: Source,
 }
 
@@ -47,6 +45,8 @@ enum Source {
         next: Option<Arc<str>>,
         /// A run `take` declined, to offer first next time (its objects come before `next`).
         held: Option<Bytes>,
+        /// A comma and `head`: what precedes each body in a packed block served with this head.
+        sep: Vec<u8>,
     },
     /// The objects a selector or a page limit picked.
     Picked(std::vec::IntoIter<Entry>),
@@ -55,12 +55,8 @@ enum Source {
 impl Items {
     /// Every object of `snapshot`, served with `head`.
     pub fn all(snapshot: Snapshot, head: Head) -> Items {
-        Items::new(head, Source::All { snapshot: Some(snapshot), next: None, held: None })
-    }
-
-    fn new(head: Head, from: Source) -> Items {
         let sep = [b",", head.bytes()].concat();
-        Items { head, sep, from }
+        Items { head, from: Source::All { snapshot: Some(snapshot), next: None, held: None, sep } }
     }
 
     /// Hand the objects' JSON to `take` in order until it declines a piece (which stays first for the
@@ -68,9 +64,10 @@ impl Items {
     /// block (see `cache::pack`) go as one run of their bytes, each after a comma and its head, without
     /// a copy; any other object goes as its head and the rest.
     pub fn fill(&mut self, take: &mut dyn FnMut(Piece<'_>) -> bool) -> bool {
-        let (head, sep) = (self.head.bytes(), self.sep.as_slice());
+        let head = self.head.bytes();
         match &mut self.from {
-            Source::All { snapshot, next, held } => {
+            Source::All { snapshot, next, held, sep } => {
+                let sep = sep.as_slice();
                 if let Some(run) = held.take() {
                     if !take(Piece::Run(&run)) {
                         *held = Some(run);
@@ -133,7 +130,7 @@ impl Items {
     pub fn values(&self) -> ApiResult<Vec<Value>> {
         let head = &self.head;
         match &self.from {
-            Source::All { snapshot, next, held } => {
+            Source::All { snapshot, next, held, .. } => {
                 // A held run is `,{…},{…}`.
                 let mut values: Vec<Value> = match held {
                     Some(run) => {
@@ -232,7 +229,7 @@ pub async fn list(
         let prefix = registry.collection(def, cluster, namespace);
         crate::registry::encode_continue(revision, &format!("{}\u{0}", &k[prefix.len()..]))
     });
-    Ok(Some(CachedList { items: Items::new(head, Source::Picked(picked.into_iter())), revision, continue_token }))
+    Ok(Some(CachedList { items: Items { head, from: Source::Picked(picked.into_iter()) }, revision, continue_token }))
 }
 
 /// The store serves this read (counted, so operators see how often the cache was not fresh enough).

@@ -326,6 +326,11 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert!(c.lock_read().packed);
+        // A reload puts every object back in an allocation of its own: the next whole list packs again.
+        c.reset(objects(2 * MIN_OBJECTS, |_| 100), 5);
+        assert!(!c.lock_read().packed);
+        let _ = c.snapshot(&everywhere);
+        assert!(c.lock_read().packing, "a load's objects are packed at the first whole list");
     }
 
     #[test]
