@@ -20,6 +20,7 @@
 //! runs of memory rather than allocations strewn over the heap.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
@@ -39,6 +40,8 @@ use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, KeyValue, Revision, StoreError, WatchEvent};
 
 mod pack;
+
+pub use pack::{Run, Runs};
 
 /// Events kept per resource type for watchers that resume or fall behind (kube-apiserver sizes its
 /// cache history by time, about 75 s of events; at 1,000 writes/s this is 10 s, and older resumes are
@@ -194,6 +197,9 @@ type Objects = imbl::OrdMap<Arc<str>, Entry>;
 #[derive(Clone)]
 pub struct Snapshot {
     objects: Objects,
+    /// The runs of packed objects among them, in a snapshot of the whole cache. Boxed: most snapshots
+    /// (a tenant's, a watch's) have none, and a watcher's registration holds its snapshot.
+    runs: Option<Box<Runs>>,
     /// Keys in scope are in `start..end`.
     start: String,
     end: String,
@@ -206,17 +212,31 @@ pub struct Snapshot {
 impl Snapshot {
     /// The objects in scope in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Entry)> {
-        self.from(None)
+        self.between(Bound::Unbounded, None)
     }
 
-    /// The objects in scope in key order, starting at `key` if given.
-    pub fn from<'a>(&'a self, key: Option<&'a str>) -> impl Iterator<Item = (&'a Arc<str>, &'a Entry)> {
-        let start = std::ops::Bound::Included(key.unwrap_or(&self.start));
-        let end = std::ops::Bound::Excluded(self.end.as_str());
+    /// The objects in scope in key order, from `from` (the scope's start if unbounded) to before `until`
+    /// (the scope's end if not given).
+    pub fn between<'a>(
+        &'a self,
+        from: Bound<&'a str>,
+        until: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a Arc<str>, &'a Entry)> {
+        let start = match from {
+            Bound::Unbounded => Bound::Included(self.start.as_str()),
+            from => from,
+        };
+        let end = Bound::Excluded(until.unwrap_or(&self.end));
         self.objects.range::<_, str>((start, end)).filter(move |(k, _)| match &self.namespace {
             Some((prefix, ns)) => keys::parse(prefix, k, true).is_some_and(|k| k.namespace == Some(ns.as_str())),
             None => true,
         })
+    }
+
+    /// The runs of packed objects, in a snapshot of the whole cache whose blocks have `sep` before each
+    /// body (a list served with another head cannot send them as they are).
+    pub fn runs(&self, sep: &[u8]) -> Option<&Runs> {
+        self.runs.as_deref().filter(|r| r.sep() == sep)
     }
 }
 
@@ -394,8 +414,11 @@ impl Queue {
 
 /// Everything the ingest task changes. Guarded by `Cacher::state`.
 struct State {
-    /// Current objects by store key.
+    /// Current objects by store key. Changed only through `set` and `delete`, or by a pack swap that
+    /// indexes its span under the same lock, so that `runs` stays true to it.
     objects: Objects,
+    /// The runs of packed objects in `objects` (see `pack::Runs`).
+    runs: Runs,
     /// Recent events in revision order.
     history: VecDeque<Arc<Event>>,
     /// History holds every event after this revision.
@@ -413,6 +436,20 @@ struct State {
     packing: bool,
     /// Some objects are in blocks since the last load.
     packed: bool,
+}
+
+impl State {
+    /// Put an object; returns the one it replaced.
+    fn set(&mut self, key: Arc<str>, entry: Entry) -> Option<Entry> {
+        self.runs.forget(&key);
+        self.objects.insert(key, entry)
+    }
+
+    /// Remove an object; returns it.
+    fn delete(&mut self, key: &str) -> Option<Entry> {
+        self.runs.forget(key);
+        self.objects.remove(key)
+    }
 }
 
 /// Lifecycle of one cache.
@@ -450,12 +487,14 @@ pub struct Cacher {
 
 impl Cacher {
     fn new(def: Arc<ResourceDef>, prefix: String, metrics: CacheMetrics) -> Arc<Self> {
+        let sep = Bytes::from([b",", Head::of(&def).bytes()].concat());
         Arc::new(Cacher {
             def,
             metrics,
             prefix,
             state: RwLock::new(State {
                 objects: Objects::new(),
+                runs: Runs::new(sep),
                 history: VecDeque::new(),
                 history_from: 0,
                 revision: 0,
@@ -533,15 +572,15 @@ impl Cacher {
     /// the whole cache are what packing serves, so a type nobody lists that way is never packed.
     pub fn snapshot(self: &Arc<Self>, scope: &Scope) -> Snapshot {
         self.touch();
-        let (objects, revision, pack) = {
+        let (objects, runs, revision, pack) = {
             let st = self.lock_read();
             let pack = scope.cluster.is_none() && !st.packing && pack::due(st.objects.len(), st.written);
-            (st.objects.clone(), st.revision, pack)
+            (st.objects.clone(), st.runs.clone(), st.revision, pack)
         };
         if pack {
             self.start_packing();
         }
-        self.snapshot_of(objects, revision, scope)
+        self.snapshot_of(objects, runs, revision, scope)
     }
 
     fn start_packing(self: &Arc<Self>) {
@@ -555,14 +594,16 @@ impl Cacher {
         tokio::spawn(pack::pass(self.clone()));
     }
 
-    fn snapshot_of(&self, objects: Objects, revision: Revision, scope: &Scope) -> Snapshot {
+    fn snapshot_of(&self, objects: Objects, runs: Runs, revision: Revision, scope: &Scope) -> Snapshot {
         let start = self.range_prefix(scope);
         let end = String::from_utf8(keys::prefix_end(&start)).unwrap_or_default();
         let namespace = match (&scope.cluster, &scope.namespace) {
             (None, Some(ns)) if self.def.namespaced => Some((self.prefix.clone(), ns.clone())),
             _ => None,
         };
-        Snapshot { objects, start, end, namespace, revision }
+        // Runs span clusters and namespaces: only a snapshot of everything can send them whole.
+        let runs = (scope.cluster.is_none() && namespace.is_none()).then(|| Box::new(runs));
+        Snapshot { objects, runs, start, end, namespace, revision }
     }
 
     /// One object by key.
@@ -588,7 +629,8 @@ impl Cacher {
         let mut st = self.lock_write();
         let (snapshot, replay, revision) = match start {
             Start::Snapshot => {
-                (Some(self.snapshot_of(st.objects.clone(), st.revision, &scope)), Vec::new(), st.revision)
+                let snapshot = self.snapshot_of(st.objects.clone(), st.runs.clone(), st.revision, &scope);
+                (Some(snapshot), Vec::new(), st.revision)
             }
             Start::After(rev) => {
                 if rev < st.history_from {
@@ -648,6 +690,7 @@ impl Cacher {
     fn reset(&self, objects: Objects, revision: Revision) {
         let mut st = self.lock_write();
         st.objects = objects;
+        st.runs.clear();
         // None of a load's objects is in a block: the first list across clusters packs them.
         st.written = st.objects.len();
         st.packed = false;
@@ -683,8 +726,7 @@ impl Cacher {
         };
         let mut st = self.lock_write();
         if let Some((key, object, deleted)) = built {
-            let prev =
-                if deleted { st.objects.remove::<str>(&key) } else { st.objects.insert(key.clone(), object.clone()) };
+            let prev = if deleted { st.delete(&key) } else { st.set(key.clone(), object.clone()) };
             // The history keeps it long after the map let it go: in a block, it would keep the block.
             let prev = if st.packed { prev.map(|p| p.detached()) } else { prev };
             let event = Arc::new(Event { key, revision, object, prev, deleted });
@@ -764,6 +806,7 @@ impl Cacher {
         st.by_cluster.clear();
         st.wildcard.clear();
         st.objects.clear();
+        st.runs.clear();
         st.history.clear();
         // No resume point is in a stopped cache's history: nothing would feed a watcher registered now.
         st.history_from = Revision::MAX;
@@ -999,7 +1042,7 @@ mod tests {
     fn put(c: &Cacher, key: &str, revision: Revision) {
         let entry = Entry::new(serde_json::json!({"key": key, "rv": revision}), revision).unwrap();
         let mut st = c.lock_write();
-        st.objects.insert(key.into(), entry);
+        st.set(key.into(), entry);
         st.revision = revision;
     }
 
@@ -1028,7 +1071,10 @@ mod tests {
         assert_eq!(keys_of(&a), [format!("{P}a/x/1"), format!("{P}a/y/1")]);
         assert_eq!(keys_of(&c.snapshot(&scope(Some("b"), Some("y")))), [format!("{P}b/y/1")]);
         // Resuming at a key continues from it.
-        assert_eq!(x_everywhere.from(Some(&want[2])).map(|(k, _)| &**k).collect::<Vec<_>>(), &want[2..]);
+        assert_eq!(
+            x_everywhere.between(Bound::Included(&want[2]), None).map(|(k, _)| &**k).collect::<Vec<_>>(),
+            &want[2..]
+        );
     }
 
     #[test]
@@ -1038,7 +1084,7 @@ mod tests {
         let before = c.snapshot(&all);
         put(&c, &format!("{P}a/x/1"), 5);
         put(&c, &format!("{P}a/x/3"), 6);
-        c.lock_write().objects.remove::<str>(&format!("{P}a/x/2"));
+        c.lock_write().delete(&format!("{P}a/x/2"));
         let rv = |s: &Snapshot| s.iter().map(|(_, e)| e.revision).collect::<Vec<_>>();
         assert_eq!((rv(&before), before.revision), (vec![1, 1], 1), "the old snapshot is unchanged");
         let after = c.snapshot(&all);
@@ -1089,7 +1135,7 @@ mod tests {
 
     /// The items of a list across clusters served with `head`, as the JSON they are sent as, with how
     /// many runs they came in; `decline` turns down every other piece (each must come back first).
-    fn listed(c: &Arc<Cacher>, head: Head, decline: bool) -> (Vec<u8>, usize) {
+    pub(super) fn listed(c: &Arc<Cacher>, head: Head, decline: bool) -> (Vec<u8>, usize) {
         let mut items = super::super::read::Items::all(c.snapshot(&Scope { cluster: None, namespace: None }), head);
         let (mut out, mut runs, mut offered) = (Vec::new(), 0, 0);
         while !items.fill(&mut |piece| {
@@ -1124,7 +1170,8 @@ mod tests {
         while c.lock_read().packing {
             tokio::task::yield_now().await;
         }
-        // 1,024 objects a step: three blocks.
+        // 1,024 objects a step: three blocks, each a run a list sends without walking its objects.
+        assert_eq!(c.lock_read().runs.len(), 3);
         assert_eq!(listed(&c, cm.clone(), false), (before.clone(), 3));
         assert_eq!(listed(&c, cm.clone(), true).0, before, "declined pieces come back");
         // A declined run is held, and what is left, parsed (for a Table), still has its objects.
@@ -1135,7 +1182,7 @@ mod tests {
         // A delete and a rewrite in the first block: it goes in three runs and an object.
         let mut sorted = keys.clone();
         sorted.sort();
-        c.lock_write().objects.remove::<str>(&sorted[100]);
+        c.lock_write().delete(&sorted[100]);
         put(&c, &sorted[200], 7);
         let want: Vec<u8> = c
             .snapshot(&Scope { cluster: None, namespace: None })
@@ -1143,12 +1190,24 @@ mod tests {
             .flat_map(|(_, e)| [b",", cm.bytes(), e.body()].concat())
             .collect();
         assert_eq!(want.len(), before.len() - (before.len() / keys.len()), "one object fewer");
-        assert_eq!(listed(&c, cm, false), (want, 5));
+        assert_eq!(c.lock_read().runs.len(), 2, "the first block's run is forgotten");
+        assert_eq!(listed(&c, cm.clone(), false), (want.clone(), 5));
+        assert_eq!(listed(&c, cm.clone(), true).0, want, "declined pieces come back");
+        // A new object between two of the second block's: that run is forgotten too, and the list has it
+        // in its place, the block's objects around it in two runs.
+        put(&c, &format!("{}+", sorted[1500]), 8);
+        assert_eq!(c.lock_read().runs.len(), 1);
+        let want: Vec<u8> = c
+            .snapshot(&Scope { cluster: None, namespace: None })
+            .iter()
+            .flat_map(|(_, e)| [b",", cm.bytes(), e.body()].concat())
+            .collect();
+        assert_eq!(listed(&c, cm, false), (want, 6));
         let (other, runs) = listed(&c, deploy, false);
         assert_eq!(runs, 0);
         let items: Value = serde_json::from_slice(&[&b"["[..], &other[1..], b"]"].concat()).unwrap();
         let items = items.as_array().unwrap();
-        assert_eq!(items.len(), keys.len() - 1);
+        assert_eq!(items.len(), keys.len());
         assert!(items.iter().all(|i| i["kind"] == "Deployment" && i["apiVersion"] == "apps/v1"));
         assert_eq!(items[5]["key"], sorted[5].as_str());
     }

@@ -3,6 +3,7 @@
 //! caught up with the store's revision (kube-apiserver's consistent reads from cache). Everything else
 //! (exact revisions, continued pages, a cache that is behind) is read from the store.
 
+use std::ops::Bound;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -41,8 +42,8 @@ enum Source {
     All {
         /// The objects; `None` once all are handed out.
         snapshot: Option<Snapshot>,
-        /// Key of the object to hand out next, when some were.
-        next: Option<Arc<str>>,
+        /// Where the objects not yet handed out start.
+        next: Bound<Arc<str>>,
         /// A run `take` declined, to offer first next time (its objects come before `next`).
         held: Option<Bytes>,
         /// A comma and `head`: what precedes each body in a packed block served with this head.
@@ -56,13 +57,14 @@ impl Items {
     /// Every object of `snapshot`, served with `head`.
     pub fn all(snapshot: Snapshot, head: Head) -> Items {
         let sep = [b",", head.bytes()].concat();
-        Items { head, from: Source::All { snapshot: Some(snapshot), next: None, held: None, sep } }
+        Items { head, from: Source::All { snapshot: Some(snapshot), next: Bound::Unbounded, held: None, sep } }
     }
 
     /// Hand the objects' JSON to `take` in order until it declines a piece (which stays first for the
     /// next call) or none is left; returns true when none is left. Objects lying in a row in a packed
     /// block (see `cache::pack`) go as one run of their bytes, each after a comma and its head, without
-    /// a copy; any other object goes as its head and the rest.
+    /// a copy; any other object goes as its head and the rest. The runs a pass indexed go without a
+    /// look at their objects; only the objects between them are walked.
     pub fn fill(&mut self, take: &mut dyn FnMut(Piece<'_>) -> bool) -> bool {
         let head = self.head.bytes();
         match &mut self.from {
@@ -75,44 +77,22 @@ impl Items {
                     }
                 }
                 let Some(snap) = snapshot else { return true };
-                let mut stopped_at = None;
-                // The run being gathered: its first and last object.
-                let mut run: Option<(&Entry, &Entry)> = None;
-                for (k, e) in snap.from(next.as_deref()) {
-                    if let Some((_, last)) = &mut run {
-                        if e.follows(last, sep) {
-                            *last = e;
-                            continue;
-                        }
+                loop {
+                    let indexed = snap.runs(sep).and_then(|r| r.first_from(next.as_ref().map(|k| &**k)));
+                    let until = indexed.map(|(first, _)| first);
+                    if let Some(at) = walk(snap, next.as_ref().map(|k| &**k), until, (head, sep), take, held) {
+                        *next = Bound::Included(at);
+                        return false;
                     }
-                    if let Some((first, last)) = run.take() {
-                        let bytes = Entry::run(first, last, sep);
-                        if !take(Piece::Run(&bytes)) {
-                            // Kept as gathered: the next call does not walk its objects again.
-                            *held = Some(bytes);
-                            stopped_at = Some(k.clone());
-                            break;
-                        }
-                    }
-                    if e.after(sep) {
-                        run = Some((e, e));
-                    } else if !take(Piece::Object(head, e.body())) {
-                        stopped_at = Some(k.clone());
-                        break;
+                    let Some((_, run)) = indexed else { break };
+                    *next = Bound::Excluded(run.last.clone());
+                    if !take(Piece::Run(&run.bytes)) {
+                        *held = Some(run.bytes.clone());
+                        return false;
                     }
                 }
-                // Only when the walk reached the end: a stop leaves no run gathering.
-                if let Some((first, last)) = run {
-                    let bytes = Entry::run(first, last, sep);
-                    if !take(Piece::Run(&bytes)) {
-                        *held = Some(bytes);
-                    }
-                }
-                if stopped_at.is_none() {
-                    *snapshot = None;
-                }
-                *next = stopped_at;
-                next.is_none() && held.is_none()
+                *snapshot = None;
+                held.is_none()
             }
             Source::Picked(items) => {
                 while let Some(e) = items.as_slice().first() {
@@ -139,7 +119,7 @@ impl Items {
                     None => Vec::new(),
                 };
                 if let Some(snap) = snapshot {
-                    for (_, e) in snap.from(next.as_deref()) {
+                    for (_, e) in snap.between(next.as_ref().map(|k| &**k), None) {
                         values.push(e.value(head)?);
                     }
                 }
@@ -148,6 +128,51 @@ impl Items {
             Source::Picked(items) => items.as_slice().iter().map(|e| e.value(head)).collect(),
         }
     }
+}
+
+/// Hand `take` the objects of `snap` from `from` to before `until` (or the end), those lying in a row in
+/// a block as one run, each object after `head` and each body in a run after `sep`; returns the key to
+/// resume at when `take` declines a piece (a declined run is put in `held`).
+fn walk(
+    snap: &Snapshot,
+    from: Bound<&str>,
+    until: Option<&Arc<str>>,
+    (head, sep): (&[u8], &[u8]),
+    take: &mut dyn FnMut(Piece<'_>) -> bool,
+    held: &mut Option<Bytes>,
+) -> Option<Arc<str>> {
+    // The run being gathered: its first and last object.
+    let mut run: Option<(&Entry, &Entry)> = None;
+    for (k, e) in snap.between(from, until.map(|u| &**u)) {
+        if let Some((_, last)) = &mut run {
+            if e.follows(last, sep) {
+                *last = e;
+                continue;
+            }
+        }
+        if let Some((first, last)) = run.take() {
+            let bytes = Entry::run(first, last, sep);
+            if !take(Piece::Run(&bytes)) {
+                // Kept as gathered: the next call does not walk its objects again.
+                *held = Some(bytes);
+                return Some(k.clone());
+            }
+        }
+        if e.after(sep) {
+            run = Some((e, e));
+        } else if !take(Piece::Object(head, e.body())) {
+            return Some(k.clone());
+        }
+    }
+    if let Some((first, last)) = run {
+        let bytes = Entry::run(first, last, sep);
+        if !take(Piece::Run(&bytes)) {
+            *held = Some(bytes);
+            // What follows is at `until`, if anything.
+            return until.cloned();
+        }
+    }
+    None
 }
 
 /// Serve a list from the cache when its options allow; `None` means read the store.
