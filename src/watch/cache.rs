@@ -197,8 +197,8 @@ type Objects = imbl::OrdMap<Arc<str>, Entry>;
 #[derive(Clone)]
 pub struct Snapshot {
     objects: Objects,
-    /// The runs of packed objects among them, in a snapshot of the whole cache. Boxed: most snapshots
-    /// (a tenant's, a watch's) have none, and a watcher's registration holds its snapshot.
+    /// The runs of packed objects among them, in a snapshot of the whole cache for a list. Boxed: most
+    /// snapshots (a tenant's, a watch's) have none, and a watcher's registration holds its snapshot.
     runs: Option<Box<Runs>>,
     /// Keys in scope are in `start..end`.
     start: String,
@@ -414,8 +414,9 @@ impl Queue {
 
 /// Everything the ingest task changes. Guarded by `Cacher::state`.
 struct State {
-    /// Current objects by store key. Changed only through `set` and `delete`, or by a pack swap that
-    /// indexes its span under the same lock, so that `runs` stays true to it.
+    /// Current objects by store key. Changed only through `set` and `delete`, by a pack swap that
+    /// indexes its span under the same lock, or replaced or cleared along with `runs` (a load, a stop),
+    /// so that `runs` stays true to it.
     objects: Objects,
     /// The runs of packed objects in `objects` (see `pack::Runs`).
     runs: Runs,
@@ -572,10 +573,12 @@ impl Cacher {
     /// the whole cache are what packing serves, so a type nobody lists that way is never packed.
     pub fn snapshot(self: &Arc<Self>, scope: &Scope) -> Snapshot {
         self.touch();
+        // Runs span clusters and namespaces: only a list of everything can send them whole.
+        let whole = scope.cluster.is_none() && scope.namespace.is_none();
         let (objects, runs, revision, pack) = {
             let st = self.lock_read();
             let pack = scope.cluster.is_none() && !st.packing && pack::due(st.objects.len(), st.written);
-            (st.objects.clone(), st.runs.clone(), st.revision, pack)
+            (st.objects.clone(), whole.then(|| Box::new(st.runs.clone())), st.revision, pack)
         };
         if pack {
             self.start_packing();
@@ -594,15 +597,13 @@ impl Cacher {
         tokio::spawn(pack::pass(self.clone()));
     }
 
-    fn snapshot_of(&self, objects: Objects, runs: Runs, revision: Revision, scope: &Scope) -> Snapshot {
+    fn snapshot_of(&self, objects: Objects, runs: Option<Box<Runs>>, revision: Revision, scope: &Scope) -> Snapshot {
         let start = self.range_prefix(scope);
         let end = String::from_utf8(keys::prefix_end(&start)).unwrap_or_default();
         let namespace = match (&scope.cluster, &scope.namespace) {
             (None, Some(ns)) if self.def.namespaced => Some((self.prefix.clone(), ns.clone())),
             _ => None,
         };
-        // Runs span clusters and namespaces: only a snapshot of everything can send them whole.
-        let runs = (scope.cluster.is_none() && namespace.is_none()).then(|| Box::new(runs));
         Snapshot { objects, runs, start, end, namespace, revision }
     }
 
@@ -629,8 +630,8 @@ impl Cacher {
         let mut st = self.lock_write();
         let (snapshot, replay, revision) = match start {
             Start::Snapshot => {
-                let snapshot = self.snapshot_of(st.objects.clone(), st.runs.clone(), st.revision, &scope);
-                (Some(snapshot), Vec::new(), st.revision)
+                // No runs: a watch sends its initial objects one event each.
+                (Some(self.snapshot_of(st.objects.clone(), None, st.revision, &scope)), Vec::new(), st.revision)
             }
             Start::After(rev) => {
                 if rev < st.history_from {
@@ -1136,7 +1137,12 @@ mod tests {
     /// The items of a list across clusters served with `head`, as the JSON they are sent as, with how
     /// many runs they came in; `decline` turns down every other piece (each must come back first).
     pub(super) fn listed(c: &Arc<Cacher>, head: Head, decline: bool) -> (Vec<u8>, usize) {
-        let mut items = super::super::read::Items::all(c.snapshot(&Scope { cluster: None, namespace: None }), head);
+        list_of(c.snapshot(&Scope { cluster: None, namespace: None }), head, decline)
+    }
+
+    /// The same for a snapshot taken already.
+    pub(super) fn list_of(snapshot: Snapshot, head: Head, decline: bool) -> (Vec<u8>, usize) {
+        let mut items = super::super::read::Items::all(snapshot, head);
         let (mut out, mut runs, mut offered) = (Vec::new(), 0, 0);
         while !items.fill(&mut |piece| {
             offered += 1;

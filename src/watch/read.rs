@@ -131,8 +131,9 @@ impl Items {
 }
 
 /// Hand `take` the objects of `snap` from `from` to before `until` (or the end), those lying in a row in
-/// a block as one run, each object after `head` and each body in a run after `sep`; returns the key to
-/// resume at when `take` declines a piece (a declined run is put in `held`).
+/// a block as one run, each object after `head` and each body in a run after `sep`. Returns the key to
+/// resume at when `take` declines a piece, a declined run being put in `held`; when it declines the
+/// run that ends the snapshot there is nothing to resume at, and only `held` tells.
 fn walk(
     snap: &Snapshot,
     from: Bound<&str>,

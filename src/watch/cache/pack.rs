@@ -23,7 +23,7 @@
 //! pass copies the bodies in key order into blocks of [`BLOCK`] bytes, one block per step, leaves alone
 //! a step's objects that already lie in one run, and swaps in each copy whose object has not been
 //! written since it was copied (a later write always wins). It yields between steps, so the ingest task
-//! and readers wait for at most one step's swap of at most [`STEP_OBJECTS`] objects.
+//! and readers wait for at most one step's swap and index of at most [`STEP_OBJECTS`] objects.
 //!
 //! Memory: a block is freed once none of its objects is referenced. The map references the current
 //! blocks; a list across clusters still reading its snapshot keeps the blocks of its time, as it would
@@ -43,7 +43,8 @@ use super::{Cacher, Entry, Objects, State};
 
 /// Bytes per block: one step copies at most this much.
 const BLOCK: usize = 256 * 1024;
-/// Objects per step at most, which bounds the swap under the write lock whatever their size.
+/// Objects per step at most (large ones included), which bounds the swap and the index under the write
+/// lock whatever their size.
 const STEP_OBJECTS: usize = 1024;
 /// Objects larger than this keep their own allocation: each is one run of memory already.
 const LARGE: usize = BLOCK / 8;
@@ -76,12 +77,16 @@ fn step(objects: &Objects, start: Option<&Arc<str>>, sep: &[u8]) -> (Vec<Moved>,
     let lower = start.map_or(Bound::Unbounded, |k| Bound::Included(&**k));
     let mut picked: Vec<(&Arc<str>, &Entry)> = Vec::new();
     let (mut size, mut next, mut one_run) = (0, None, true);
-    for (key, entry) in objects.range::<_, str>((lower, Bound::Unbounded)) {
+    for (visited, (key, entry)) in objects.range::<_, str>((lower, Bound::Unbounded)).enumerate() {
+        if visited == STEP_OBJECTS {
+            next = Some(key.clone());
+            break;
+        }
         if entry.body().len() > LARGE {
             continue;
         }
         let n = sep.len() + entry.body().len();
-        if size + n > BLOCK || picked.len() == STEP_OBJECTS {
+        if size + n > BLOCK {
             next = Some(key.clone());
             break;
         }
@@ -145,7 +150,7 @@ fn swap(st: &mut State, moved: Vec<Moved>) -> Vec<Moved> {
 /// (a change, a new object between two of its objects, a delete) forgets the run (`forget`); each pass
 /// step indexes its span afresh under the lock of its swap (`index`). So the index never keeps a block
 /// alive by itself: an object leaves its block only by a write or a swap, and either drops the run.
-/// Cloned with the map into each snapshot of the whole cache, in constant time.
+/// Cloned with the map, in constant time, into each snapshot of the whole cache taken for a list.
 #[derive(Clone)]
 pub struct Runs {
     /// What precedes each body in a block: a comma and the cache's `Head`.
@@ -403,6 +408,9 @@ mod tests {
             tokio::spawn(async move {
                 let mut written = std::collections::HashSet::new();
                 for i in (0..n).step_by(7) {
+                    if i % 2100 == 0 {
+                        list_is_its_snapshot(&c);
+                    }
                     let key: Arc<str> = format!("/k/{i:06}").into();
                     c.lock_write().set(key.clone(), entry(format!("rewritten {i}"), (n + i) as i64));
                     c.lock_write().set(format!("/k/{i:06}+").into(), entry(format!("added {i}"), (2 * n + i) as i64));
@@ -439,6 +447,16 @@ mod tests {
         }
     }
 
+    /// A list of everything, taken now and with every other piece declined, is the objects of its
+    /// snapshot in key order.
+    fn list_is_its_snapshot(c: &Arc<Cacher>) {
+        let head = crate::watch::cache::Head::of(&c.def);
+        let snapshot = c.snapshot(&Scope { cluster: None, namespace: None });
+        let want: Vec<u8> = snapshot.iter().flat_map(|(_, e)| [b",", head.bytes(), e.body()].concat()).collect();
+        let (listed, _) = crate::watch::cache::tests::list_of(snapshot, head, true);
+        assert!(listed == want, "a list is the objects of its snapshot");
+    }
+
     /// Every run is its span of the map exactly: the objects from its first key to its last, in a row,
     /// its bytes theirs; and no two runs overlap.
     fn assert_true_to(runs: &Runs, objects: &Objects) {
@@ -451,6 +469,9 @@ mod tests {
                 .collect();
             let bytes: Vec<u8> = span.iter().flat_map(|e| [&runs.sep[..], e.body()].concat()).collect();
             assert!(run.bytes == bytes, "the run at {first} is its objects");
+            let (head, tail) = (span[0], span[span.len() - 1]);
+            let block = Entry::run(head, tail, &runs.sep);
+            assert_eq!(run.bytes.as_ptr(), block.as_ptr(), "the run at {first} is in its objects' block");
             assert!(span.windows(2).all(|w| w[1].follows(w[0], &runs.sep)), "the run at {first} lies in a row");
             previous = Some(&run.last);
         }
@@ -463,26 +484,65 @@ mod tests {
         let c = cacher(objects(3000, |_| 100));
         c.lock_write().packing = true;
         pass(c.clone()).await;
-        let mut st = c.lock_write();
-        assert_eq!(st.runs.len(), 3);
+        {
+            let mut guard = c.lock_write();
+            let st = &mut *guard;
+            assert_eq!(st.runs.len(), 3);
+            assert_true_to(&st.runs, &st.objects);
+            let spans: Vec<(Arc<str>, Arc<str>)> =
+                st.runs.by_first.iter().map(|(f, r)| (f.clone(), r.last.clone())).collect();
+            // A span starting at the first run's last key, whose object moved (as a swap moves it).
+            let (_, last) = &spans[0];
+            let moved = st.objects[last].detached();
+            st.objects.insert(last.clone(), moved);
+            st.runs.index(&st.objects, Some(last), Some(&spans[1].0));
+            assert_true_to(&st.runs, &st.objects);
+            assert_eq!(
+                st.runs.first_from(Bound::Unbounded).map(|(f, _)| f),
+                Some(&spans[1].0),
+                "the first run is gone"
+            );
+            // Writes to the last key of one run and the first of another.
+            st.set(spans[1].1.clone(), entry(&b"x"[..], 9));
+            st.set(spans[2].0.clone(), entry(&b"y"[..], 9));
+            assert_eq!(st.runs.len(), 0);
+            st.runs.index(&st.objects, None, None);
+            assert_true_to(&st.runs, &st.objects);
+            assert_eq!(st.runs.len(), 3, "each block but the object moved or written at its end");
+            // Deletes and new objects move the next pass's step boundaries off the runs of the last.
+            for i in (0..1500).step_by(3) {
+                st.delete(&format!("/k/{i:06}"));
+                st.set(format!("/k/{:06}+", i + 1).into(), entry(vec![b'n'; 150], 10));
+            }
+            assert_true_to(&st.runs, &st.objects);
+            st.packing = true;
+        }
+        list_is_its_snapshot(&c);
+        pass(c.clone()).await;
+        let st = c.lock_read();
         assert_true_to(&st.runs, &st.objects);
-        let spans: Vec<(Arc<str>, Arc<str>)> =
-            st.runs.by_first.iter().map(|(f, r)| (f.clone(), r.last.clone())).collect();
-        // A span starting at the first run's last key, whose object moved (as a swap moves it).
-        let (_, last) = &spans[0];
-        let moved = st.objects[last].detached();
-        st.objects.insert(last.clone(), moved);
-        let st = &mut *st;
-        st.runs.index(&st.objects, Some(last), Some(&spans[1].0));
+        assert_eq!(st.runs.len(), 3, "one run a block again");
+        drop(st);
+        list_is_its_snapshot(&c);
+    }
+
+    /// A reload while a pass runs: the pass goes on over the new objects, and whatever it indexes is
+    /// theirs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reload_during_a_pass_leaves_runs_true_to_the_new_objects() {
+        let c = cacher(objects(20_000, |_| 100));
+        c.lock_write().packing = true;
+        let running = tokio::spawn(pass(c.clone()));
+        while c.lock_read().runs.len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        c.reset(objects(20_000, |i| 50 + i % 100), 99);
+        list_is_its_snapshot(&c);
+        running.await.unwrap();
+        let st = c.lock_read();
         assert_true_to(&st.runs, &st.objects);
-        assert_eq!(st.runs.first_from(Bound::Unbounded).map(|(f, _)| f), Some(&spans[1].0), "the first run is gone");
-        // Writes to the last key of one run and the first of another.
-        st.set(spans[1].1.clone(), entry(&b"x"[..], 9));
-        st.set(spans[2].0.clone(), entry(&b"y"[..], 9));
-        assert_eq!(st.runs.len(), 0);
-        st.runs.index(&st.objects, None, None);
-        assert_true_to(&st.runs, &st.objects);
-        assert_eq!(st.runs.len(), 3, "each block but the object moved or written at its end");
+        drop(st);
+        list_is_its_snapshot(&c);
     }
 
     /// A list across every cluster starts a due pass; a tenant's list does not, nor a cache not due.
