@@ -244,11 +244,11 @@ fn type_defaults(def: &ResourceDef, obj: &mut Value) {
             }
         }
         ("storage.k8s.io", "StorageClass") => {
-            m.entry("reclaimPolicy").or_insert_with(|| json!("Delete"));
-            m.entry("volumeBindingMode").or_insert_with(|| json!("Immediate"));
+            default_to(m, "reclaimPolicy", json!("Delete"));
+            default_to(m, "volumeBindingMode", json!("Immediate"));
         }
         ("scheduling.k8s.io", "PriorityClass") => {
-            m.entry("preemptionPolicy").or_insert_with(|| json!("PreemptLowerPriority"));
+            default_to(m, "preemptionPolicy", json!("PreemptLowerPriority"));
         }
         ("", "Endpoints") => {
             for subset in m.get_mut("subsets").and_then(Value::as_array_mut).into_iter().flatten() {
@@ -258,10 +258,19 @@ fn type_defaults(def: &ResourceDef, obj: &mut Value) {
         ("discovery.k8s.io", "EndpointSlice") => default_protocols(m.get_mut("ports")),
         _ if def.scale.is_some() => {
             if let Some(spec) = spec_of(m) {
-                spec.entry("replicas").or_insert_with(|| json!(1));
+                default_to(spec, "replicas", json!(1));
             }
         }
         _ => {}
+    }
+}
+
+/// Set a field to `value` when it is absent or null (kube decodes an explicit null as an absent field,
+/// then defaults it).
+fn default_to(m: &mut Map<String, Value>, field: &str, value: Value) {
+    let v = m.entry(field).or_insert(Value::Null);
+    if v.is_null() {
+        *v = value;
     }
 }
 
@@ -338,7 +347,7 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
 fn default_protocols(ports: Option<&mut Value>) {
     for p in ports.and_then(Value::as_array_mut).into_iter().flatten() {
         if let Some(p) = p.as_object_mut() {
-            p.entry("protocol").or_insert_with(|| json!("TCP"));
+            default_to(p, "protocol", json!("TCP"));
         }
     }
 }
@@ -1523,6 +1532,27 @@ mod tests {
         let mut obj = json!({"spec": null});
         type_defaults(&deploy, &mut obj);
         assert_eq!(obj["spec"]["replicas"], 1);
+        let mut obj = json!({"spec": {"replicas": null}});
+        type_defaults(&deploy, &mut obj);
+        assert_eq!(obj["spec"]["replicas"], 1);
+        let mut obj = json!({"spec": {"replicas": 0}});
+        type_defaults(&deploy, &mut obj);
+        assert_eq!(obj["spec"]["replicas"], 0, "zero is a value");
+        let sc = crate::resources::find("storage.k8s.io", "v1", "storageclasses").unwrap();
+        let mut obj = json!({"provisioner": "x", "reclaimPolicy": null, "volumeBindingMode": "WaitForFirstConsumer"});
+        type_defaults(&sc, &mut obj);
+        assert_eq!(
+            (&obj["reclaimPolicy"], &obj["volumeBindingMode"]),
+            (&json!("Delete"), &json!("WaitForFirstConsumer"))
+        );
+        let pc = crate::resources::find("scheduling.k8s.io", "v1", "priorityclasses").unwrap();
+        let mut obj = json!({"value": 5, "preemptionPolicy": null});
+        type_defaults(&pc, &mut obj);
+        assert_eq!(obj["preemptionPolicy"], "PreemptLowerPriority");
+        let slices = crate::resources::find("discovery.k8s.io", "v1", "endpointslices").unwrap();
+        let mut obj = json!({"ports": [{"port": 80, "protocol": null}, {"port": 53, "protocol": "UDP"}]});
+        type_defaults(&slices, &mut obj);
+        assert_eq!(obj["ports"], json!([{"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]));
     }
 
     /// A registry on an embedded store in a temporary directory (kept alive by the first value).
