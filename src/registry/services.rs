@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde_json::{json, Map, Value};
 
-use super::write::object_or_null;
+use super::write::{default_to, object_or_null};
 use crate::status::{cause, Cause};
 
 /// The first and last node port kube allocates from (its default `--service-node-port-range`).
@@ -77,9 +77,7 @@ pub(super) fn defaults(spec: &mut Map<String, Value>) {
                 .and_then(|config| object_or_null(config.entry("clientIP").or_insert(Value::Null)));
             if let Some(client) = client {
                 // Three hours, kube's DefaultClientIPServiceAffinitySeconds.
-                if client.get("timeoutSeconds").is_none_or(Value::is_null) {
-                    client.insert("timeoutSeconds".into(), json!(10800));
-                }
+                default_to(client, "timeoutSeconds", json!(10800));
             }
         }
         _ => {}

@@ -267,7 +267,7 @@ fn type_defaults(def: &ResourceDef, obj: &mut Value) {
 
 /// Set a field to `value` when it is absent or null (kube decodes an explicit null as an absent field,
 /// then defaults it).
-fn default_to(m: &mut Map<String, Value>, field: &str, value: Value) {
+pub(super) fn default_to(m: &mut Map<String, Value>, field: &str, value: Value) {
     let v = m.entry(field).or_insert(Value::Null);
     if v.is_null() {
         *v = value;

@@ -75,6 +75,12 @@ impl Head {
     pub fn bytes(&self) -> &[u8] {
         &self.0
     }
+
+    /// What precedes each body in a packed block of objects served with this head, and so each object
+    /// in a list after the first: a comma and the head.
+    pub fn sep(&self) -> Bytes {
+        Bytes::from([b",", self.bytes()].concat())
+    }
 }
 
 /// A current object: what a GET returns, serialised. Kept in the map itself rather than behind an
@@ -488,7 +494,7 @@ pub struct Cacher {
 
 impl Cacher {
     fn new(def: Arc<ResourceDef>, prefix: String, metrics: CacheMetrics) -> Arc<Self> {
-        let sep = Bytes::from([b",", Head::of(&def).bytes()].concat());
+        let sep = Head::of(&def).sep();
         Arc::new(Cacher {
             def,
             metrics,

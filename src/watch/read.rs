@@ -47,7 +47,7 @@ enum Source {
         /// A run `take` declined, to offer first next time (its objects come before `next`).
         held: Option<Bytes>,
         /// A comma and `head`: what precedes each body in a packed block served with this head.
-        sep: Vec<u8>,
+        sep: Bytes,
     },
     /// The objects a selector or a page limit picked.
     Picked(std::vec::IntoIter<Entry>),
@@ -56,7 +56,7 @@ enum Source {
 impl Items {
     /// Every object of `snapshot`, served with `head`.
     pub fn all(snapshot: Snapshot, head: Head) -> Items {
-        let sep = [b",", head.bytes()].concat();
+        let sep = head.sep();
         Items { head, from: Source::All { snapshot: Some(snapshot), next: Bound::Unbounded, held: None, sep } }
     }
 
@@ -69,7 +69,7 @@ impl Items {
         let head = self.head.bytes();
         match &mut self.from {
             Source::All { snapshot, next, held, sep } => {
-                let sep = sep.as_slice();
+                let sep: &[u8] = sep;
                 if let Some(run) = held.take() {
                     if !take(Piece::Run(&run)) {
                         *held = Some(run);
