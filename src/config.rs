@@ -31,6 +31,10 @@ pub struct Config {
     pub tenants_dir: Option<PathBuf>,
     /// Requests and watches in flight, server-wide and per logical cluster.
     pub inflight: crate::http::inflight::Limits,
+    /// Open connections and their deadlines.
+    pub connections: crate::http::server::ConnLimits,
+    /// Bytes that answers being sent may hold, server-wide and per logical cluster.
+    pub bytes: crate::budget::Limits,
 }
 
 impl Default for Config {
@@ -46,6 +50,8 @@ impl Default for Config {
             compaction_interval: Duration::from_secs(300),
             tenants_dir: None,
             inflight: Default::default(),
+            connections: Default::default(),
+            bytes: Default::default(),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod authz;
+pub mod budget;
 pub mod cli;
 pub mod cluster;
 pub mod config;

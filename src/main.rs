@@ -114,6 +114,10 @@ struct ServeArgs {
     /// Watches open in one logical cluster, before 429 (0: no limit).
     #[arg(long, default_value_t = Limits::default().watches_per_cluster)]
     max_watches_per_cluster: usize,
+    /// Client connections open at once; more are closed as soon as accepted (0: as many as the
+    /// open-file limit allows).
+    #[arg(long, default_value_t = kgate::http::server::ConnLimits::default().max)]
+    max_connections: usize,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -177,6 +181,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
             per_cluster: a.max_requests_inflight_per_cluster,
             watches_per_cluster: a.max_watches_per_cluster,
         },
+        connections: kgate::http::server::ConnLimits { max: a.max_connections, ..Default::default() },
         ..Default::default()
     };
     let running = kgate::server::start(config).await?;

@@ -18,6 +18,14 @@ pub struct Metrics {
     pub cache: CacheMetrics,
     /// Admission figures, handed to the in-flight limits.
     pub inflight: InFlightMetrics,
+    /// Connections open now.
+    pub connections: IntGauge,
+    /// Bytes that answers being sent hold now (see `budget`).
+    pub bytes_in_flight: IntGauge,
+    /// Connections closed as soon as accepted because `--max-connections` were open.
+    pub connections_refused: prometheus::IntCounter,
+    /// Connections cut because their client stopped reading what was sent to it.
+    pub connections_stalled: prometheus::IntCounter,
 }
 
 /// What admission by requests in flight reports. No label names a cluster.
@@ -106,10 +114,27 @@ impl Metrics {
         let refused = IntCounterVec::new(
             Opts::new(
                 "kgate_requests_refused_total",
-                "Requests answered 429, by the limit that refused them: server, cluster or watches.",
+                "Requests answered 429, by the limit that refused them: server, cluster, watches, server_bytes or cluster_bytes.",
             ),
             &["limit"],
         )?;
+        let connections = IntGauge::new("kgate_connections", "Client connections open.")?;
+        let bytes_in_flight = IntGauge::new(
+            "kgate_response_bytes_in_flight",
+            "Bytes held by answers being sent: chunks not yet written out, cached objects and events a tenant's lists and watches still have to send.",
+        )?;
+        registry.register(Box::new(bytes_in_flight.clone()))?;
+        let connections_refused = prometheus::IntCounter::new(
+            "kgate_connections_refused_total",
+            "Connections closed as soon as they were accepted because --max-connections were open.",
+        )?;
+        let connections_stalled = prometheus::IntCounter::new(
+            "kgate_connections_stalled_total",
+            "Connections cut because their client did not read what waited for it within the stall timeout.",
+        )?;
+        registry.register(Box::new(connections.clone()))?;
+        registry.register(Box::new(connections_refused.clone()))?;
+        registry.register(Box::new(connections_stalled.clone()))?;
         for c in [&requests, &lagging, &reads, &initializations, &packed, &refused] {
             registry.register(Box::new(c.clone()))?;
         }
@@ -122,6 +147,10 @@ impl Metrics {
             latency,
             cache: CacheMetrics { lagging, reads, store_fed, initializations, packed },
             inflight: InFlightMetrics { current, refused },
+            connections,
+            bytes_in_flight,
+            connections_refused,
+            connections_stalled,
         })
     }
 

@@ -125,7 +125,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             signer,
             crds.clone(),
         )
-        .with_limits(config.inflight),
+        .with_limits(config.inflight, config.bytes),
     );
     // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut
     // short. It stops with the server (awaited below), so no purge outlives it.
@@ -139,10 +139,11 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         tokio::spawn(resume_namespace_deletions(registry.clone())),
     ];
     let server_address = addr.to_string();
+    let connections = fit_connections(config.connections);
     let cache = state.cache.clone();
     let held = store.clone();
     let done = tokio::spawn(async move {
-        crate::http::server::serve(listener, tls, state, server_address, shutdown_rx).await;
+        crate::http::server::serve(listener, tls, state, server_address, connections, shutdown_rx).await;
         registry.close();
         drop(registry);
         cache.shutdown().await;
@@ -162,6 +163,35 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     });
     tracing::info!(%url, data_dir = %config.data_dir.display(), store = if config.etcd_servers.is_empty() { "embedded" } else { "etcd" }, "kgate is serving");
     Ok(Running { addr, url, shutdown: shutdown_tx, done, store })
+}
+
+/// Descriptors kept for everything but client connections: the store's files or etcd connections, the
+/// data dir, logs.
+const RESERVED_FDS: u64 = 256;
+
+/// Raise the open-file soft limit to the hard limit, as Go programs (kube-apiserver among them) do at
+/// start, since the soft limit a service inherits is often 1,024; then keep the connection cap within
+/// what is left, so that clients run out of connections before kgate runs out of descriptors.
+fn fit_connections(mut limits: crate::http::server::ConnLimits) -> crate::http::server::ConnLimits {
+    let files = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read or raise the open-file limit");
+            return limits;
+        }
+    };
+    let room = usize::try_from(files.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX).max(1);
+    if limits.max == 0 || limits.max > room {
+        tracing::warn!(
+            open_files = files,
+            requested = limits.max,
+            connections = room,
+            "the open-file limit leaves room for fewer connections than --max-connections; capping them"
+        );
+        limits.max = room;
+    }
+    tracing::info!(open_files = files, max_connections = limits.max, "open-file limit");
+    limits
 }
 
 /// Compact history older than one interval, every interval (what kube-apiserver does to etcd).

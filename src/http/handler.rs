@@ -53,6 +53,8 @@ pub struct AppState {
     pub crds: Arc<CrdIndex>,
     /// Requests and watches in flight, server-wide and by cluster.
     pub inflight: Arc<InFlight>,
+    /// Bytes that answers being sent hold, server-wide and by cluster.
+    pub budgets: Arc<crate::budget::Budgets>,
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
@@ -100,6 +102,11 @@ impl AppState {
         AppState {
             cache: crate::watch::cache::WatchCache::new(registry.clone(), metrics.cache.clone(), shutdown.clone()),
             inflight: InFlight::new(Limits::default(), &metrics.inflight),
+            budgets: crate::budget::Budgets::new(
+                Default::default(),
+                metrics.bytes_in_flight.clone(),
+                metrics.inflight.refused.clone(),
+            ),
             registry,
             directory,
             shutdown,
@@ -113,8 +120,13 @@ impl AppState {
     }
 
     /// These limits on what may be in flight, instead of the defaults.
-    pub fn with_limits(mut self, limits: Limits) -> Self {
+    pub fn with_limits(mut self, limits: Limits, bytes: crate::budget::Limits) -> Self {
         self.inflight = InFlight::new(limits, &self.metrics.inflight);
+        self.budgets = crate::budget::Budgets::new(
+            bytes,
+            self.metrics.bytes_in_flight.clone(),
+            self.metrics.inflight.refused.clone(),
+        );
         self
     }
 
@@ -129,20 +141,38 @@ impl AppState {
     }
 }
 
-/// Handle one request; never fails.
-pub async fn handle(state: Arc<AppState>, conn: Arc<ConnInfo>, req: Request<Incoming>) -> Response<Body> {
+/// Handle one request; never fails. `request` is its place on its connection, held by the response
+/// body until it is sent.
+pub async fn handle(
+    state: Arc<AppState>,
+    conn: Arc<ConnInfo>,
+    req: Request<Incoming>,
+    request: super::conn::InFlight,
+) -> Response<Body> {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let mut admission = Admission::default();
     // Boxed: hyper keeps each stream's service future allocated while the response body streams, so
     // an unboxed route (several KiB of state) would cost that much per open watch.
-    let (resp, labels) = match Box::pin(route(&state, &conn, req)).await {
+    let (resp, labels) = match Box::pin(route(&state, &conn, req, &mut admission)).await {
         Ok(r) => r,
         Err(e) => (respond::error(&e), Labels::default()),
     };
     state.metrics.observe(&method, &labels.verb, &labels.resource, resp.status().as_u16(), started.elapsed());
     tracing::debug!(%method, %path, status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request");
-    resp
+    super::meter::wrap(resp, request, admission)
+}
+
+/// What a request is admitted with, held by its response until sent: its place among the requests
+/// in flight (none for the exempt) and the account its bytes in flight are charged to (none before
+/// authentication: refusals and health checks charge nobody).
+#[derive(Default)]
+pub struct Admission {
+    /// Its place in the server's and its cluster's budgets of requests in flight.
+    pub ticket: Option<inflight::Ticket>,
+    /// What its answer holds in memory is charged here.
+    pub account: Option<Arc<crate::budget::Account>>,
 }
 
 #[derive(Default)]
@@ -157,7 +187,8 @@ fn plain(r: Response<Body>) -> Routed {
     Ok((r, Labels::default()))
 }
 
-async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -> Routed {
+/// Route a request; what it is admitted with goes in `admission` (for its response to hold).
+async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>, admission: &mut Admission) -> Routed {
     let header_cluster = req.headers().get(cluster::CLUSTER_HEADER).map(|v| v.to_str().unwrap_or("\u{0}").to_string());
     let path = req.uri().path().to_string();
     let (target, rest) = cluster::resolve(&path, header_cluster.as_deref())?;
@@ -203,12 +234,14 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>) -
         _ => false,
     };
     let kind = inflight::Kind::of(req.method(), watch);
-    let ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind)?;
-    let (resp, labels) = admitted(state, conn, &who, target, route, q, req).await?;
-    Ok((inflight::hold(resp, ticket), labels))
+    admission.ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind)?;
+    let account = state.budgets.account(target.name(), exempt)?;
+    admission.account = Some(account.clone());
+    admitted(state, conn, &who, target, route, q, req, &account).await
 }
 
 /// The rest of `route`, once the request is admitted.
+#[allow(clippy::too_many_arguments)]
 async fn admitted(
     state: &Arc<AppState>,
     conn: &ConnInfo,
@@ -217,6 +250,7 @@ async fn admitted(
     route: Route,
     q: Query,
     req: Request<Incoming>,
+    account: &Arc<crate::budget::Account>,
 ) -> Routed {
     if let ClusterTarget::Named(name) = &target {
         if !state.directory.exists(name).await? {
@@ -295,7 +329,7 @@ async fn admitted(
         Route::OpenApiV3Doc(gv) => {
             plain(openapi_doc(state, &cluster_name, &gv, q.get("hash"), if_none_match.as_deref()).await?)
         }
-        Route::Resource(rp) => resource(state, who, &target, rp, q, req).await,
+        Route::Resource(rp) => resource(state, who, &target, rp, q, req, account).await,
     }
 }
 
@@ -453,6 +487,7 @@ async fn resource(
     rp: ResourcePath,
     q: Query,
     req: Request<Incoming>,
+    account: &Arc<crate::budget::Account>,
 ) -> Routed {
     let cluster_for_defs = target.name().unwrap_or("*");
     let builtin = resources::for_cluster(cluster_for_defs)
@@ -580,7 +615,9 @@ async fn resource(
         ("list", None, None) => {
             let opts = ListOptions { clusters: cluster_filter, ..ListOptions::from_query(&q, false)? };
             let ns = rp.namespace.as_deref();
-            if let Some(l) = crate::watch::read::list(&state.cache, reg, &def, cluster.as_deref(), ns, &opts).await? {
+            let cached =
+                crate::watch::read::list(&state.cache, reg, &def, cluster.as_deref(), ns, &opts, Some(account));
+            if let Some(l) = cached.await? {
                 let mut meta = json!({"resourceVersion": l.revision.to_string()});
                 if let Some(c) = l.continue_token {
                     meta["continue"] = json!(c);
@@ -620,6 +657,7 @@ async fn resource(
                 &state.cache,
                 reg.clone(),
                 crate::watch::WatchRequest {
+                    account: Some(account.clone()),
                     def: def.clone(),
                     cluster: cluster.clone(),
                     namespace: rp.namespace.clone(),

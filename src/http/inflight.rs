@@ -9,13 +9,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use dashmap::DashMap;
-use http::Method;
-use http_body::{Frame, SizeHint};
-
-use super::respond::Body;
 use crate::auth::Identity;
 use crate::metrics::InFlightMetrics;
+use dashmap::DashMap;
+use http::Method;
 
 /// How much may be in flight; 0 means no limit, as for kube-apiserver's flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,41 +216,6 @@ impl Drop for Ticket {
             gauge.dec();
         }
         self.owner.release_cluster(&self.cluster, self.kind, true);
-    }
-}
-
-/// A response body that holds its request's ticket until the last byte is taken or the client goes,
-/// so a list still being sent, or an open watch, keeps its place.
-struct Held {
-    body: Body,
-    _ticket: Ticket,
-}
-
-impl http_body::Body for Held {
-    type Data = bytes::Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// `resp` with `ticket` (if any) held by its body.
-pub fn hold(resp: http::Response<Body>, ticket: Option<Ticket>) -> http::Response<Body> {
-    match ticket {
-        None => resp,
-        Some(t) => resp.map(|body| http_body_util::BodyExt::boxed_unsync(Held { body, _ticket: t })),
     }
 }
 

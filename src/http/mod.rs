@@ -1,7 +1,9 @@
 //! The HTTP edge: TLS listener, request routing and response building.
 pub mod body;
 pub mod coalesce;
+pub mod conn;
 pub mod handler;
 pub mod inflight;
+pub mod meter;
 pub mod respond;
 pub mod server;

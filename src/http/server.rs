@@ -11,10 +11,12 @@ use hyper_util::server::conn::auto;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::LazyConfigAcceptor;
 
 use super::coalesce::Coalesce;
+use super::conn::{judge, Activity, Timeouts, Verdict};
 use super::handler::{handle, AppState, ConnInfo};
 
 /// TLS set-up failures.
@@ -137,6 +139,26 @@ impl Tls {
     }
 }
 
+/// How many connections may be open and how long each may take for what (see `conn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Open connections at most (0: no limit); one more is closed as soon as it is accepted.
+    pub max: usize,
+    /// Deadlines for the handshake, the first request, idleness and a client that stopped reading.
+    pub timeouts: Timeouts,
+}
+
+impl Default for ConnLimits {
+    /// Ten thousand connections: each holds a few dozen KiB of TLS and HTTP buffers when idle, and a
+    /// kubelet-free control plane sees one or two per client.
+    fn default() -> Self {
+        ConnLimits { max: 10_000, timeouts: Timeouts::default() }
+    }
+}
+
+/// The longest pause after a failed accept (Go's `net/http` doubles from 5 ms up to 1 s).
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
 /// Accept connections until `shutdown` flips, then let in-flight requests finish (watches end on
 /// their own when they see the same signal).
 pub async fn serve(
@@ -144,69 +166,168 @@ pub async fn serve(
     tls: Tls,
     state: Arc<AppState>,
     server_address: String,
+    limits: ConnLimits,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let max = if limits.max == 0 { Semaphore::MAX_PERMITS } else { limits.max };
+    let slots = Arc::new(Semaphore::new(max));
+    let mut backoff: Option<Duration> = None;
+    let mut refused_since_log = 0u64;
+    let mut last_refusal_log: Option<std::time::Instant> = None;
     loop {
         let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
+                    // Out of descriptors (EMFILE) or memory: wait for some to come back rather than spin.
+                    let pause = backoff.map_or(Duration::from_millis(5), |d| (d * 2).min(ACCEPT_BACKOFF_MAX));
+                    backoff = Some(pause);
+                    tracing::warn!(error = %e, retry_in_ms = pause.as_millis() as u64, "accept failed");
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => continue,
+                        _ = shutdown.changed() => break,
+                    }
                 }
             },
             _ = shutdown.changed() => break,
         };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = tls.clone();
-        let state = state.clone();
-        let server_address = server_address.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => return,
-            };
-            let identity = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .and_then(|c| crate::auth::identity_from_der(c.as_ref()));
-            let conn = Arc::new(ConnInfo { identity, server_address });
-            let svc = service_fn(move |req| {
-                let (state, conn) = (state.clone(), conn.clone());
-                // Boxed: hyper spawns a task per HTTP/2 stream sized for this future, and keeps that
-                // task for as long as the response body streams; unboxed, every open watch would hold
-                // the request's whole handling state (about 650 bytes) after it has finished.
-                Box::pin(async move { Ok::<_, Infallible>(handle(state, conn, req).await) })
-            });
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            // A client that never finishes its request headers must not hold a task forever.
-            builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(1000)
-                .keep_alive_interval(Some(Duration::from_secs(30)))
-                .keep_alive_timeout(Duration::from_secs(20));
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(Coalesce::tls(tls)), svc);
-            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+        backoff = None;
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // Closed at once: a connection kept waiting would hold a descriptor all the same.
+            drop(tcp);
+            state.metrics.connections_refused.inc();
+            refused_since_log += 1;
+            if last_refusal_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                tracing::warn!(
+                    limit = limits.max,
+                    refused = refused_since_log,
+                    "connection limit reached (--max-connections): closing new connections until some end"
+                );
+                last_refusal_log = Some(std::time::Instant::now());
+                refused_since_log = 0;
             }
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let conn = Connection {
+            tls: tls.clone(),
+            state: state.clone(),
+            server_address: server_address.clone(),
+            timeouts: limits.timeouts,
+            shutdown: shutdown.clone(),
+        };
+        tokio::spawn(async move {
+            let _slot = slot;
+            let open = conn.state.metrics.connections.clone();
+            open.inc();
+            conn.run(tcp, peer).await;
+            open.dec();
         });
     }
-    // In-flight writes finish; give long requests a bounded time.
-    if tokio::time::timeout(Duration::from_secs(30), graceful.shutdown()).await.is_err() {
+    // In-flight writes finish; give long requests a bounded time. Every connection holds a slot until
+    // its task ends, so all slots back means all connections closed.
+    let all = u32::try_from(max).unwrap_or(u32::MAX);
+    if tokio::time::timeout(Duration::from_secs(30), slots.acquire_many(all)).await.is_err() {
         tracing::warn!("some connections did not close within 30s");
     }
 }
+
+/// One accepted connection and what serving it needs.
+struct Connection {
+    tls: Tls,
+    state: Arc<AppState>,
+    server_address: String,
+    timeouts: Timeouts,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Connection {
+    async fn run(mut self, tcp: TcpStream, peer: std::net::SocketAddr) {
+        let tls = match tokio::time::timeout(self.timeouts.handshake, self.tls.accept(tcp)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        };
+        let session = tls.get_ref().1;
+        let identity = session
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(|c| crate::auth::identity_from_der(c.as_ref()));
+        // As Go's server: HTTP/2 only when ALPN chose it. Guessing from the first bytes instead would
+        // wait, with no deadline, for 24 bytes a silent client never sends.
+        let h2 = session.alpn_protocol() == Some(b"h2");
+        let info = Arc::new(ConnInfo { identity, server_address: self.server_address.clone() });
+        let activity = Activity::new();
+        let (state, requests) = (self.state.clone(), activity.clone());
+        let svc = service_fn(move |req| {
+            let (state, info, request) = (state.clone(), info.clone(), requests.begin());
+            // Boxed: hyper spawns a task per HTTP/2 stream sized for this future, and keeps that
+            // task for as long as the response body streams; unboxed, every open watch would hold
+            // the request's whole handling state (about 650 bytes) after it has finished.
+            Box::pin(async move { Ok::<_, Infallible>(handle(state, info, req, request).await) })
+        });
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(1000)
+            .keep_alive_interval(Some(Duration::from_secs(30)))
+            .keep_alive_timeout(Duration::from_secs(20));
+        let builder = if h2 { builder.http2_only() } else { builder.http1_only() };
+        let conn = builder.serve_connection(TokioIo::new(Coalesce::tls(tls)), svc);
+        let mut conn = std::pin::pin!(conn);
+        let mut closing = false;
+        loop {
+            let next = match judge(activity.snapshot(), &self.timeouts) {
+                Verdict::Open(at) => activity.at(at),
+                Verdict::NoRequest => {
+                    tracing::debug!(%peer, "no request within the first-request deadline; closing");
+                    return;
+                }
+                Verdict::Stalled => {
+                    self.state.metrics.connections_stalled.inc();
+                    tracing::info!(%peer, "the client has not read its responses for {:?}; closing the connection", self.timeouts.stalled);
+                    return;
+                }
+                Verdict::Idle if closing => {
+                    // It had its graceful close already and still has not finished.
+                    return;
+                }
+                Verdict::Idle => {
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
+                    tokio::time::Instant::now() + GRACE
+                }
+            };
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(%peer, error = ?e, "connection ended with an error");
+                    }
+                    return;
+                }
+                _ = tokio::time::sleep_until(next) => {}
+                _ = self.shutdown.changed(), if !closing => {
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
+
+/// What a client has to send a request's headers in, once it has begun (kube-apiserver:
+/// `ReadHeaderTimeout`, 32 s). It also closes an HTTP/1.1 connection idle between requests.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+/// How long a connection closed for idleness has to finish (HTTP/2: its GOAWAY).
+const GRACE: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -33,6 +33,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::budget::{Account, Charge};
 use crate::metrics::CacheMetrics;
 use crate::registry::Registry;
 use crate::resources::ResourceDef;
@@ -47,8 +48,20 @@ pub use pack::{Run, Runs};
 /// cache history by time, about 75 s of events; at 1,000 writes/s this is 10 s, and older resumes are
 /// served by a store watch instead).
 pub const HISTORY: usize = 10_000;
+/// Bytes of events (objects and the states they replaced) kept per resource type: a tenant writing
+/// objects of 1 MiB would otherwise make 10,000 events 20 GiB. Past it the oldest go, and a watcher
+/// further behind resumes from the store, as it does past `HISTORY`.
+pub const HISTORY_BYTES: u64 = 64 << 20;
+/// Bytes of events kept by the histories of every resource type together, so that a tenant's thousand
+/// CRDs do not make a thousand histories of `HISTORY_BYTES`: a cache whose append finds the total over
+/// it drops its own oldest events, so the type being written pays, not the quiet ones.
+pub const ALL_HISTORIES_BYTES: u64 = 256 << 20;
 /// Events queued per watcher before it is cut off and left to catch up from history.
 pub const WATCHER_QUEUE: usize = 128;
+/// Bytes queued per watcher before it is cut off (unless the queue is empty: one event of any size
+/// gets in). Its account is also charged for them (see `budget`), and its cluster's budget spent cuts
+/// it off too.
+pub const WATCHER_QUEUE_BYTES: u64 = 8 << 20;
 /// Keys read per page while a cache loads.
 const LOAD_PAGE: usize = 5_000;
 /// A cache nobody watched or read for this long is dropped with its memory.
@@ -69,6 +82,11 @@ impl Head {
         h.extend_from_slice(b",\"kind\":");
         h.extend(serde_json::to_vec(&def.kind).expect("strings serialise"));
         Head(Bytes::from(h))
+    }
+
+    /// No opening: what goes before an object's JSON that has its own.
+    pub fn empty() -> Head {
+        Head(Bytes::new())
     }
 
     /// The bytes.
@@ -164,8 +182,27 @@ impl Entry {
         first.block.slice(first.at as usize - sep.len()..last.end())
     }
 
+    /// Bytes a holder of this entry keeps alive that a holder of `prev` (the entry before it in a list)
+    /// does not: its allocation (a packed block, or its own body), unless it shares `prev`'s.
+    pub fn holds_after(&self, prev: Option<&Entry>) -> u64 {
+        match prev {
+            Some(p) if p.block.as_ptr() == self.block.as_ptr() => 0,
+            _ => self.block.len() as u64,
+        }
+    }
+
+    /// The body's length.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the body is empty (never, for an entry made from an object).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The same entry with a body of its own: holding it keeps no block of other objects alive (see
-    /// `pack`), for whatever outlives the cache's current state (a tenant's list, an event's old object).
+    /// `pack`), for whatever outlives the cache's current state (an event's old object in history).
     pub fn detached(&self) -> Entry {
         Entry { block: Bytes::copy_from_slice(self.body()), at: 0, len: self.len, revision: self.revision }
     }
@@ -192,6 +229,10 @@ impl Entry {
         serde_json::from_slice(&j)
     }
 }
+
+/// What a list or a watch pays per cached object it holds besides the object's allocation: the
+/// reference itself.
+pub const HANDLE: u64 = std::mem::size_of::<Entry>() as u64;
 
 /// Current objects by store key (ordered, so one cluster or namespace is a range). Keys are shared
 /// with the events that wrote them, and cloning the map shares every node until one of the copies
@@ -259,6 +300,13 @@ pub struct Event {
     pub prev: Option<Entry>,
     /// Whether the object was deleted.
     pub deleted: bool,
+}
+
+impl Event {
+    /// What it keeps alive: its object and the state it replaced (each in an allocation of its own).
+    pub fn size(&self) -> u64 {
+        (self.object.block.len() + self.prev.as_ref().map_or(0, |p| p.block.len()) + self.key.len()) as u64
+    }
 }
 
 /// Which keys a watcher or a read wants.
@@ -348,27 +396,42 @@ struct Slot {
 /// cache-padded halves) which every idle watcher would hold; this holds nothing until events arrive
 /// and lets the memory go when drained.
 struct Queue {
-    /// Guards the events and the cutoff. A std `Mutex`: held to push, pop or close, never across an
-    /// await. Lock order: the ingest task pushes while holding `Cacher::state`; the watcher takes this
-    /// lock alone.
+    /// Guards the events, their bytes and the cutoff. A std `Mutex`: held to push, pop or close, never
+    /// across an await. Lock order: the ingest task pushes while holding `Cacher::state`; the watcher
+    /// takes this lock alone.
     inner: Mutex<QueueState>,
     /// The watcher's task, woken by the first event after the queue ran empty and by closing.
     waker: AtomicWaker,
+    /// Who pays for the queued events (a tenant's watcher; none for the exempt and for tests).
+    account: Option<Arc<Account>>,
 }
 
 struct QueueState {
     events: VecDeque<Arc<Event>>,
+    /// The queued events' sizes (`Event::size`), charged to the account while they wait.
+    bytes: u64,
+    charge: Option<Charge>,
     cutoff: Cutoff,
 }
 
 /// A drained queue keeping more room than this gives it back (a burst does not stay allocated).
 const QUEUE_KEEP: usize = 8;
 
+impl QueueState {
+    /// Let every queued event go (the watcher resumes from the last one it sent, from history).
+    fn clear(&mut self) {
+        self.events = VecDeque::new();
+        self.bytes = 0;
+        self.charge = None;
+    }
+}
+
 impl Queue {
-    fn new() -> Arc<Self> {
+    fn new(account: Option<Arc<Account>>) -> Arc<Self> {
         Arc::new(Queue {
-            inner: Mutex::new(QueueState { events: VecDeque::new(), cutoff: Cutoff::Active }),
+            inner: Mutex::new(QueueState { events: VecDeque::new(), bytes: 0, charge: None, cutoff: Cutoff::Active }),
             waker: AtomicWaker::new(),
+            account,
         })
     }
 
@@ -377,17 +440,29 @@ impl Queue {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queue an event; when the queue is full, close it as lagging instead and return false.
+    /// Queue an event; when the queue is full (in events or bytes, or its cluster's budget is spent),
+    /// close it as lagging instead, let its events go, and return false.
     fn push(&self, event: Arc<Event>) -> bool {
+        let size = event.size();
         let mut q = self.lock();
-        if q.events.len() >= WATCHER_QUEUE {
+        let was_empty = q.events.is_empty();
+        let full = q.events.len() >= WATCHER_QUEUE
+            || (!was_empty
+                && (q.bytes + size > WATCHER_QUEUE_BYTES || self.account.as_ref().is_some_and(|a| a.over())));
+        if full {
             q.cutoff = Cutoff::Lagging;
+            q.clear();
             drop(q);
             self.waker.wake();
             return false;
         }
-        let was_empty = q.events.is_empty();
         q.events.push_back(event);
+        q.bytes += size;
+        match (&mut q.charge, &self.account) {
+            (Some(c), _) => c.grow(size),
+            (None, Some(a)) => q.charge = Some(a.charge(size)),
+            (None, None) => {}
+        }
         drop(q);
         // The watcher only waits on an empty queue, so only the first event after that needs a wake.
         if was_empty {
@@ -397,7 +472,14 @@ impl Queue {
     }
 
     fn close(&self, why: Cutoff) {
-        self.lock().cutoff = why;
+        let mut q = self.lock();
+        q.cutoff = why;
+        if why == Cutoff::Reloaded {
+            // A reload starts over from the store: the queued events are not what the watcher resumes
+            // with, and a watcher that never reads would keep them.
+            q.clear();
+        }
+        drop(q);
         self.waker.wake();
     }
 
@@ -407,6 +489,11 @@ impl Queue {
         let mut q = self.lock();
         match q.events.pop_front() {
             Some(ev) => {
+                let size = ev.size();
+                q.bytes -= size;
+                if let Some(c) = &mut q.charge {
+                    c.release(size);
+                }
                 if q.events.is_empty() && q.events.capacity() > QUEUE_KEEP {
                     q.events = VecDeque::new();
                 }
@@ -428,6 +515,8 @@ struct State {
     runs: Runs,
     /// Recent events in revision order.
     history: VecDeque<Arc<Event>>,
+    /// Their sizes (`Event::size`), also counted in `WatchCache`'s total of every history.
+    history_bytes: u64,
     /// History holds every event after this revision.
     history_from: Revision,
     /// Every change up to here is applied.
@@ -470,6 +559,10 @@ enum Phase {
     Stopped,
 }
 
+/// The bytes of every cache's history together (see `ALL_HISTORIES_BYTES`).
+#[derive(Debug, Default)]
+pub struct HistoryBytes(AtomicU64);
+
 /// The cache of one resource type across every cluster.
 pub struct Cacher {
     /// The definition that started the cache. Its prefix and scope are those of every request it serves;
@@ -478,6 +571,8 @@ pub struct Cacher {
     metrics: CacheMetrics,
     /// Store prefix of the type in every cluster (`/registry/core/configmaps/`).
     prefix: String,
+    /// Every cache's history bytes, shared by the caches of one `WatchCache`.
+    all_history: Arc<HistoryBytes>,
     /// Guards the objects, history and watcher slots. A std `RwLock`: it is never held across an await,
     /// reads (snapshots for lists, registrations) are constant-time clones and may run side by side,
     /// and the single writer is the ingest task. Lock order: `state` only; no other lock is taken inside.
@@ -493,16 +588,18 @@ pub struct Cacher {
 }
 
 impl Cacher {
-    fn new(def: Arc<ResourceDef>, prefix: String, metrics: CacheMetrics) -> Arc<Self> {
+    fn new(def: Arc<ResourceDef>, prefix: String, metrics: CacheMetrics, all_history: Arc<HistoryBytes>) -> Arc<Self> {
         let sep = Head::of(&def).sep();
         Arc::new(Cacher {
             def,
             metrics,
             prefix,
+            all_history,
             state: RwLock::new(State {
                 objects: Objects::new(),
                 runs: Runs::new(sep),
                 history: VecDeque::new(),
+                history_bytes: 0,
                 history_from: 0,
                 revision: 0,
                 slots: HashMap::new(),
@@ -620,8 +717,14 @@ impl Cacher {
         (st.objects.get(key).cloned(), st.revision)
     }
 
-    /// Register a watcher atomically with its starting point, so no event falls between the two.
-    pub fn register(self: &Arc<Self>, scope: Scope, start: Start) -> Result<Registration, TooOld> {
+    /// Register a watcher atomically with its starting point, so no event falls between the two. The
+    /// events queued for it are charged to `account` while they wait.
+    pub fn register(
+        self: &Arc<Self>,
+        scope: Scope,
+        start: Start,
+        account: Option<Arc<Account>>,
+    ) -> Result<Registration, TooOld> {
         // First under the shared lock: a store-fed watcher asks before each of its events whether it can
         // move back here, and while it is behind the history the answer must not cost the write lock.
         if let Start::After(rev) = start {
@@ -631,7 +734,7 @@ impl Cacher {
             }
         }
         self.touch();
-        let queue = Queue::new();
+        let queue = Queue::new(account);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut st = self.lock_write();
         let (snapshot, replay, revision) = match start {
@@ -701,7 +804,7 @@ impl Cacher {
         // None of a load's objects is in a block: the first list across clusters packs them.
         st.written = st.objects.len();
         st.packed = false;
-        st.history.clear();
+        self.forget_history(&mut st);
         st.history_from = revision;
         st.revision = revision;
         for (_, slot) in st.slots.drain() {
@@ -737,11 +840,17 @@ impl Cacher {
             // The history keeps it long after the map let it go: in a block, it would keep the block.
             let prev = if st.packed { prev.map(|p| p.detached()) } else { prev };
             let event = Arc::new(Event { key, revision, object, prev, deleted });
+            let size = event.size();
             st.history.push_back(event.clone());
-            while st.history.len() > HISTORY {
-                if let Some(old) = st.history.pop_front() {
-                    st.history_from = old.revision;
-                }
+            st.history_bytes += size;
+            let total = self.all_history.0.fetch_add(size, Ordering::AcqRel) + size;
+            let mut over_all = total > ALL_HISTORIES_BYTES;
+            while st.history.len() > HISTORY || st.history_bytes > HISTORY_BYTES || over_all {
+                let Some(old) = st.history.pop_front() else { break };
+                st.history_from = old.revision;
+                let size = old.size();
+                st.history_bytes -= size;
+                over_all = self.all_history.0.fetch_sub(size, Ordering::AcqRel) - size > ALL_HISTORIES_BYTES;
             }
             self.dispatch(&mut st, &event);
             st.written += 1;
@@ -751,6 +860,12 @@ impl Cacher {
         drop(st);
         self.progress.send_replace((Phase::Serving, now));
         Ok(())
+    }
+
+    /// Empty the history, and take its bytes off every history's total.
+    fn forget_history(&self, st: &mut State) {
+        st.history.clear();
+        self.all_history.0.fetch_sub(std::mem::take(&mut st.history_bytes), Ordering::AcqRel);
     }
 
     fn dispatch(&self, st: &mut State, event: &Arc<Event>) {
@@ -814,7 +929,7 @@ impl Cacher {
         st.wildcard.clear();
         st.objects.clear();
         st.runs.clear();
-        st.history.clear();
+        self.forget_history(&mut st);
         // No resume point is in a stopped cache's history: nothing would feed a watcher registered now.
         st.history_from = Revision::MAX;
         drop(st);
@@ -870,6 +985,8 @@ fn restamp(entry: &Entry, revision: Revision) -> Result<Entry, StoreError> {
 pub struct WatchCache {
     registry: Registry,
     metrics: CacheMetrics,
+    /// Every cache's history bytes together.
+    all_history: Arc<HistoryBytes>,
     /// One cache per resource prefix. A `DashMap` because every watch and cached read looks its type up
     /// while new types are added rarely; it holds one entry per resource type, never per cluster.
     cachers: DashMap<String, Arc<Cacher>>,
@@ -885,6 +1002,7 @@ impl WatchCache {
         let cache = Arc::new(WatchCache {
             registry,
             metrics,
+            all_history: Arc::default(),
             cachers: DashMap::new(),
             stop,
             tasks: std::sync::Mutex::new(Vec::new()),
@@ -910,7 +1028,7 @@ impl WatchCache {
                 .cachers
                 .entry(key.clone())
                 .or_insert_with(|| {
-                    let c = Cacher::new(def.clone(), prefix, self.metrics.clone());
+                    let c = Cacher::new(def.clone(), prefix, self.metrics.clone(), self.all_history.clone());
                     let task = tokio::spawn(c.clone().run(self.registry.clone(), self.stop.clone()));
                     let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
                     tasks.retain(|t| !t.is_finished());
@@ -1001,11 +1119,11 @@ mod tests {
     fn a_stopped_cache_takes_no_watcher_at_a_resume_point() {
         let def = crate::resources::find("", "v1", "configmaps").unwrap();
         let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().cache;
-        let c = Cacher::new(def, "/registry/core/configmaps/".into(), metrics);
+        let c = Cacher::new(def, "/registry/core/configmaps/".into(), metrics, Arc::default());
         let scope = Scope { cluster: Some("a".into()), namespace: None };
-        assert!(c.register(scope.clone(), Start::After(5)).is_ok(), "a serving cache takes it");
+        assert!(c.register(scope.clone(), Start::After(5), None).is_ok(), "a serving cache takes it");
         c.stop();
-        assert!(c.register(scope, Start::After(5)).is_err(), "a stopped one does not");
+        assert!(c.register(scope, Start::After(5), None).is_err(), "a stopped one does not");
     }
 
     /// One cached object is served in whatever version and kind each request's definition names, with
@@ -1039,7 +1157,7 @@ mod tests {
     fn cacher_with(keys: &[&str]) -> Arc<Cacher> {
         let def = crate::resources::find("", "v1", "configmaps").unwrap();
         let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().cache;
-        let c = Cacher::new(def, "/registry/core/configmaps/".into(), metrics);
+        let c = Cacher::new(def, "/registry/core/configmaps/".into(), metrics, Arc::default());
         for k in keys {
             put(&c, k, 1);
         }

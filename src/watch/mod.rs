@@ -7,17 +7,19 @@ pub mod cache;
 mod direct;
 pub mod read;
 
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+use crate::budget::{Account, Charge};
 use crate::registry::{ListOptions, Registry, RvMatch};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{Revision, StoreError};
-use cache::{Cutoff, Entry, Event, Head, Registration, Scope, Start, WatchCache};
+use cache::{Cutoff, Entry, Event, Head, Registration, Scope, Snapshot, Start, WatchCache, HANDLE};
 
 /// How often a bookmark is sent when the client allows them.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
@@ -36,6 +38,9 @@ pub type Render = Arc<dyn Fn(&Value, bool) -> Value + Send + Sync>;
 
 /// One watch request.
 pub struct WatchRequest {
+    /// Who pays for what the watch holds while it sends (see `budget`): its initial objects, the
+    /// events queued for it.
+    pub account: Option<Arc<Account>>,
     /// Resource type.
     pub def: Arc<ResourceDef>,
     /// One cluster, or `None` for every cluster.
@@ -49,10 +54,46 @@ pub struct WatchRequest {
 }
 
 /// An object to send: a cached one's serialised JSON after its head (`cache::Entry::body`; the
-/// watcher puts its own head in front), or a tree to render.
+/// watcher puts its own head in front), a whole object's JSON, or a tree to render.
 enum Payload {
     Cached(Bytes),
+    Json(Bytes),
     Value(Value),
+}
+
+/// What a watch still has to send of its initial state. Objects of the cache are referenced, never
+/// copied, as kube-apiserver's watch cache hands each watcher pointers to its one copy; what that
+/// keeps alive is charged to the watch's account until sent.
+enum Initial {
+    /// Nothing (left).
+    None,
+    /// A snapshot of the whole cache (a watch across every cluster), read as it is sent, the selectors
+    /// applied to each object as it comes; where the next object starts. Not charged: a snapshot shares
+    /// the cache's objects, and only administrators (or what root's RBAC lets) watch across clusters.
+    Snapshot(Snapshot, Bound<Arc<str>>),
+    /// The objects of one cluster (or namespace) that pass the selectors, taken at once so that no
+    /// snapshot of every tenant's objects is kept while a tenant's client reads.
+    Picked {
+        items: std::vec::IntoIter<Entry>,
+        /// The last one handed out, whose allocation is charged until an object in another one comes.
+        last: Option<Entry>,
+    },
+    /// Objects read from the store (the cache was not fresh enough), as JSON.
+    Read(std::vec::IntoIter<Bytes>),
+}
+
+impl Initial {
+    /// Bytes it keeps alive, to charge.
+    fn holds(&self) -> u64 {
+        match self {
+            Initial::None | Initial::Snapshot(..) => 0,
+            Initial::Picked { items, .. } => {
+                let mut prev = None;
+                items.as_slice().iter().map(|e| HANDLE + e.holds_after(prev.replace(e))).sum()
+            }
+            Initial::Read(items) => items.as_slice().iter().map(|b| b.len() as u64).sum(),
+        }
+    }
 }
 
 fn line(kind: &str, object: Value) -> Bytes {
@@ -123,7 +164,8 @@ pub async fn start(
         Scope { cluster: req.cluster.clone(), namespace: if def.namespaced { req.namespace.clone() } else { None } };
     let cacher = cache.cacher(&def, LOAD_PATIENCE).await?;
     let head = Head::of(&def);
-    let mut initial_items: Vec<Payload> = Vec::new();
+    let account = req.account.clone();
+    let mut pending = Initial::None;
     let mut feed = if initial {
         // Initial state: from the cache when it is fresh enough for the request, else a store list
         // followed by the cache's events after that list's revision.
@@ -137,15 +179,23 @@ pub async fn start(
             Some(n) => cacher.wait_for(Some(n), FRESHNESS_PATIENCE).await.is_some(),
         };
         if fresh {
-            let mut reg =
-                cacher.register(scope.clone(), Start::Snapshot).map_err(|_| ApiError::internal("snapshot"))?;
-            // Taken out so the watcher does not keep the snapshot's entries alive after sending them.
+            let mut reg = cacher
+                .register(scope.clone(), Start::Snapshot, account.clone())
+                .map_err(|_| ApiError::internal("snapshot"))?;
+            // Taken out of the registration, so that the watcher lets it go once sent.
             if let Some(snapshot) = reg.snapshot.take() {
-                for (_, e) in snapshot.iter() {
-                    if let Some(p) = select_entry(&def, &head, &req.opts, e)? {
-                        initial_items.push(p);
+                pending = match scope.cluster {
+                    None => Initial::Snapshot(snapshot, Bound::Unbounded),
+                    Some(_) => {
+                        let mut items = Vec::new();
+                        for (_, e) in snapshot.iter() {
+                            if req.opts.selects_all() || crate::registry::matches(&def, &e.value(&head)?, &req.opts) {
+                                items.push(e.clone());
+                            }
+                        }
+                        Initial::Picked { items: items.into_iter(), last: None }
                     }
-                }
+                };
             }
             Feed::Cache(reg)
         } else {
@@ -154,8 +204,9 @@ pub async fn start(
             lo.continue_token = None;
             lo.rv_match = requested.map(|_| RvMatch::NotOlderThan);
             let list = registry.list(&def, req.cluster.as_deref(), scope.namespace.as_deref(), &lo).await?;
-            initial_items = list.items.into_iter().map(Payload::Value).collect();
-            resume(&cacher, &registry, &def, &scope, opts, list.revision).await?
+            let json = list.items.iter().map(|v| Bytes::from(serde_json::to_vec(v).expect("JSON serialises")));
+            pending = Initial::Read(json.collect::<Vec<_>>().into_iter());
+            resume(&cacher, &registry, &def, &scope, opts, list.revision, &account).await?
         }
     } else {
         let from = match requested {
@@ -170,7 +221,7 @@ pub async fn start(
             }
             None => cacher.revision(),
         };
-        match resume(&cacher, &registry, &def, &scope, opts, from).await {
+        match resume(&cacher, &registry, &def, &scope, opts, from, &account).await {
             Ok(f) => f,
             Err(e) if e.code == 410 => {
                 // As kube-apiserver: a 200 stream with one ERROR event, so every client relists.
@@ -193,6 +244,11 @@ pub async fn start(
     };
     let initial_end = req.opts.send_initial_events == Some(true);
     let req_bookmarks = req.opts.bookmarks;
+    // Refused when the cluster is over its budget already; one watch larger than the budget goes.
+    let charge = match &account {
+        Some(a) => Some(a.try_charge(pending.holds())?),
+        None => None,
+    };
     let pump = Pump {
         def,
         head,
@@ -202,7 +258,9 @@ pub async fn start(
         registry,
         first: true,
         last: start_rev,
-        initial: initial_items.into_iter(),
+        initial: pending,
+        charge,
+        account,
         replay: replay.into_iter(),
         initial_end,
         feed,
@@ -226,8 +284,9 @@ async fn resume(
     scope: &Scope,
     opts: &ListOptions,
     after: Revision,
+    account: &Option<Arc<Account>>,
 ) -> ApiResult<Feed> {
-    match cacher.register(scope.clone(), Start::After(after)) {
+    match cacher.register(scope.clone(), Start::After(after), account.clone()) {
         Ok(reg) => Ok(Feed::Cache(reg)),
         Err(_) => match direct::DirectWatch::open(registry, def, scope, opts, after, &cacher.metrics().store_fed).await
         {
@@ -241,8 +300,7 @@ async fn resume(
 /// Whether a cached object passes the selectors; returns what to send.
 fn select_entry(def: &ResourceDef, head: &Head, opts: &ListOptions, e: &Entry) -> ApiResult<Option<Payload>> {
     if opts.selects_all() {
-        // A copy, as a tenant's list takes one: the watcher may hold it for as long as its client reads.
-        return Ok(Some(Payload::Cached(Bytes::copy_from_slice(e.body()))));
+        return Ok(Some(Payload::Cached(e.body_bytes())));
     }
     let v = e.value(head)?;
     Ok(crate::registry::matches(def, &v, opts).then_some(Payload::Value(v)))
@@ -304,7 +362,11 @@ struct Pump {
     /// Every event up to this revision has been sent (or was the client's already).
     last: Revision,
     /// Initial state still to send.
-    initial: std::vec::IntoIter<Payload>,
+    initial: Initial,
+    /// What `initial` keeps alive, charged to `account` until sent.
+    charge: Option<Charge>,
+    /// Who pays for this watcher's memory (its queue, when it registers again).
+    account: Option<Arc<Account>>,
     /// Events from history still to send (a resume, or a catch-up after falling behind).
     replay: std::vec::IntoIter<Arc<Event>>,
     /// The `sendInitialEvents` end-of-initial-state bookmark is still to send.
@@ -320,15 +382,66 @@ struct Pump {
 impl Pump {
     fn encode(&mut self, kind: &str, p: Payload) -> Bytes {
         let first = std::mem::replace(&mut self.first, false);
-        match (&self.render, p) {
-            (None, Payload::Cached(b)) => raw_line(kind, &self.head, &b),
-            (None, Payload::Value(v)) => line(kind, v),
-            (Some(r), Payload::Cached(b)) => match serde_json::from_slice::<Value>(&[self.head.bytes(), &b].concat()) {
-                Ok(v) => line(kind, r(&v, first)),
-                Err(e) => error_line(&ApiError::internal(e)),
-            },
-            (Some(r), Payload::Value(v)) => line(kind, r(&v, first)),
+        let parsed = |json: &[u8]| serde_json::from_slice::<Value>(json).map_err(ApiError::internal);
+        let value = match (&self.render, p) {
+            (None, Payload::Cached(b)) => return raw_line(kind, &self.head, &b),
+            (None, Payload::Json(b)) => return raw_line(kind, &Head::empty(), &b),
+            (None, Payload::Value(v)) => return line(kind, v),
+            (Some(_), Payload::Cached(b)) => parsed(&[self.head.bytes(), &b].concat()),
+            (Some(_), Payload::Json(b)) => parsed(&b),
+            (Some(_), Payload::Value(v)) => Ok(v),
+        };
+        match (value, &self.render) {
+            (Ok(v), Some(r)) => line(kind, r(&v, first)),
+            (Ok(v), None) => line(kind, v),
+            (Err(e), _) => error_line(&e),
         }
+    }
+
+    /// The next object of the initial state to send, giving back what the ones sent kept alive.
+    fn next_initial(&mut self) -> Option<ApiResult<Payload>> {
+        let next = match &mut self.initial {
+            Initial::None => return None,
+            Initial::Snapshot(snapshot, from) => loop {
+                let found = snapshot.between(from.as_ref().map(|k| &**k), None).next();
+                let Some((k, e)) = found.map(|(k, e)| (k.clone(), e.clone())) else { break None };
+                *from = Bound::Excluded(k);
+                match select_entry(&self.def, &self.head, &self.opts, &e) {
+                    Ok(Some(p)) => break Some(Ok(p)),
+                    Ok(None) => continue,
+                    Err(e) => break Some(Err(e)),
+                }
+            },
+            Initial::Picked { items, last } => {
+                let next = items.next();
+                // The handed-out one's reference leaves the list; the last one's allocation is free to go
+                // unless the next one lies in it too.
+                let mut freed = if next.is_some() { HANDLE } else { 0 };
+                if let Some(l) = last.as_ref() {
+                    if next.as_ref().is_none_or(|n| n.holds_after(Some(l)) > 0) {
+                        freed += l.holds_after(None);
+                    }
+                }
+                if let Some(c) = &mut self.charge {
+                    c.release(freed);
+                }
+                *last = next.clone();
+                next.map(|e| Ok(Payload::Cached(e.body_bytes())))
+            }
+            Initial::Read(items) => {
+                let next = items.next();
+                if let (Some(c), Some(b)) = (&mut self.charge, &next) {
+                    c.release(b.len() as u64);
+                }
+                next.map(|b| Ok(Payload::Json(b)))
+            }
+        };
+        if next.is_none() {
+            // Everything sent: let the snapshot or the list go, and whatever is left of the charge.
+            self.initial = Initial::None;
+            self.charge = None;
+        }
+        next
     }
 
     /// This watcher's line for a cached event, if it concerns it.
@@ -373,7 +486,7 @@ impl Pump {
         let Feed::Store(d, cacher) = &self.feed else { return None };
         // Every change in scope up to the store watch's revision has been sent or filtered out.
         let from = self.last.max(d.revision());
-        let mut reg = cacher.register(self.scope.clone(), Start::After(from)).ok()?;
+        let mut reg = cacher.register(self.scope.clone(), Start::After(from), self.account.clone()).ok()?;
         self.last = from;
         self.replay = std::mem::take(&mut reg.replay).into_iter();
         self.feed = Feed::Cache(reg);
@@ -395,8 +508,10 @@ impl Pump {
         if self.done {
             return None;
         }
-        if let Some(p) = next_of(&mut self.initial) {
-            return Some(self.encode("ADDED", p));
+        match self.next_initial() {
+            Some(Ok(p)) => return Some(self.encode("ADDED", p)),
+            Some(Err(e)) => return self.fail(&e),
+            None => {}
         }
         while let Some(ev) = next_of(&mut self.replay) {
             if let Some(b) = self.event_line(&ev) {
@@ -441,8 +556,16 @@ impl Pump {
                     // would otherwise enlarge every idle watcher.
                     let Feed::Cache(reg) = &self.feed else { return None };
                     let cacher = reg.cacher().clone();
-                    let resumed =
-                        Box::pin(resume(&cacher, &self.registry, &self.def, &self.scope, &self.opts, self.last)).await;
+                    let resumed = Box::pin(resume(
+                        &cacher,
+                        &self.registry,
+                        &self.def,
+                        &self.scope,
+                        &self.opts,
+                        self.last,
+                        &self.account,
+                    ))
+                    .await;
                     match resumed {
                         Ok(mut f) => {
                             if let Feed::Cache(reg) = &mut f {

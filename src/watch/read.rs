@@ -9,8 +9,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::cache::{Entry, Head, Scope, Snapshot, WatchCache};
+use super::cache::{Entry, Head, Scope, Snapshot, WatchCache, HANDLE};
 use super::{FRESHNESS_PATIENCE, LOAD_PATIENCE};
+use crate::budget::{Account, Charge};
 use crate::http::respond::Piece;
 use crate::registry::{ListOptions, Registry, RvMatch};
 use crate::resources::ResourceDef;
@@ -28,12 +29,14 @@ pub struct CachedList {
 }
 
 /// The objects of a list served from the cache, as JSON. Holding them costs a snapshot (a list across
-/// clusters) or a copy of the objects picked (a tenant's, see `list`), and they stay valid however the
-/// cache changes meanwhile.
+/// clusters) or references to the objects picked (a tenant's, see `list`, charged to its account),
+/// and they stay valid however the cache changes meanwhile.
 pub struct Items {
     /// The opening of each object as the request's definition serves it.
     head: Head,
     from: Source,
+    /// What the picked objects keep alive, charged until the list is sent.
+    _charge: Option<Charge>,
 }
 
 enum Source {
@@ -57,7 +60,11 @@ impl Items {
     /// Every object of `snapshot`, served with `head`.
     pub fn all(snapshot: Snapshot, head: Head) -> Items {
         let sep = head.sep();
-        Items { head, from: Source::All { snapshot: Some(snapshot), next: Bound::Unbounded, held: None, sep } }
+        Items {
+            head,
+            from: Source::All { snapshot: Some(snapshot), next: Bound::Unbounded, held: None, sep },
+            _charge: None,
+        }
     }
 
     /// Hand the objects' JSON to `take` in order until it declines a piece (which stays first for the
@@ -176,7 +183,8 @@ fn walk(
     None
 }
 
-/// Serve a list from the cache when its options allow; `None` means read the store.
+/// Serve a list from the cache when its options allow; `None` means read the store. What a tenant's
+/// list keeps alive until sent is charged to `account`, refused if its cluster is over its budget.
 pub async fn list(
     cache: &WatchCache,
     registry: &Registry,
@@ -184,6 +192,7 @@ pub async fn list(
     cluster: Option<&str>,
     namespace: Option<&str>,
     opts: &ListOptions,
+    account: Option<&Arc<Account>>,
 ) -> ApiResult<Option<CachedList>> {
     if opts.continue_token.is_some() || opts.rv_match == Some(RvMatch::Exact) {
         return Ok(None);
@@ -228,14 +237,16 @@ pub async fn list(
     let filtered = !opts.selects_all();
     let head = Head::of(def);
     // Across every cluster (an administrator's list, and the large one), the body reads the snapshot as
-    // it goes. A tenant's list takes its own objects at once instead: a snapshot kept while a slow
-    // client reads would also keep the old versions of every other tenant's objects written meanwhile.
+    // it goes. A tenant's list takes references to its own objects at once instead: a snapshot kept
+    // while a slow client reads would also keep the old versions of every other tenant's objects
+    // written meanwhile.
     if !filtered && opts.limit == 0 && cluster.is_none() {
         let items = Items::all(snapshot, head);
         return Ok(Some(CachedList { items, revision, continue_token: None }));
     }
     let limit = if opts.limit > 0 { opts.limit } else { usize::MAX };
-    let mut picked = Vec::new();
+    let mut picked: Vec<Entry> = Vec::new();
+    let mut held = 0;
     // The key of the page's last object, and of the page's end when more objects follow.
     let (mut page_end, mut last_key): (Option<&Arc<str>>, Option<&Arc<str>>) = (None, None);
     for (k, e) in snapshot.iter() {
@@ -247,15 +258,18 @@ pub async fn list(
         if filtered && !crate::registry::matches(def, &e.value(&head)?, opts) {
             continue;
         }
-        // A copy: the objects may lie in blocks shared with other tenants' (see `cache::pack`).
-        picked.push(e.detached());
+        // A reference: what it keeps alive (its block, if packed among other objects) is charged.
+        held += HANDLE + e.holds_after(picked.last());
+        picked.push(e.clone());
         page_end = Some(k);
     }
+    let charge = account.map(|a| a.try_charge(held)).transpose()?;
     let continue_token = last_key.map(|k| {
         let prefix = registry.collection(def, cluster, namespace);
         crate::registry::encode_continue(revision, &format!("{}\u{0}", &k[prefix.len()..]))
     });
-    Ok(Some(CachedList { items: Items { head, from: Source::Picked(picked.into_iter()) }, revision, continue_token }))
+    let items = Items { head, from: Source::Picked(picked.into_iter()), _charge: charge };
+    Ok(Some(CachedList { items, revision, continue_token }))
 }
 
 /// The store serves this read (counted, so operators see how often the cache was not fresh enough).

@@ -220,6 +220,12 @@ impl TestServer {
         path
     }
 
+    /// A token of a new ServiceAccount `default/<sa>` of `cluster`, bound cluster-wide to `clusterrole`,
+    /// made through the API as a platform team's tooling would.
+    pub async fn tenant_token(&self, cluster: &str, sa: &str, clusterrole: &str) -> String {
+        tenant_token(&self.client, &self.url, cluster, sa, clusterrole).await
+    }
+
     /// Send a request as admin; returns the status and the JSON body (Null if not JSON).
     pub async fn req(
         &self,
@@ -376,9 +382,23 @@ impl KgateProcess {
     /// Run `kgate serve` with extra arguments (`--data-dir` and `--listen` are set), logging to `log`
     /// in the temp dir; returns once it accepts connections.
     pub async fn start(extra: &[&str], log: &str) -> KgateProcess {
+        Self::start_limited(extra, log, None).await
+    }
+
+    /// `start`, with the process's address space limited to `bytes` (what a container's memory limit
+    /// does to a process that allocates past it: the allocation fails and the process aborts).
+    pub async fn start_limited(extra: &[&str], log: &str, bytes: Option<u64>) -> KgateProcess {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_kgate"))
+        let mut command = match bytes {
+            Some(n) => {
+                let mut c = Command::new(require_binary("prlimit", "apt-get install util-linux"));
+                c.arg(format!("--as={n}")).arg(env!("CARGO_BIN_EXE_kgate"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_kgate")),
+        };
+        let child = command
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(extra)
             .arg("--data-dir")
@@ -389,10 +409,20 @@ impl KgateProcess {
             .stderr(std::fs::File::create(std::env::temp_dir().join(log)).unwrap())
             .spawn()
             .unwrap();
+        let mut child = child;
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = child.try_wait().unwrap() {
+                let log = std::fs::read_to_string(std::env::temp_dir().join(log)).unwrap_or_default();
+                panic!("kgate exited before serving ({status}):\n{log}");
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         KgateProcess { child, dir, url: format!("https://127.0.0.1:{port}") }
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 
     /// A client authenticated as the admin (a new connection per client).
@@ -497,17 +527,22 @@ pub fn clients(dir: &Path) -> (reqwest::Client, reqwest::Client) {
 /// A client builder with the admin kubeconfig's certificate, trusting the server's CA.
 pub fn admin_builder(dir: &Path) -> reqwest::ClientBuilder {
     let ca = reqwest::Certificate::from_pem(pem(dir, "ca.crt").as_bytes()).unwrap();
+    let (cert, key) = admin_identity(dir);
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(ca)
+        .identity(reqwest::Identity::from_pem(format!("{cert}{key}").as_bytes()).unwrap())
+}
+
+/// The admin kubeconfig's client certificate and key, PEM.
+pub fn admin_identity(dir: &Path) -> (String, String) {
     let kc: serde_json::Value = serde_yaml_ng::from_str(&pem(dir, "admin.kubeconfig")).unwrap();
     use base64::Engine;
     let b64 = |s: &Value| {
         String::from_utf8(base64::engine::general_purpose::STANDARD.decode(s.as_str().unwrap()).unwrap()).unwrap()
     };
     let user = &kc["users"][0]["user"];
-    let identity = format!("{}{}", b64(&user["client-certificate-data"]), b64(&user["client-key-data"]));
-    reqwest::Client::builder()
-        .use_rustls_tls()
-        .add_root_certificate(ca)
-        .identity(reqwest::Identity::from_pem(identity.as_bytes()).unwrap())
+    (b64(&user["client-certificate-data"]), b64(&user["client-key-data"]))
 }
 
 /// The bearer token of a kubeconfig's first user.
@@ -580,4 +615,97 @@ where
         assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A TLS connection to a test server with nothing sent over it yet, offering `alpn` (none when empty),
+/// trusting the server's CA and presenting `identity` (certificate and key PEM) if given: without one,
+/// what an anonymous client holds after its handshake.
+pub async fn raw_tls(
+    dir: &Path,
+    url: &str,
+    alpn: &[&[u8]],
+    identity: Option<&(String, String)>,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    raw_tls_with(dir, url, alpn, identity, None).await
+}
+
+/// `raw_tls` with the socket's receive buffer set to `recv_buffer` bytes: a client that does not read
+/// then leaves the server's answer waiting in the server, not in the kernel's buffers.
+pub async fn raw_tls_with(
+    dir: &Path,
+    url: &str,
+    alpn: &[&[u8]],
+    identity: Option<&(String, String)>,
+    recv_buffer: Option<u32>,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls::pki_types::CertificateDer::from_pem_slice(pem(dir, "ca.crt").as_bytes()).unwrap()).unwrap();
+    let builder =
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots);
+    let mut config = match identity {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                rustls::pki_types::CertificateDer::pem_slice_iter(cert.as_bytes()).map(Result::unwrap).collect(),
+                rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let addr: std::net::SocketAddr = url.trim_start_matches("https://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(n) = recv_buffer {
+        socket.set_recv_buffer_size(n).unwrap();
+    }
+    let tcp = socket.connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp).await.unwrap()
+}
+
+/// How long until the peer closes `stream` (reads and drops whatever it sends), up to `limit`; `None`
+/// if it is still open then.
+pub async fn closed_within<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, limit: Duration) -> Option<Duration> {
+    use tokio::io::AsyncReadExt;
+    let start = Instant::now();
+    let mut buf = vec![0u8; 64 * 1024];
+    let read_all = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(limit, read_all).await.ok().map(|_| start.elapsed())
+}
+
+/// A token of a new ServiceAccount `default/<sa>` of `cluster`, bound cluster-wide to `clusterrole`,
+/// made through the API at `url` by `admin`, as a platform team's tooling would.
+pub async fn tenant_token(admin: &reqwest::Client, url: &str, cluster: &str, sa: &str, clusterrole: &str) -> String {
+    let base = format!("{url}/clusters/{cluster}");
+    let post = |path: String, body: Value| {
+        let admin = admin.clone();
+        async move {
+            let r = admin.post(path).json(&body).send().await.unwrap();
+            let code = r.status();
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(code, 201, "{body}");
+            body
+        }
+    };
+    post(format!("{base}/api/v1/namespaces/default/serviceaccounts"), serde_json::json!({"metadata": {"name": sa}}))
+        .await;
+    let binding = serde_json::json!({
+        "metadata": {"name": format!("{sa}-{clusterrole}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": clusterrole},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": "default"}],
+    });
+    post(format!("{base}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"), binding).await;
+    let request = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let b = post(format!("{base}/api/v1/namespaces/default/serviceaccounts/{sa}/token"), request).await;
+    b["status"]["token"].as_str().unwrap().to_string()
 }

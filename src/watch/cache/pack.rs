@@ -307,7 +307,7 @@ mod tests {
     fn cacher(objects: Objects) -> Arc<Cacher> {
         let def = crate::resources::find("", "v1", "configmaps").unwrap();
         let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().cache;
-        let c = Cacher::new(def, "/k/".into(), metrics);
+        let c = Cacher::new(def, "/k/".into(), metrics, Arc::default());
         c.lock_write().objects = objects;
         c
     }

@@ -1,0 +1,338 @@
+//! What a hostile client may try, one test per way, on both stores: connections that send nothing or
+//! stop reading, and the connection cap. Each test fails on a kgate that lets the attempt hold what the
+//! server shares (descriptors, memory) for longer than its bounds.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{closed_within, raw_tls, Backend, TestServer};
+use futures::StreamExt;
+use kgate::http::conn::Timeouts;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Deadlines short enough for a test.
+const QUICK: Timeouts = Timeouts {
+    handshake: Duration::from_secs(1),
+    first_request: Duration::from_secs(1),
+    idle: Duration::from_secs(2),
+    stalled: Duration::from_secs(2),
+};
+
+async fn server(backend: Backend, max_connections: usize) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+    TestServer::start_configured(backend, dir, prefix, |c| {
+        c.connections.timeouts = QUICK;
+        c.connections.max = max_connections;
+    })
+    .await
+}
+
+/// Connections that say nothing (no TLS handshake; no HTTP/2 preface; no HTTP/1.1 request line; half a
+/// request line) are closed by the first-request deadline, whatever protocol ALPN chose.
+#[tokio::test]
+async fn silent_connections_are_closed() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = server(backend, 100).await;
+        let limit = Duration::from_secs(5);
+        let mut tcp = tokio::net::TcpStream::connect(s.url.trim_start_matches("https://")).await.unwrap();
+        let took = closed_within(&mut tcp, limit).await.expect("a connection without a handshake is closed");
+        assert!(took >= Duration::from_millis(900), "{backend:?}: closed after {took:?}, before its deadline");
+        for alpn in [&[&b"h2"[..]][..], &[b"http/1.1"], &[]] {
+            let mut c = raw_tls(s.dir.path(), &s.url, alpn, None).await;
+            let took = closed_within(&mut c, limit).await;
+            assert!(
+                took.is_some(),
+                "{backend:?}: a silent connection with ALPN {alpn:?} is still open after {limit:?}"
+            );
+        }
+        // A request line begun and never finished is no request either.
+        let mut c = raw_tls(s.dir.path(), &s.url, &[b"http/1.1"], None).await;
+        c.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        c.flush().await.unwrap();
+        assert!(closed_within(&mut c, limit).await.is_some(), "{backend:?}: half a request holds its connection");
+        // What a client that does ask gets is unchanged.
+        let (code, v) = s.get("/version").await;
+        assert_eq!((code.as_u16(), v["minor"].as_str()), (200, Some("33")));
+        s.stop().await;
+    }
+}
+
+/// A connection with nothing in flight is closed after the idle timeout, counted from its last answer.
+#[tokio::test]
+async fn idle_connections_are_closed_after_their_last_request() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = server(backend, 100).await;
+        let mut c = raw_tls(s.dir.path(), &s.url, &[b"http/1.1"], None).await;
+        c.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        c.flush().await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(7).any(|w| w == b"\"minor\"") {
+            let n = c.read(&mut buf).await.unwrap();
+            assert!(n > 0, "{backend:?}: closed before answering");
+            got.extend_from_slice(&buf[..n]);
+        }
+        let started = std::time::Instant::now();
+        assert!(closed_within(&mut c, Duration::from_secs(6)).await.is_some(), "{backend:?}: idle connection kept");
+        let idle = started.elapsed();
+        // Served before the first-request deadline, then idle: the idle timeout (2 s) is what closed it.
+        assert!(idle >= Duration::from_millis(1500), "{backend:?}: closed {idle:?} after its answer");
+        s.stop().await;
+    }
+}
+
+/// Past `--max-connections`, a new connection is closed at once (and counted), those open are served,
+/// and once the silent ones time out new clients get in again.
+#[tokio::test]
+async fn the_connection_cap_holds_and_frees_itself() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = server(backend, 20).await;
+        // The admin client's connection takes a slot of its own.
+        let (code, _) = s.get("/version").await;
+        assert_eq!(code, 200);
+        let mut silent = Vec::new();
+        for _ in 0..19 {
+            silent.push(raw_tls(s.dir.path(), &s.url, &[b"h2"], None).await);
+        }
+        let mut extra = tokio::net::TcpStream::connect(s.url.trim_start_matches("https://")).await.unwrap();
+        let took = closed_within(&mut extra, Duration::from_secs(5)).await.expect("the 21st connection is closed");
+        assert!(took < Duration::from_millis(500), "{backend:?}: refused only after {took:?}");
+        // The admin's own connection is open and still served.
+        let (code, _) = s.get("/version").await;
+        assert_eq!(code, 200);
+        for mut c in silent {
+            assert!(closed_within(&mut c, Duration::from_secs(5)).await.is_some());
+        }
+        let fresh = common::clients(s.dir.path()).0;
+        let r = fresh.get(format!("{}/version", s.url)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{backend:?}: a new client gets in once the silent ones are gone");
+        assert!(s.metric("kgate_connections_refused_total").await >= 1.0);
+        s.stop().await;
+    }
+}
+
+/// A request over HTTP/1.1 on a raw connection with a bearer token; reads only its status line (so
+/// nothing of the body is taken), returns the status code, or an error if the connection ended first.
+async fn request_unread<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    c: &mut S,
+    path: &str,
+    token: &str,
+) -> Result<u16, String> {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n");
+    c.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
+    // rustls may hold the record until flushed.
+    c.flush().await.map_err(|e| e.to_string())?;
+    let mut line = Vec::new();
+    while !line.ends_with(b"\r\n") {
+        let mut b = [0u8; 1];
+        match c.read(&mut b).await {
+            Ok(1) => line.push(b[0]),
+            Ok(_) => return Err("closed before a status line".into()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let line = String::from_utf8(line).unwrap();
+    Ok(line.split(' ').nth(1).unwrap().parse().unwrap())
+}
+
+/// A 500 KiB ConfigMap.
+fn big_configmap(name: &str) -> serde_json::Value {
+    serde_json::json!({"metadata": {"name": name}, "data": {"blob": "x".repeat(500 * 1024)}})
+}
+
+/// One tenant opens watches and lists of its own large objects and never reads them. Watches and lists
+/// hold references to the cached objects, never copies, charged to the tenant's budget of bytes in
+/// flight: once it is spent the tenant is refused (429) while another tenant is served, and its stalled
+/// connections are cut after the stall timeout, which gives the budget back.
+#[tokio::test]
+async fn a_tenant_that_never_reads_spends_only_its_own_budget() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+        let s = TestServer::start_configured(backend, dir, prefix, |c| {
+            c.connections.timeouts = Timeouts { stalled: Duration::from_secs(3), ..Timeouts::default() };
+            c.bytes = kgate::budget::Limits { server: 256 << 20, per_cluster: 8 << 20 };
+        })
+        .await;
+        s.create_cluster("greedy").await;
+        s.create_cluster("polite").await;
+        let token = s.tenant_token("greedy", "attacker", "cluster-admin").await;
+        let cms = "/api/v1/namespaces/default/configmaps";
+        for i in 0..16 {
+            let (code, b) = s.post(&format!("/clusters/greedy{cms}"), &big_configmap(&format!("big-{i}"))).await;
+            assert_eq!(code, 201, "{b}");
+        }
+        let polite = |s: &TestServer| {
+            let (url, client) = (s.url.clone(), s.client.clone());
+            async move {
+                let r = client.get(format!("{url}/clusters/polite{cms}")).send().await.unwrap();
+                assert_eq!(r.status(), 200, "{backend:?}: the other tenant is refused");
+                let name = uuid::Uuid::new_v4().simple().to_string();
+                let body = serde_json::json!({"metadata": {"name": name}});
+                let r = client.post(format!("{url}/clusters/polite{cms}")).json(&body).send().await.unwrap();
+                assert_eq!(r.status(), 201, "{backend:?}: the other tenant's write is refused");
+            }
+        };
+        // Watches from the beginning and lists, none ever read, until the tenant is refused.
+        let paths = [format!("/clusters/greedy{cms}?watch=true&resourceVersion=0"), format!("/clusters/greedy{cms}")];
+        let mut held = Vec::new();
+        let mut refused = None;
+        for i in 0..40 {
+            let mut c = common::raw_tls_with(s.dir.path(), &s.url, &[b"http/1.1"], None, Some(4096)).await;
+            match request_unread(&mut c, &paths[i % 2], &token).await.unwrap() {
+                200 => held.push(c),
+                429 => {
+                    refused = Some(i);
+                    break;
+                }
+                other => panic!("{backend:?}: {other}"),
+            }
+            polite(&s).await;
+        }
+        let refused = refused.unwrap_or_else(|| panic!("{backend:?}: 40 unread answers of 8 MiB and never refused"));
+        assert!(refused >= 1, "{backend:?}: refused before anything was in flight");
+        let in_flight = s.metric("kgate_response_bytes_in_flight").await;
+        // At most the budget and the one answer admitted under it.
+        assert!(in_flight <= 17.0 * 1024.0 * 1024.0, "{backend:?}: {in_flight} bytes in flight");
+        polite(&s).await;
+        // The stalled connections are cut, and their bytes given back.
+        common::eventually(15, "stalled connections cut", || async {
+            s.metric("kgate_connections_stalled_total").await >= held.len() as f64
+        })
+        .await;
+        common::eventually(5, "the budget given back", || async {
+            s.metric("kgate_response_bytes_in_flight").await < 1024.0 * 1024.0
+        })
+        .await;
+        let mut c = common::raw_tls(s.dir.path(), &s.url, &[b"http/1.1"], None).await;
+        assert_eq!(request_unread(&mut c, &paths[0], &token).await, Ok(200), "{backend:?}: the tenant is served again");
+        drop((c, held));
+        s.stop().await;
+    }
+}
+
+/// The attack as it was found, in a kgate process of its own under a 1.5 GiB address-space limit (what
+/// a container's memory limit does to it): one tenant holds 1,000 watches and 50 lists it never reads
+/// over 24 MiB of its own objects, and floods writes of them. kgate stays up, and every request of
+/// another tenant meanwhile succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kgate_outlives_a_tenant_that_never_reads_under_a_memory_limit() {
+    // The test holds over a thousand connections.
+    rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+        let args: Vec<String> = match backend {
+            Backend::Embedded => vec![],
+            Backend::Etcd => {
+                ["--etcd-servers", common::shared_etcd(), "--etcd-prefix", &prefix].map(String::from).to_vec()
+            }
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut k = common::KgateProcess::start_limited(
+            &args,
+            &format!("kgate-hostile-memory-{backend:?}.log"),
+            Some(1536 << 20),
+        )
+        .await;
+        let admin = k.admin();
+        for c in ["greedy", "polite"] {
+            let lc = serde_json::json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": c}});
+            let r =
+                admin.post(format!("{}/apis/tenancy.kgate.dev/v1alpha1/logicalclusters", k.url)).json(&lc).send().await;
+            assert_eq!(r.unwrap().status(), 201);
+            let url = format!("{}/clusters/{c}/api/v1/namespaces/default", k.url);
+            common::eventually(30, "the cluster serves", || async {
+                admin.get(&url).send().await.unwrap().status() == 200
+            })
+            .await;
+        }
+        let token = common::tenant_token(&admin, &k.url, "greedy", "attacker", "cluster-admin").await;
+        let cms = "/api/v1/namespaces/default/configmaps";
+        let greedy_cms = format!("{}/clusters/greedy{cms}", k.url);
+        for i in 0..48 {
+            let r = admin.post(&greedy_cms).json(&big_configmap(&format!("big-{i}"))).send().await.unwrap();
+            assert_eq!(r.status(), 201);
+        }
+        let before = k.rss_kib();
+        // 1,000 watches from the beginning and 50 lists, 25 connections at a time, none ever read.
+        let dir = k.dir.path().to_path_buf();
+        let opened = futures::stream::iter(0..1050)
+            .map(|i| {
+                let (dir, url, token) = (dir.clone(), k.url.clone(), token.clone());
+                async move {
+                    let path = if i < 1000 {
+                        format!("/clusters/greedy{cms}?watch=true&resourceVersion=0")
+                    } else {
+                        format!("/clusters/greedy{cms}")
+                    };
+                    let mut c = common::raw_tls_with(&dir, &url, &[b"http/1.1"], None, Some(4096)).await;
+                    let code = request_unread(&mut c, &path, &token).await;
+                    (c, code)
+                }
+            })
+            .buffer_unordered(25);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The tenant floods writes of its large objects meanwhile.
+        let flood = {
+            let (client, url, token, stop) = (k.admin(), greedy_cms.clone(), token.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let body = big_configmap(&format!("big-{}", i % 48));
+                    let _ = client.put(format!("{url}/big-{}", i % 48)).bearer_auth(&token).json(&body).send().await;
+                    i += 1;
+                }
+                i
+            })
+        };
+        // Another tenant, all along.
+        let polite = {
+            let (client, url, stop) = (k.admin(), format!("{}/clusters/polite{cms}", k.url), stop.clone());
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let name = uuid::Uuid::new_v4().simple().to_string();
+                    let created = client.post(&url).json(&serde_json::json!({"metadata": {"name": name}})).send().await;
+                    let listed = client.get(&url).send().await;
+                    for r in [created, listed] {
+                        match r {
+                            Ok(r) if r.status().is_success() => ok += 1,
+                            Ok(r) => failed.push(r.status().to_string()),
+                            Err(e) => failed.push(e.to_string()),
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                (ok, failed)
+            })
+        };
+        let held: Vec<_> = opened.collect().await;
+        let admitted = held.iter().filter(|(_, code)| *code == Ok(200)).count();
+        let ended: Vec<_> = held.iter().filter_map(|(_, code)| code.as_ref().err()).collect();
+        assert!(k.alive(), "{backend:?}: kgate died (see $TMPDIR/kgate-hostile-memory.log)");
+        assert!(
+            ended.is_empty(),
+            "{backend:?}: {} connections ended without an answer: {:?}",
+            ended.len(),
+            ended.first()
+        );
+        let peak_rss = k.rss_kib();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let writes = flood.await.unwrap();
+        let (ok, failed) = polite.await.unwrap();
+        let after = k.rss_kib();
+        println!(
+            "{backend:?}: {admitted} of 1050 unread answers admitted, {writes} writes of 500 KiB; RSS {} MiB before, {} MiB holding, {} MiB after; the other tenant: {ok} requests served",
+            before / 1024,
+            peak_rss / 1024,
+            after / 1024
+        );
+        assert!(k.alive(), "{backend:?}: kgate died (see $TMPDIR/kgate-hostile-memory.log)");
+        assert!(failed.is_empty(), "{backend:?}: the other tenant's requests failed: {failed:?}");
+        assert!(ok > 50, "{backend:?}: the other tenant got {ok} requests through");
+        drop(held);
+    }
+}
