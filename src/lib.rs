@@ -11,6 +11,7 @@ pub mod authz;
 pub mod budget;
 pub mod cli;
 pub mod cluster;
+pub mod codec;
 pub mod config;
 pub mod crd;
 pub mod discovery;

@@ -197,6 +197,16 @@ impl ApiError {
         Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
     }
 
+    /// 413 RequestEntityTooLarge with a message of its own.
+    pub fn too_large_because(message: impl Into<String>) -> Self {
+        Self::new(413, "RequestEntityTooLarge", message)
+    }
+
+    /// 422 Invalid with no kind, name or causes: what kube-apiserver answers for a patch it cannot apply.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
     /// 500 InternalError. The cause goes to the log, never to the client.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");

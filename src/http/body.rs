@@ -2,8 +2,8 @@
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use serde_json::Value;
 
+use crate::codec::{self, Decoded};
 use crate::status::{ApiError, ApiResult};
 
 /// Longest a client may take to send its body.
@@ -29,29 +29,20 @@ where
     }
 }
 
-/// YAML or JSON text (JSON is a subset of YAML, but JSON is parsed as JSON for exact errors).
-pub fn parse_yaml_or_json(bytes: &[u8]) -> ApiResult<Value> {
-    let trimmed = bytes.iter().position(|b| !b.is_ascii_whitespace()).map(|i| &bytes[i..]).unwrap_or(&[]);
-    if trimmed.first() == Some(&b'{') {
-        return serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")));
-    }
-    let v: Value =
-        serde_yaml_ng::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-    Ok(v)
-}
-
 /// Decode an object body by its Content-Type.
-pub fn decode_object(content_type: Option<&str>, bytes: &[u8]) -> ApiResult<Value> {
+pub fn decode_object(content_type: Option<&str>, bytes: &[u8]) -> ApiResult<Decoded> {
     let ct = content_type.unwrap_or("application/json");
     let media = ct.split(';').next().unwrap_or("").trim();
-    let v = match media {
-        "application/vnd.kubernetes.protobuf" => crate::proto::decode(bytes)?,
-        "application/yaml" | "application/apply-patch+yaml" => parse_yaml_or_json(bytes)?,
+    let d = match media {
+        "application/vnd.kubernetes.protobuf" => {
+            Decoded { value: crate::proto::decode(bytes)?, duplicates: Vec::new() }
+        }
+        "application/yaml" | "application/apply-patch+yaml" => codec::yaml_or_json(bytes)?,
         "application/json" | "" | "*/*" => {
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 return Err(ApiError::bad_request("the request body is empty"));
             }
-            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?
+            codec::json(bytes)?
         }
         other => {
             return Err(ApiError::unsupported_media_type(
@@ -60,10 +51,10 @@ pub fn decode_object(content_type: Option<&str>, bytes: &[u8]) -> ApiResult<Valu
             ))
         }
     };
-    if !v.is_object() {
+    if !d.value.is_object() {
         return Err(ApiError::bad_request("the request body must be an object"));
     }
-    Ok(v)
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -72,8 +63,8 @@ mod tests {
 
     #[test]
     fn json_yaml_and_garbage() {
-        assert_eq!(decode_object(Some("application/json"), br#"{"a":1}"#).unwrap()["a"], 1);
-        assert_eq!(decode_object(Some("application/yaml"), b"a: 1\n").unwrap()["a"], 1);
+        assert_eq!(decode_object(Some("application/json"), br#"{"a":1}"#).unwrap().value["a"], 1);
+        assert_eq!(decode_object(Some("application/yaml"), b"a: 1\n").unwrap().value["a"], 1);
         assert_eq!(decode_object(Some("application/json"), b"{not json").unwrap_err().code, 400);
         assert_eq!(decode_object(Some("application/json"), b"[1]").unwrap_err().code, 400);
         assert_eq!(decode_object(Some("text/plain"), b"x").unwrap_err().code, 415);

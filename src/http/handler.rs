@@ -55,6 +55,8 @@ pub struct AppState {
     pub inflight: Arc<InFlight>,
     /// Bytes that answers being sent hold, server-wide and by cluster.
     pub budgets: Arc<crate::budget::Budgets>,
+    /// Where patches and large writes run, off the async workers.
+    pub heavy: super::heavy::Heavy,
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
@@ -107,6 +109,7 @@ impl AppState {
                 metrics.bytes_in_flight.clone(),
                 metrics.inflight.refused.clone(),
             ),
+            heavy: Default::default(),
             registry,
             directory,
             shutdown,
@@ -237,7 +240,14 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>, a
     admission.ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind)?;
     let account = state.budgets.account(target.name(), exempt)?;
     admission.account = Some(account.clone());
-    admitted(state, conn, &who, target, route, q, req, &account).await
+    let work = admitted(state, conn, &who, target, route, q, req, &account);
+    if kind == inflight::Kind::Watch {
+        return work.await;
+    }
+    // As kube-apiserver's timeout filter: the request may still finish, but the client hears by then.
+    tokio::time::timeout(super::heavy::REQUEST_TIMEOUT, work).await.unwrap_or_else(|_| {
+        Err(ApiError::timeout("Timeout: request did not complete within requested timeout - context deadline exceeded"))
+    })
 }
 
 /// The rest of `route`, once the request is admitted.
@@ -562,9 +572,14 @@ async fn resource(
     let reg = &state.registry;
     let method = req.method().clone();
     let body = body::read(req.into_body()).await?;
+    // Decoding a body into a tree takes many times its size (a small JSON object costs some hundreds of
+    // bytes as a tree): charged while the request is handled, so a tenant's concurrent large writes
+    // are bounded by its budget too.
+    let _decoding = account.try_charge(body.len() as u64 * DECODE_FACTOR)?;
 
     if def.is_virtual() {
-        return Ok((review(state, &def, who, authz_cluster, content_type.as_deref(), &body).await?, labels));
+        let work = review(state, &def, who, authz_cluster, content_type.as_deref(), &body);
+        return Ok((heavy_if(state, body.len(), work).await?, labels));
     }
     let name = rp.name.as_deref();
     let sub = rp.subresource.as_deref();
@@ -674,16 +689,25 @@ async fn resource(
             r
         }
         ("create", None, None) => {
-            let obj = body::decode_object(content_type.as_deref(), &body)?;
-            written(reg.create(&ctx, obj, &WriteOptions::from_query(&q)?).await?, &mut last_rev)
+            let opts = WriteOptions::from_query(&q)?;
+            let work = async {
+                let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
+                Ok::<_, ApiError>(warn(reg.create(&ctx, obj, &opts).await?, warned))
+            };
+            written(heavy_if(state, body.len(), work).await?, &mut last_rev)
         }
         ("update", Some(n), Some("scale")) => {
-            let obj = body::decode_object(content_type.as_deref(), &body)?;
-            written(reg.update_scale(&ctx, n, obj, &WriteOptions::from_query(&q)?).await?, &mut last_rev)
+            let opts = WriteOptions::from_query(&q)?;
+            let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
+            written(warn(reg.update_scale(&ctx, n, obj, &opts).await?, warned), &mut last_rev)
         }
         ("update", Some(n), _) => {
-            let obj = body::decode_object(content_type.as_deref(), &body)?;
-            written(reg.update(&ctx, n, obj, &WriteOptions::from_query(&q)?, sub).await?, &mut last_rev)
+            let opts = WriteOptions::from_query(&q)?;
+            let work = async {
+                let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
+                Ok::<_, ApiError>(warn(reg.update(&ctx, n, obj, &opts, sub).await?, warned))
+            };
+            written(heavy_if(state, body.len(), work).await?, &mut last_rev)
         }
         ("patch", Some(n), _) => {
             let ct = content_type.as_deref().unwrap_or("");
@@ -695,7 +719,9 @@ async fn resource(
             let pt = PatchType::from_content_type(ct)
                 .filter(|pt| def.custom.is_none() || *pt != PatchType::StrategicMerge)
                 .ok_or_else(|| ApiError::unsupported_media_type(ct, accepted))?;
-            written(reg.patch(&ctx, n, pt, &body, &WriteOptions::from_query(&q)?, sub).await?, &mut last_rev)
+            // Off the async workers whatever the body's size: a small patch may make a large object.
+            let opts = WriteOptions::from_query(&q)?;
+            written(state.heavy.run(reg.patch(&ctx, n, pt, &body, &opts, sub)).await?, &mut last_rev)
         }
         ("delete", Some(n), None) => {
             let w = reg.delete(&ctx, n, &delete_options(&body, &q)?).await?;
@@ -733,6 +759,39 @@ async fn resource(
         state.authz.invalidate(&cluster_str);
     }
     Ok((resp, labels))
+}
+
+/// How many times its size a request body may take once decoded, for its charge (`budget`): JSON of
+/// small objects, the worst case, takes about thirty.
+const DECODE_FACTOR: u64 = 32;
+
+/// `work`, off the async workers when its body is large enough to cost a while to decode and check.
+async fn heavy_if<T>(state: &AppState, body: usize, work: impl std::future::Future<Output = T>) -> T {
+    if body >= super::heavy::HEAVY_BODY {
+        state.heavy.run(work).await
+    } else {
+        work.await
+    }
+}
+
+/// An object body decoded, with the warnings its duplicate fields earn under the request's
+/// `fieldValidation` (or its 400).
+fn decoded(
+    def: &ResourceDef,
+    opts: &WriteOptions,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> ApiResult<(Value, Vec<String>)> {
+    let d = body::decode_object(content_type, body)?;
+    let warnings = opts.field_validation.duplicates(def, &d.duplicates)?;
+    Ok((d.value, warnings))
+}
+
+/// A write's answer with `warnings` first.
+fn warn(mut w: crate::registry::Written, mut warnings: Vec<String>) -> crate::registry::Written {
+    warnings.append(&mut w.warnings);
+    w.warnings = warnings;
+    w
 }
 
 fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
@@ -820,7 +879,7 @@ async fn token_request(
     content_type: Option<&str>,
     body: &[u8],
 ) -> ApiResult<Response<Body>> {
-    let req = body::decode_object(content_type, body)?;
+    let req = body::decode_object(content_type, body)?.value;
     let sa = state.registry.get(ctx, name).await?;
     let uid = crate::meta::meta_str(&sa, "uid").unwrap_or_default().to_string();
     let ns = ctx.namespace.unwrap_or_default().to_string();
@@ -877,7 +936,7 @@ async fn review(
     content_type: Option<&str>,
     body: &[u8],
 ) -> ApiResult<Response<Body>> {
-    let mut obj = body::decode_object(content_type, body)?;
+    let mut obj = body::decode_object(content_type, body)?.value;
     obj["apiVersion"] = json!(def.api_version());
     obj["kind"] = json!(def.kind);
     match def.kind.as_str() {

@@ -3,6 +3,7 @@ pub mod body;
 pub mod coalesce;
 pub mod conn;
 pub mod handler;
+pub mod heavy;
 pub mod inflight;
 pub mod meter;
 pub mod respond;

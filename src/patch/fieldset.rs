@@ -1,7 +1,7 @@
 //! Field sets as stored in `managedFields[].fieldsV1`: a trie of encoded path elements
 //! (`f:name`, `k:{"name":"a"}`, `v:"x"`, `i:0`), with `.` marking the node itself as a member.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
@@ -78,17 +78,49 @@ impl FieldSet {
         }
     }
 
-    /// Removes the members of `other` (exact paths only, descendants stay).
+    /// Removes the members of `other` (exact paths only, descendants stay). Each level walks the
+    /// smaller side's children, so taking one set from each of many managers' costs what the managers'
+    /// sets hold, not their number times the other set.
     pub fn subtract(&mut self, other: &FieldSet) {
         if other.member {
             self.member = false;
         }
-        for (k, c) in &other.children {
-            if let Some(mine) = self.children.get_mut(k) {
-                mine.subtract(c);
+        if self.children.len() <= other.children.len() {
+            for (k, mine) in self.children.iter_mut() {
+                if let Some(c) = other.children.get(k) {
+                    mine.subtract(c);
+                }
+            }
+        } else {
+            for (k, c) in &other.children {
+                if let Some(mine) = self.children.get_mut(k) {
+                    mine.subtract(c);
+                }
             }
         }
         self.prune();
+    }
+
+    /// The paths that are members of both sets, parents before their descendants, each level walking
+    /// the smaller side (see `subtract`).
+    pub fn common_members(&self, other: &FieldSet) -> Vec<Vec<Pe>> {
+        let mut out = Vec::new();
+        self.common(other, &mut Vec::new(), &mut out);
+        out
+    }
+
+    fn common(&self, other: &FieldSet, prefix: &mut Vec<Pe>, out: &mut Vec<Vec<Pe>>) {
+        if self.member && other.member && !prefix.is_empty() {
+            out.push(prefix.clone());
+        }
+        let (small, large) = if self.children.len() <= other.children.len() { (self, other) } else { (other, self) };
+        for (k, a) in &small.children {
+            if let Some(b) = large.children.get(k) {
+                prefix.push(k.clone());
+                a.common(b, prefix, out);
+                prefix.pop();
+            }
+        }
     }
 
     /// Removes the members of `other` together with everything below them.
@@ -97,9 +129,17 @@ impl FieldSet {
             *self = FieldSet::default();
             return;
         }
-        for (k, c) in &other.children {
-            if let Some(mine) = self.children.get_mut(k) {
-                mine.subtract_recursive(c);
+        if self.children.len() <= other.children.len() {
+            for (k, mine) in self.children.iter_mut() {
+                if let Some(c) = other.children.get(k) {
+                    mine.subtract_recursive(c);
+                }
+            }
+        } else {
+            for (k, c) in &other.children {
+                if let Some(mine) = self.children.get_mut(k) {
+                    mine.subtract_recursive(c);
+                }
             }
         }
         self.prune();
@@ -134,11 +174,6 @@ impl FieldSet {
             node = node.children.get(pe)?;
         }
         Some(node)
-    }
-
-    /// Whether `path` is a member.
-    pub fn contains(&self, path: &[Pe]) -> bool {
-        self.node(path).is_some_and(|n| n.member)
     }
 
     /// Removes `path` from the members.
@@ -221,63 +256,110 @@ pub(crate) fn path_string(path: &[Pe]) -> String {
     out
 }
 
-/// Finds the list item addressed by a `k:`, `v:` or `i:` element.
-fn item_index(list: &[Value], pe: &str) -> Option<usize> {
-    if let Some(json) = pe.strip_prefix("k:") {
-        let wanted: Map<String, Value> = serde_json::from_str(json).ok()?;
-        let keys: Vec<&str> = wanted.keys().map(String::as_str).collect();
-        list.iter().position(|item| key_pe(item, &keys).as_deref() == Some(pe))
-    } else if let Some(json) = pe.strip_prefix("v:") {
-        let wanted: Value = serde_json::from_str(json).ok()?;
-        list.iter().position(|item| *item == wanted)
-    } else {
-        pe.strip_prefix("i:")?.parse().ok()
+/// A list's items by the path element naming each (`k:{...}` by its key fields, `v:...` by its value,
+/// `i:N` by its place), built once per list from one of its elements' path element, so that finding
+/// the items of many paths costs the list's length once rather than once per path.
+struct ListIndex(HashMap<String, usize>);
+
+impl ListIndex {
+    fn of(list: &[Value], sample: &str) -> ListIndex {
+        let mut index = HashMap::with_capacity(list.len());
+        if let Some(json) = sample.strip_prefix("k:") {
+            let keys: Vec<String> = serde_json::from_str::<Map<String, Value>>(json)
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            for (i, item) in list.iter().enumerate() {
+                if let Some(pe) = key_pe(item, &keys) {
+                    index.entry(pe).or_insert(i);
+                }
+            }
+        } else if sample.starts_with("v:") {
+            for (i, item) in list.iter().enumerate() {
+                index.entry(value_pe(item)).or_insert(i);
+            }
+        } else {
+            index.extend((0..list.len()).map(|i| (format!("i:{i}"), i)));
+        }
+        ListIndex(index)
+    }
+
+    fn get(&self, pe: &str) -> Option<usize> {
+        self.0.get(pe).copied()
     }
 }
 
-/// The value at `path` inside `root`.
-pub(crate) fn get_at<'v>(root: &'v Value, path: &[Pe]) -> Option<&'v Value> {
-    let mut cur = root;
-    for pe in path {
-        cur = match cur {
-            Value::Object(m) => m.get(pe.strip_prefix("f:")?)?,
-            Value::Array(list) => list.get(item_index(list, pe)?)?,
-            _ => return None,
-        };
+/// The children of `v` that `set`'s children name, each with its path element and set.
+fn children<'v, 's>(v: &'v Value, set: &'s FieldSet) -> Vec<(&'s Pe, &'s FieldSet, Option<&'v Value>)> {
+    match v {
+        Value::Object(m) => {
+            set.children.iter().map(|(pe, c)| (pe, c, pe.strip_prefix("f:").and_then(|f| m.get(f)))).collect()
+        }
+        Value::Array(list) => {
+            let Some(sample) = set.children.keys().next() else { return Vec::new() };
+            let index = ListIndex::of(list, sample);
+            set.children.iter().map(|(pe, c)| (pe, c, index.get(pe).and_then(|i| list.get(i)))).collect()
+        }
+        _ => set.children.iter().map(|(pe, c)| (pe, c, None)).collect(),
     }
-    Some(cur)
 }
 
-/// Removes the value at `path` from `root` (a map entry or a list item); a no-op when absent.
-pub(crate) fn remove_at(root: &mut Value, path: &[Pe]) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
+/// The leaves of `set` (members without children) whose value in `a` differs from the one in `b`,
+/// walking the three trees together.
+pub(crate) fn changed_leaves(set: &FieldSet, a: Option<&Value>, b: Option<&Value>) -> FieldSet {
+    let mut out = FieldSet::default();
+    if set.children.is_empty() {
+        out.member = set.member && a != b;
+        return out;
+    }
+    let b_children: HashMap<&Pe, Option<&Value>> = match b {
+        Some(b) => children(b, set).into_iter().map(|(pe, _, v)| (pe, v)).collect(),
+        None => HashMap::new(),
     };
-    let mut cur = root;
-    for pe in parents {
-        let next = match cur {
-            Value::Object(m) => pe.strip_prefix("f:").and_then(|f| m.get_mut(f)),
-            Value::Array(list) => match item_index(list, pe) {
-                Some(i) => list.get_mut(i),
-                None => None,
-            },
-            _ => None,
-        };
-        match next {
-            Some(n) => cur = n,
-            None => return,
+    let a_children = match a {
+        Some(a) => children(a, set),
+        None => set.children.iter().map(|(pe, c)| (pe, c, None)).collect(),
+    };
+    for (pe, child, av) in a_children {
+        let sub = changed_leaves(child, av, b_children.get(pe).copied().flatten());
+        if !sub.is_empty() {
+            out.children.insert(pe.clone(), sub);
         }
     }
-    match cur {
+    out
+}
+
+/// Removes from `root` every value `set` names as a member (with all below it), and looks below the
+/// others, walking the two trees together.
+pub(crate) fn remove_members(root: &mut Value, set: &FieldSet) {
+    match root {
         Value::Object(m) => {
-            if let Some(f) = last.strip_prefix("f:") {
-                m.remove(f);
+            for (pe, child) in &set.children {
+                let Some(f) = pe.strip_prefix("f:") else { continue };
+                if child.member {
+                    m.remove(f);
+                } else if let Some(v) = m.get_mut(f) {
+                    remove_members(v, child);
+                }
             }
         }
         Value::Array(list) => {
-            if let Some(i) = item_index(list, last) {
-                list.remove(i);
+            let Some(sample) = set.children.keys().next() else { return };
+            let index = ListIndex::of(list, sample);
+            let mut gone = vec![false; list.len()];
+            for (pe, child) in &set.children {
+                let Some(i) = index.get(pe) else { continue };
+                if child.member {
+                    gone[i] = true;
+                } else {
+                    remove_members(&mut list[i], child);
+                }
             }
+            let mut i = 0;
+            list.retain(|_| {
+                i += 1;
+                !gone[i - 1]
+            });
         }
         _ => {}
     }

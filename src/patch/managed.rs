@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::fieldset::{field_pe, get_at, key_pe, path_string, remove_at, value_pe, FieldSet, Pe};
+use super::fieldset::{changed_leaves, field_pe, key_pe, path_string, remove_members, value_pe, FieldSet, Pe};
 use super::merge_keys::{self, FieldMeta, Ssa};
 pub use super::ManagerConflict;
 use super::PatchError;
@@ -59,22 +59,16 @@ pub fn apply(req: ApplyRequest) -> Result<Value, PatchError> {
         .iter()
         .position(|e| e.manager == req.manager && e.operation == "Apply" && e.subresource.as_deref() == subresource);
     let previous = mine.map(|i| entries[i].fields.clone()).unwrap_or_default();
-    let live_stripped = req.live.map(strip).unwrap_or_else(|| Value::Object(Map::new()));
 
-    // A field conflicts when another manager owns it and the apply would change its value.
+    // A field conflicts when another manager owns it and the apply would change its value. The fields
+    // the apply changes are found once, walking the applied and live objects together; each manager's
+    // set is then walked against them, so an object with thousands of managers, or lists of thousands
+    // of items, costs what they hold, not one's size times the other's.
+    let changed = changed_leaves(&applied_set, Some(&applied_stripped), req.live);
     let mut conflicts: Vec<(usize, Vec<Pe>)> = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
-        if Some(i) == mine {
-            continue;
-        }
-        for path in applied_set.members() {
-            let is_leaf = applied_set.node(&path).is_some_and(|n| n.children.is_empty());
-            if is_leaf
-                && entry.fields.contains(&path)
-                && get_at(&applied_stripped, &path) != get_at(&live_stripped, &path)
-            {
-                conflicts.push((i, path));
-            }
+        if Some(i) != mine {
+            conflicts.extend(entry.fields.common_members(&changed).into_iter().map(|path| (i, path)));
         }
     }
     if !conflicts.is_empty() {
@@ -100,13 +94,15 @@ pub fn apply(req: ApplyRequest) -> Result<Value, PatchError> {
     }
     let mut dropped = previous;
     dropped.subtract(&applied_set);
-    // Parents come first: a parent nobody owns anything under goes as a whole, and its
-    // children then resolve to nothing.
+    // A field this manager dropped goes unless someone still owns something at or below it; a parent
+    // that goes takes its children with it. All of them in one walk of the object.
+    let mut gone = FieldSet::default();
     for path in dropped.members() {
         if !owned.has_member_at_or_below(&path) && !is_key_of_item(&path) {
-            remove_at(&mut merged, &path);
+            gone.insert(&path);
         }
     }
+    remove_members(&mut merged, &gone);
 
     let entry = Entry {
         manager: req.manager.to_string(),
@@ -158,15 +154,30 @@ pub fn record_update(
         _ => Vec::new(),
     };
 
-    let new_stripped = strip(new);
+    // The objects' top levels seen without what the manager ignores, not copied (objects may be large).
+    let new_meta = owned_metadata(new);
+    let new_top = Top::of(new, new_meta.as_ref());
     let (changed, removed) = match old {
-        Some(old) => diff(&strip(old), &new_stripped, root, ""),
+        Some(old) => {
+            let old_meta = owned_metadata(old);
+            let old_top = Top::of(old, old_meta.as_ref());
+            if old_top.is_empty() || new_top.is_empty() {
+                diff(&strip(old), &strip(new), root, "")
+            } else {
+                diff_fields(&old_top, &new_top, root)
+            }
+        }
         None => {
-            let mut set = update_set(&new_stripped, root, "");
+            let mut set = if new_top.is_empty() {
+                update_set(&strip(new), root, "")
+            } else {
+                fields_set(&new_top, root, "", Style::Update, "").unwrap_or_else(|_| FieldSet::leaf())
+            };
             set.member = false;
             (set, FieldSet::default())
         }
     };
+    drop(new_top);
 
     let subresource = subresource.filter(|s| !s.is_empty());
     let is_mine = |e: &Entry| {
@@ -317,6 +328,73 @@ fn item_meta(meta: FieldMeta) -> FieldMeta {
     FieldMeta { ty: meta.ty, ..merge_keys::UNKNOWN }
 }
 
+/// A JSON object as the field manager walks it: its fields in key order, and lookups by name. Both a
+/// map of the tree and an object's top level seen without copying it (`Top`) are one.
+trait Fields<'v> {
+    fn each(&self) -> impl Iterator<Item = (&'v str, &'v Value)> + '_;
+    fn field(&self, k: &str) -> Option<&'v Value>;
+    fn is_empty(&self) -> bool;
+}
+
+impl<'v> Fields<'v> for &'v Map<String, Value> {
+    fn each(&self) -> impl Iterator<Item = (&'v str, &'v Value)> + '_ {
+        self.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    fn field(&self, k: &str) -> Option<&'v Value> {
+        self.get(k)
+    }
+
+    fn is_empty(&self) -> bool {
+        Map::is_empty(self)
+    }
+}
+
+/// An object's top level as `strip` would leave it, by reference: its fields but apiVersion, kind and
+/// metadata, and the metadata `owned_metadata` made (small, so copied).
+struct Top<'v>(std::collections::BTreeMap<&'v str, &'v Value>);
+
+impl<'v> Top<'v> {
+    fn of(obj: &'v Value, metadata: Option<&'v Value>) -> Top<'v> {
+        let mut fields: std::collections::BTreeMap<&str, &Value> = obj
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+            .map(|(k, v)| (k.as_str(), v))
+            .collect();
+        if let Some(m) = metadata {
+            fields.insert("metadata", m);
+        }
+        Top(fields)
+    }
+}
+
+impl<'v> Fields<'v> for Top<'v> {
+    fn each(&self) -> impl Iterator<Item = (&'v str, &'v Value)> + '_ {
+        self.0.iter().map(|(k, v)| (*k, *v))
+    }
+
+    fn field(&self, k: &str) -> Option<&'v Value> {
+        self.0.get(k).copied()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// An object's metadata without what the field manager does not own; `None` when nothing is left.
+fn owned_metadata(obj: &Value) -> Option<Value> {
+    let meta = obj.get("metadata")?.as_object()?;
+    let owned: Map<String, Value> = meta
+        .iter()
+        .filter(|(k, _)| !UNOWNED_METADATA.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!owned.is_empty()).then_some(Value::Object(owned))
+}
+
 /// The object without the parts the field manager ignores.
 fn strip(obj: &Value) -> Value {
     let mut obj = obj.clone();
@@ -360,18 +438,7 @@ fn value_set(v: &Value, meta: FieldMeta, name: &str, style: Style, path: &str) -
     match v {
         // structured-merge-diff records nothing for an empty map in an applied configuration.
         Value::Object(m) if m.is_empty() && style == Style::Apply => Ok(FieldSet::default()),
-        Value::Object(m) if !m.is_empty() => {
-            let mut set = FieldSet {
-                member: style == Style::Update && merge_keys::is_free_form_map(name),
-                ..FieldSet::default()
-            };
-            for (k, child) in m {
-                let child_meta = merge_keys::field(meta.ty, k);
-                let child_set = value_set(child, child_meta, k, style, &format!("{path}.{k}"))?;
-                set.children.insert(field_pe(k), child_set);
-            }
-            Ok(set)
-        }
+        Value::Object(m) if !m.is_empty() => fields_set(&m, meta, name, style, path),
         Value::Array(items) => match meta.ssa {
             Ssa::Set => {
                 let mut set = FieldSet { member: style == Style::Update, ..FieldSet::default() };
@@ -399,6 +466,24 @@ fn value_set(v: &Value, meta: FieldMeta, name: &str, style: Style, path: &str) -
     }
 }
 
+/// The fields set in a non-empty object (see `value_set`).
+fn fields_set<'v>(
+    m: &impl Fields<'v>,
+    meta: FieldMeta,
+    name: &str,
+    style: Style,
+    path: &str,
+) -> Result<FieldSet, PatchError> {
+    let mut set =
+        FieldSet { member: style == Style::Update && merge_keys::is_free_form_map(name), ..FieldSet::default() };
+    for (k, child) in m.each() {
+        let child_meta = merge_keys::field(meta.ty, k);
+        let child_set = value_set(child, child_meta, k, style, &format!("{path}.{k}"))?;
+        set.children.insert(field_pe(k), child_set);
+    }
+    Ok(set)
+}
+
 fn missing_key(path: &str, index: usize, keys: &[&str]) -> PatchError {
     let quoted: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
     PatchError::InvalidPatch(format!(
@@ -417,34 +502,13 @@ fn update_set(v: &Value, meta: FieldMeta, name: &str) -> FieldSet {
 fn diff(old: &Value, new: &Value, meta: FieldMeta, name: &str) -> (FieldSet, FieldSet) {
     let mut changed = FieldSet::default();
     let mut removed = FieldSet::default();
-    let added = |v: &Value, meta: FieldMeta, name: &str| {
-        let mut set = update_set(v, meta, name);
-        set.member = true;
-        set
-    };
     match (old, new) {
         _ if meta.ssa == Ssa::Atomic => {
             if old != new {
                 changed.member = true;
             }
         }
-        (Value::Object(o), Value::Object(n)) if !o.is_empty() && !n.is_empty() => {
-            for (k, nv) in n {
-                let child_meta = merge_keys::field(meta.ty, k);
-                let (c, r) = match o.get(k) {
-                    Some(ov) => diff(ov, nv, child_meta, k),
-                    None => (added(nv, child_meta, k), FieldSet::default()),
-                };
-                changed.children.insert(field_pe(k), c);
-                removed.children.insert(field_pe(k), r);
-            }
-            for (k, ov) in o {
-                if !n.contains_key(k) {
-                    let child_meta = merge_keys::field(meta.ty, k);
-                    removed.children.insert(field_pe(k), added(ov, child_meta, k));
-                }
-            }
-        }
+        (Value::Object(o), Value::Object(n)) if !o.is_empty() && !n.is_empty() => return diff_fields(&o, &n, meta),
         (Value::Array(o), Value::Array(n)) if matches!(meta.ssa, Ssa::Set | Ssa::Map(_)) => {
             let pes = |list: &[Value]| -> Option<Vec<Pe>> {
                 list.iter()
@@ -499,6 +563,37 @@ fn diff(old: &Value, new: &Value, meta: FieldMeta, name: &str) -> (FieldSet, Fie
     (changed, removed)
 }
 
+/// `diff` of two non-empty objects.
+fn diff_fields<'v>(o: &impl Fields<'v>, n: &impl Fields<'v>, meta: FieldMeta) -> (FieldSet, FieldSet) {
+    let mut changed = FieldSet::default();
+    let mut removed = FieldSet::default();
+    for (k, nv) in n.each() {
+        let child_meta = merge_keys::field(meta.ty, k);
+        let (c, r) = match o.field(k) {
+            Some(ov) => diff(ov, nv, child_meta, k),
+            None => (added(nv, child_meta, k), FieldSet::default()),
+        };
+        changed.children.insert(field_pe(k), c);
+        removed.children.insert(field_pe(k), r);
+    }
+    for (k, ov) in o.each() {
+        if n.field(k).is_none() {
+            let child_meta = merge_keys::field(meta.ty, k);
+            removed.children.insert(field_pe(k), added(ov, child_meta, k));
+        }
+    }
+    changed.children.retain(|_, c| !c.is_empty());
+    removed.children.retain(|_, c| !c.is_empty());
+    (changed, removed)
+}
+
+/// The set an update records for a value it adds: everything in it, the value itself included.
+fn added(v: &Value, meta: FieldMeta, name: &str) -> FieldSet {
+    let mut set = update_set(v, meta, name);
+    set.member = true;
+    set
+}
+
 // === merging an applied configuration ===
 
 /// Merges `applied` into `live`: maps field by field, associative lists and sets by key,
@@ -509,7 +604,10 @@ fn merge(live: &Value, applied: &Value, meta: FieldMeta) -> Value {
     }
     match (live, applied) {
         (Value::Object(l), Value::Object(a)) => {
-            let mut out = l.clone();
+            // Only what the applied object leaves alone is copied from the live one: copying it all at
+            // every level and then replacing made a merge cost the object's size times its depth.
+            let mut out: Map<String, Value> =
+                l.iter().filter(|(k, _)| !a.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             for (k, av) in a {
                 let child_meta = merge_keys::field(meta.ty, k);
                 let merged = match l.get(k) {

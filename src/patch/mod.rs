@@ -80,6 +80,13 @@ pub enum PatchError {
         /// Every conflicting field, grouped by manager, in path order.
         conflicts: Vec<ManagerConflict>,
     },
+    /// The patch is larger than the server takes (HTTP 413).
+    #[error("{0}")]
+    TooLarge(String),
+    /// The patch cannot be applied within the server's bounds (HTTP 422, without the detail, as
+    /// kube-apiserver words it).
+    #[error("the server rejected our request due to an error in our request")]
+    Rejected,
     /// Strategic merge patch on a kind without Go struct tags, i.e. a custom resource (HTTP 415).
     #[error(
         "the body of the request was in an unknown format - accepted media types include: {CUSTOM_RESOURCE_PATCH_TYPES}"
@@ -105,18 +112,79 @@ fn conflict_message(conflicts: &[ManagerConflict]) -> String {
     format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
 }
 
-/// Applies an RFC 6902 JSON patch (`patch` must be an array of operations).
-pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
-    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-        .map_err(|e| PatchError::InvalidPatch(format!("error decoding patch: {e}")))?;
+/// Operations a JSON patch may hold (kube-apiserver's `maxJSONPatchOperations`).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+/// Bytes a JSON patch's `copy` operations may add in all (kube-apiserver's `JSONPatchMaxCopyBytes`):
+/// without it, a kilobyte of operations copying an array into itself doubles it each time.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Applies an RFC 6902 JSON patch (`patch` must be an array of operations), with kube-apiserver's
+/// bounds: at most [`MAX_JSON_PATCH_OPERATIONS`] operations, and copies of at most
+/// [`MAX_JSON_PATCH_COPY_BYTES`] in all, checked before each copy is made.
+pub fn json_patch(target: &Value, patch: Value) -> Result<Value, PatchError> {
+    if let Some(n) = patch.as_array().map(Vec::len).filter(|n| *n > MAX_JSON_PATCH_OPERATIONS) {
+        return Err(PatchError::TooLarge(format!(
+            "Request entity too large: The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {n}"
+        )));
+    }
+    let ops: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|e| PatchError::InvalidPatch(format!("error decoding patch: {e}")))?;
     let mut doc = target.clone();
-    json_patch::patch(&mut doc, &ops).map_err(|e| match e.kind {
-        json_patch::PatchErrorKind::TestFailed => {
-            PatchError::TestFailed(format!("testing value {} failed: test failed", e.path))
+    let mut copied = 0;
+    for (i, op) in ops.0.iter().enumerate() {
+        if let json_patch::PatchOperation::Copy(c) = op {
+            let size = doc
+                .pointer(c.from.as_str())
+                .map_or(Some(0), |v| json_size_within(v, MAX_JSON_PATCH_COPY_BYTES - copied));
+            match size {
+                Some(n) => copied += n,
+                // As kube-apiserver, whose copy limit error is not passed on.
+                None => return Err(PatchError::Rejected),
+            }
         }
-        _ => PatchError::InvalidPatch(format!("the server rejected our request due to an error in our request: {e}")),
-    })?;
+        // One at a time, on our own copy of the object: nothing to undo when one fails.
+        json_patch::patch_unsafe(&mut doc, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            match e.kind {
+                json_patch::PatchErrorKind::TestFailed => {
+                    PatchError::TestFailed(format!("testing value {} failed: test failed", e.path))
+                }
+                _ => PatchError::InvalidPatch(format!(
+                    "the server rejected our request due to an error in our request: {e}"
+                )),
+            }
+        })?;
+    }
     Ok(doc)
+}
+
+/// About how many bytes `v` takes as JSON, if no more than `budget`; `None` as soon as it is more, so
+/// that sizing a large value costs no more than the budget.
+fn json_size_within(v: &Value, budget: usize) -> Option<usize> {
+    let mut total = 0usize;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        total += match v {
+            Value::Null | Value::Bool(_) => 5,
+            Value::Number(_) => 8,
+            Value::String(s) => s.len() + 2,
+            Value::Array(a) => {
+                stack.extend(a.iter());
+                a.len() + 2
+            }
+            Value::Object(m) => {
+                for (k, v) in m {
+                    total += k.len() + 4;
+                    stack.push(v);
+                }
+                2
+            }
+        };
+        if total > budget {
+            return None;
+        }
+    }
+    Some(total)
 }
 
 /// Applies an RFC 7386 JSON merge patch (`patch` must be an object).
@@ -132,16 +200,18 @@ pub fn merge_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
 /// Applies a strategic merge patch, using the Go struct tags of the built-in kind.
 ///
 /// `kind_key` is "group/Kind" e.g. "apps/Deployment", "/ConfigMap" for core.
-pub fn strategic_merge_patch(target: &Value, patch: &Value, kind_key: &str) -> Result<Value, PatchError> {
+/// `patch` is taken, not copied: its items move into the result (lists of thousands of them are what
+/// makes a patch large).
+pub fn strategic_merge_patch(target: &Value, patch: Value, kind_key: &str) -> Result<Value, PatchError> {
     let ty = merge_keys::root_type(kind_key).ok_or(PatchError::UnsupportedMediaType)?;
     let Value::Object(patch) = patch else {
-        return Err(not_an_object(patch));
+        return Err(not_an_object(&patch));
     };
     let original = match target {
         Value::Object(m) => m.clone(),
         _ => serde_json::Map::new(),
     };
-    strategic::merge_map(original, patch.clone(), Some(ty)).map(Value::Object)
+    strategic::merge_map(original, patch, Some(ty)).map(Value::Object)
 }
 
 /// The error Go's decoder gives when a patch body is not a JSON object.

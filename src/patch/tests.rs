@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use super::*;
 
 fn smp(target: Value, patch: Value, kind: &str) -> Value {
-    match strategic_merge_patch(&target, &patch, kind) {
+    match strategic_merge_patch(&target, patch.clone(), kind) {
         Ok(v) => v,
         Err(e) => panic!("strategic merge patch failed: {e}"),
     }
@@ -51,13 +51,13 @@ fn json_patch_applies_operations() {
         {"op": "replace", "path": "/metadata/managedFields", "value": []}
     ]);
     // `replace` of a missing path is an error in RFC 6902; use add semantics check separately.
-    assert!(json_patch(&target, &patch).is_err());
+    assert!(json_patch(&target, patch.clone()).is_err());
     let patch = json!([
         {"op": "test", "path": "/metadata/name", "value": "a"},
         {"op": "add", "path": "/metadata/labels/y", "value": "2"},
         {"op": "remove", "path": "/metadata/labels/x"}
     ]);
-    let out = json_patch(&target, &patch).expect("patch applies");
+    let out = json_patch(&target, patch.clone()).expect("patch applies");
     assert_eq!(out, json!({"metadata": {"name": "a", "labels": {"y": "2"}}}));
 }
 
@@ -65,7 +65,7 @@ fn json_patch_applies_operations() {
 fn json_patch_test_failure_is_distinct() {
     let target = json!({"metadata": {"resourceVersion": "5"}});
     let patch = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "4"}]);
-    match json_patch(&target, &patch) {
+    match json_patch(&target, patch.clone()) {
         Err(PatchError::TestFailed(msg)) => {
             assert!(msg.contains("/metadata/resourceVersion"), "{msg}")
         }
@@ -76,15 +76,79 @@ fn json_patch_test_failure_is_distinct() {
 #[test]
 fn json_patch_rejects_malformed_bodies() {
     let target = json!({});
-    assert!(matches!(json_patch(&target, &json!({"op": "add"})), Err(PatchError::InvalidPatch(_))));
+    assert!(matches!(json_patch(&target, json!({"op": "add"})), Err(PatchError::InvalidPatch(_))));
     assert!(matches!(
-        json_patch(&target, &json!([{"op": "frobnicate", "path": "/a"}])),
+        json_patch(&target, json!([{"op": "frobnicate", "path": "/a"}])),
         Err(PatchError::InvalidPatch(_))
     ));
     assert!(matches!(
-        json_patch(&target, &json!([{"op": "remove", "path": "/nope"}])),
+        json_patch(&target, json!([{"op": "remove", "path": "/nope"}])),
         Err(PatchError::InvalidPatch(_))
     ));
+}
+
+#[test]
+fn json_patch_errors_name_the_failing_operation() {
+    let target = json!({"a": 1});
+    let patch = json!([{"op": "add", "path": "/b", "value": 2}, {"op": "remove", "path": "/nope"}]);
+    match json_patch(&target, patch.clone()) {
+        Err(PatchError::InvalidPatch(m)) => assert!(m.contains("operation '/1' failed at path '/nope'"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A kilobyte of `copy` operations that copy an array into itself would double it each time (24 of
+/// them, 1.8 GiB); kube-apiserver bounds what copies add in all, and so does kgate, before each copy.
+#[test]
+fn json_patch_copies_are_bounded_in_bytes() {
+    let target = json!({"a": vec!["0123456789abcdef"; 64]});
+    let doubling: Vec<Value> = (0..28).map(|_| json!({"op": "copy", "from": "/a", "path": "/a/-"})).collect();
+    assert!(matches!(json_patch(&target, Value::Array(doubling)), Err(PatchError::Rejected)));
+    // Copies within the bound apply.
+    let few: Vec<Value> = (0..3).map(|_| json!({"op": "copy", "from": "/a", "path": "/a/-"})).collect();
+    let out = json_patch(&target, Value::Array(few)).unwrap();
+    assert_eq!(out["a"].as_array().unwrap().len(), 67);
+    // Copying something that is not there is the usual error, not a size one.
+    let missing = json!([{"op": "copy", "from": "/nope", "path": "/b"}]);
+    assert!(matches!(json_patch(&target, missing.clone()), Err(PatchError::InvalidPatch(_))));
+}
+
+#[test]
+fn json_patch_operations_are_bounded_in_number() {
+    let ops = |n: usize| Value::Array((0..n).map(|_| json!({"op": "test", "path": "/a", "value": 1})).collect());
+    assert!(json_patch(&json!({"a": 1}), ops(MAX_JSON_PATCH_OPERATIONS)).is_ok());
+    match json_patch(&json!({"a": 1}), ops(MAX_JSON_PATCH_OPERATIONS + 1)) {
+        Err(PatchError::TooLarge(m)) => {
+            assert_eq!(
+                m,
+                "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Merging by key looks each item up rather than scanning the list for it: 20,000 containers, the
+/// patch adding a field to every one and 20,000 new ones, merge in the order kube gives.
+#[test]
+fn strategic_merge_of_long_lists_keeps_kubes_order() {
+    let live: Vec<Value> = (0..20_000).map(|i| json!({"name": format!("c{i}"), "image": "x"})).collect();
+    let mut patch: Vec<Value> =
+        (0..20_000).rev().filter(|i| *i != 5).map(|i| json!({"name": format!("c{i}"), "tty": true})).collect();
+    patch.extend((0..20_000).map(|i| json!({"name": format!("n{i}"), "image": "y"})));
+    patch.push(json!({"name": "c5", "$patch": "delete"}));
+    let out = smp(
+        deployment(Value::Array(live)),
+        json!({"spec": {"template": {"spec": {"containers": patch}}}}),
+        "apps/Deployment",
+    );
+    let merged = containers_of(&out).as_array().unwrap();
+    assert_eq!(merged.len(), 39_999);
+    // Patched items in the patch's order, then the new ones.
+    assert_eq!((merged[0]["name"].as_str(), merged[0]["tty"].as_bool()), (Some("c19999"), Some(true)));
+    assert_eq!(merged[19_998]["name"], "c0");
+    assert_eq!(merged[19_999]["name"], "n0");
+    assert!(merged.iter().all(|c| c["name"] != "c5"));
 }
 
 #[test]
@@ -101,7 +165,7 @@ fn merge_patch_follows_rfc7386() {
 
 #[test]
 fn smp_rejects_custom_resources_with_415_message() {
-    let err = strategic_merge_patch(&json!({}), &json!({}), "example.com/Widget").expect_err("CR");
+    let err = strategic_merge_patch(&json!({}), json!({}), "example.com/Widget").expect_err("CR");
     assert!(matches!(err, PatchError::UnsupportedMediaType));
     assert_eq!(
         err.to_string(),
@@ -196,7 +260,7 @@ fn smp_set_element_order_rejects_items_not_listed() {
         "$setElementOrder/containers": [{"name": "a"}],
         "containers": [{"name": "zzz", "image": "x"}]
     }}}});
-    assert!(matches!(strategic_merge_patch(&d, &patch, "apps/Deployment"), Err(PatchError::InvalidPatch(_))));
+    assert!(matches!(strategic_merge_patch(&d, patch.clone(), "apps/Deployment"), Err(PatchError::InvalidPatch(_))));
 }
 
 #[test]
@@ -305,7 +369,7 @@ fn smp_retain_keys_on_deployment_strategy() {
     assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
 
     let bad = json!({"spec": {"strategy": {"$retainKeys": ["type"], "rollingUpdate": {"maxSurge": 2}}}});
-    assert!(strategic_merge_patch(&out, &bad, "apps/Deployment").is_err());
+    assert!(strategic_merge_patch(&out, bad.clone(), "apps/Deployment").is_err());
 }
 
 #[test]
@@ -332,7 +396,7 @@ fn smp_patch_delete_in_map() {
 fn smp_delete_without_merge_key_is_an_error() {
     let d = deployment(json!([{"name": "a"}]));
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"$patch": "delete", "image": "x"}]}}}});
-    let err = strategic_merge_patch(&d, &patch, "apps/Deployment").expect_err("no key");
+    let err = strategic_merge_patch(&d, patch.clone(), "apps/Deployment").expect_err("no key");
     assert_eq!(err.to_string(), "map: map[$patch:delete image:x] does not contain declared merge key: name");
 }
 
@@ -421,15 +485,15 @@ fn smp_directives_inside_new_values_are_stripped() {
 #[test]
 fn smp_rejects_bad_bodies() {
     let d = deployment(json!([]));
-    assert!(matches!(strategic_merge_patch(&d, &json!([1]), "apps/Deployment"), Err(PatchError::InvalidPatch(_))));
+    assert!(matches!(strategic_merge_patch(&d, json!([1]), "apps/Deployment"), Err(PatchError::InvalidPatch(_))));
     assert!(matches!(
-        strategic_merge_patch(&d, &json!({"spec": {"$patch": "bogus"}}), "apps/Deployment"),
+        strategic_merge_patch(&d, json!({"spec": {"$patch": "bogus"}}), "apps/Deployment"),
         Err(PatchError::InvalidPatch(_))
     ));
     assert!(matches!(
         strategic_merge_patch(
             &d,
-            &json!({"spec": {"template": {"spec": {"containers": [{"$patch": "merge"}]}}}}),
+            json!({"spec": {"template": {"spec": {"containers": [{"$patch": "merge"}]}}}}),
             "apps/Deployment"
         ),
         Err(PatchError::InvalidPatch(_))

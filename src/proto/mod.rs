@@ -51,11 +51,14 @@ pub enum ProtoError {
     /// The object nests deeper than any Kubernetes type does.
     #[error("protobuf body nests too deeply")]
     TooDeep,
+    /// The body decodes to far more than its size (see `convert::Budget`).
+    #[error("protobuf body decodes to more values than its size allows")]
+    Expands,
 }
 
 /// Decode a protobuf request body into the object's JSON, including "apiVersion" and "kind" from the envelope's typeMeta.
 pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
-    decode_nested(body, 0)
+    decode_nested(body, 0, &convert::Budget::of(body.len()))
 }
 
 /// The `runtime.Unknown` envelope's parts that matter for decoding.
@@ -101,7 +104,7 @@ fn envelope(body: &[u8]) -> Result<Envelope<'_>, ProtoError> {
 }
 
 /// Decodes an envelope found at nesting `depth` (non-zero inside a RawExtension).
-fn decode_nested(body: &[u8], depth: usize) -> Result<Value, ProtoError> {
+fn decode_nested(body: &[u8], depth: usize, budget: &convert::Budget) -> Result<Value, ProtoError> {
     let env = envelope(body)?;
     if !env.content_encoding.is_empty() {
         return Err(ProtoError::Unsupported(format!("content encoding {:?}", env.content_encoding)));
@@ -118,7 +121,7 @@ fn decode_nested(body: &[u8], depth: usize) -> Result<Value, ProtoError> {
         // meta.k8s.io kinds such as DeleteOptions are also accepted under every group version.
         .or_else(|| schema_types::find(&format!("k8s.io.apimachinery.pkg.apis.meta.v1.{}", env.kind)))
         .ok_or_else(unknown)?;
-    let mut value = convert::decode_message(env.raw, index, depth)?;
+    let mut value = convert::decode_message(env.raw, index, depth, budget)?;
     let Value::Object(map) = &mut value else {
         return Err(unknown());
     };

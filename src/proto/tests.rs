@@ -394,3 +394,34 @@ fn kubectl_auth_fixtures() {
     assert_eq!(v["kind"], "TokenRequest");
     assert_eq!(v["spec"]["expirationSeconds"], 3600);
 }
+
+/// A Pod whose spec holds `n` empty containers: two bytes each on the wire (field 2, length 0).
+fn pod_of_empty_containers(n: usize) -> Vec<u8> {
+    let spec: Vec<u8> = [0x12u8, 0x00].repeat(n);
+    let mut pod = Vec::new();
+    // Pod.spec is field 2, length-delimited.
+    pod.push(0x12);
+    prost::encoding::encode_varint(spec.len() as u64, &mut pod);
+    pod.extend(spec);
+    let unknown = Unknown {
+        type_meta: Some(TypeMeta { api_version: Some("v1".into()), kind: Some("Pod".into()) }),
+        raw: Some(pod),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut body = MAGIC.to_vec();
+    body.extend(unknown.encode_to_vec());
+    body
+}
+
+/// Each empty container decodes to a whole zero-valued Container; a body decodes to values in
+/// proportion to its size, so a 3 MB body of them is refused before it is decoded.
+#[test]
+fn a_body_decodes_to_values_in_proportion_to_its_size() {
+    let few = decode(&pod_of_empty_containers(500)).unwrap();
+    assert_eq!(few["spec"]["containers"].as_array().unwrap().len(), 500);
+    assert_eq!(few["spec"]["containers"][0], json!({"name": "", "resources": {}}));
+    let body = pod_of_empty_containers(1_500_000);
+    assert!(body.len() < 3_200_000, "{}", body.len());
+    assert!(matches!(decode(&body), Err(ProtoError::Expands)));
+}

@@ -157,11 +157,33 @@ pub fn decorate(obj: &mut Value, def: &ResourceDef, cluster: &str, revision: i64
     }
 }
 
-/// The bytes to store: no resourceVersion and no cluster annotation (both are derived on read).
+/// The bytes to store: no resourceVersion and no cluster annotation (both are derived on read). Only
+/// the metadata is copied to leave those out: the rest is written from the object as it is.
 pub fn encode(obj: &Value) -> Vec<u8> {
-    let mut obj = obj.clone();
-    strip_derived(&mut obj);
-    serde_json::to_vec(&obj).expect("JSON values always serialise")
+    /// An object written with another metadata in its place.
+    struct Stored<'a>(&'a Map<String, Value>, Option<&'a Value>);
+    impl serde::Serialize for Stored<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut m = s.serialize_map(Some(self.0.len()))?;
+            for (k, v) in self.0 {
+                match (k.as_str(), self.1) {
+                    ("metadata", Some(meta)) => m.serialize_entry(k, meta)?,
+                    _ => m.serialize_entry(k, v)?,
+                }
+            }
+            m.end()
+        }
+    }
+    let Some(map) = obj.as_object() else {
+        return serde_json::to_vec(obj).expect("JSON values always serialise");
+    };
+    let meta = map.get("metadata").map(|m| {
+        let mut holder = Value::Object(Map::from_iter([("metadata".to_string(), m.clone())]));
+        strip_derived(&mut holder);
+        holder["metadata"].take()
+    });
+    serde_json::to_vec(&Stored(map, meta.as_ref())).expect("JSON values always serialise")
 }
 
 /// Remove what `decorate` adds.

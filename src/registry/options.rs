@@ -18,6 +18,25 @@ pub enum FieldValidation {
     Ignore,
 }
 
+impl FieldValidation {
+    /// What kube-apiserver's strict decoder makes of fields set twice in a `kind` body (the last value
+    /// is kept): with `Strict` a 400, with `Warn` (the server's default) a warning each.
+    pub fn duplicates(self, def: &crate::resources::ResourceDef, duplicates: &[String]) -> ApiResult<Vec<String>> {
+        let each = duplicates.iter().map(|d| format!("duplicate field \"{d}\""));
+        match self {
+            _ if duplicates.is_empty() => Ok(Vec::new()),
+            FieldValidation::Strict => Err(ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                each.collect::<Vec<_>>().join(", "),
+                kind = def.kind,
+                version = def.version,
+            ))),
+            FieldValidation::Warn => Ok(each.collect()),
+            FieldValidation::Ignore => Ok(Vec::new()),
+        }
+    }
+}
+
 /// Options every write accepts.
 #[derive(Debug, Clone)]
 pub struct WriteOptions {

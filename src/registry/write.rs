@@ -380,15 +380,24 @@ fn keep_server_meta(from: &Value, to: &mut Value) {
 /// Two objects are the same write if they differ only in resourceVersion, managedFields and the
 /// cluster annotation.
 fn same_object(a: &Value, b: &Value) -> bool {
-    let norm = |v: &Value| {
-        let mut v = v.clone();
-        super::strip_derived(&mut v);
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+    // Only metadata differs in what is compared: the rest is compared as it is, not copied.
+    let meta = |v: &Value| {
+        let mut holder = json!({"metadata": v.get("metadata").cloned()});
+        super::strip_derived(&mut holder);
+        if let Some(m) = holder["metadata"].as_object_mut() {
             m.remove("managedFields");
         }
-        v
+        holder["metadata"].take()
     };
-    norm(a) == norm(b)
+    match (a.as_object(), b.as_object()) {
+        (Some(x), Some(y)) => {
+            let rest = |m: &'_ Map<String, Value>| m.iter().filter(|(k, _)| *k != "metadata").count();
+            rest(x) == rest(y)
+                && x.iter().filter(|(k, _)| *k != "metadata").all(|(k, v)| y.get(k) == Some(v))
+                && meta(a) == meta(b)
+        }
+        _ => a == b,
+    }
 }
 
 /// What a create finds of the namespace it goes into.
@@ -782,12 +791,39 @@ impl Registry {
         subresource: Option<&str>,
     ) -> ApiResult<Written> {
         let def = ctx.def;
-        let patch_doc: Value = match patch_type {
-            PatchType::Apply => crate::http::body::parse_yaml_or_json(body)?,
-            _ => {
-                serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
-            }
+        let decoded = match patch_type {
+            PatchType::Apply => crate::codec::yaml_or_json(body)?,
+            _ => crate::codec::json(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
         };
+        // Apply keeps its configuration for the whole update; the other patch types take theirs on the
+        // first attempt (a patch of thousands of list items is as large as the object it makes) and
+        // decode the body again only if the store's compare-and-swap makes them retry.
+        let (patch_doc, mut fresh) = match patch_type {
+            PatchType::Apply => (decoded.value, None),
+            _ => (Value::Null, Some(decoded.value)),
+        };
+        let mut duplicate_warnings = Vec::new();
+        if !decoded.duplicates.is_empty() {
+            // As kube-apiserver's patch handler words its strict decoding errors.
+            let prefix = if patch_type == PatchType::Json { "json patch " } else { "" };
+            let each: Vec<String> =
+                decoded.duplicates.iter().map(|d| format!("{prefix}duplicate field \"{d}\"")).collect();
+            match (opts.field_validation, patch_type) {
+                (FieldValidation::Strict, PatchType::Apply) => {
+                    return Err(ApiError::bad_request(format!("error strict decoding YAML: {}", each.join(", "))));
+                }
+                (FieldValidation::Strict, _) => {
+                    let detail = format!(
+                        "Invalid value: {}: strict decoding error: {}",
+                        serde_json::to_string(&String::from_utf8_lossy(body)).unwrap_or_default(),
+                        each.join(", ")
+                    );
+                    return Err(ApiError::invalid("", "", "", vec![cause("FieldValueInvalid", "patch", detail)]));
+                }
+                (FieldValidation::Warn, _) => duplicate_warnings = each,
+                (FieldValidation::Ignore, _) => {}
+            }
+        }
         if opts.force.is_some() && patch_type != PatchType::Apply {
             return Err(ApiError::invalid(
                 "PatchOptions",
@@ -845,6 +881,7 @@ impl Registry {
                         w.body = with_apply;
                     }
                 }
+                w.warnings.splice(0..0, duplicate_warnings);
                 return Ok(w);
             }
         }
@@ -852,10 +889,16 @@ impl Registry {
         let (body, _) = self
             .guaranteed_update(ctx, name, opts.dry_run, |current| {
                 let base = if subresource == Some("scale") { scale_of(def, current)? } else { current.clone() };
+                let mut doc = || match fresh.take() {
+                    Some(doc) => Ok(doc),
+                    None => crate::codec::json(body)
+                        .map(|d| d.value)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}"))),
+                };
                 let mut patched = match patch_type {
-                    PatchType::Json => patch::json_patch(&base, &patch_doc),
-                    PatchType::Merge => patch::merge_patch(&base, &patch_doc),
-                    PatchType::StrategicMerge => patch::strategic_merge_patch(&base, &patch_doc, &kind_key(def)),
+                    PatchType::Json => patch::json_patch(&base, doc()?),
+                    PatchType::Merge => patch::merge_patch(&base, &doc()?),
+                    PatchType::StrategicMerge => patch::strategic_merge_patch(&base, doc()?, &kind_key(def)),
                     PatchType::Apply => patch::managed::apply(patch::managed::ApplyRequest {
                         live: Some(&base),
                         applied: &patch_doc,
@@ -902,7 +945,8 @@ impl Registry {
             })
             .await?;
         let body = if subresource == Some("scale") { scale_of(def, &body)? } else { body };
-        Ok(Written { code: 200, body, warnings })
+        duplicate_warnings.append(&mut warnings);
+        Ok(Written { code: 200, body, warnings: duplicate_warnings })
     }
 
     /// PUT on `/scale`.
@@ -1369,6 +1413,8 @@ fn patch_error(def: &ResourceDef, name: &str, e: patch::PatchError) -> ApiError 
             err
         }
         patch::PatchError::TestFailed(msg) => invalid(def, name, vec![cause("FieldValueInvalid", "", msg)]),
+        patch::PatchError::TooLarge(msg) => ApiError::too_large_because(msg),
+        patch::PatchError::Rejected => ApiError::unprocessable(patch::PatchError::Rejected.to_string()),
         other => ApiError::bad_request(other.to_string()),
     }
 }
