@@ -155,3 +155,203 @@ impl Authorizer {
 fn user(who: &Identity) -> User {
     User { name: who.user.clone(), groups: who.groups.clone() }
 }
+
+/// The roles RBAC's escalation prevention guards, by plural.
+const GUARDED: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
+
+/// Whether writes to `plural` of `group` go through escalation prevention.
+pub fn guards(group: &str, plural: &str) -> bool {
+    group == RBAC_GROUP && GUARDED.contains(&plural)
+}
+
+/// A binding's `roleRef`: (apiGroup, kind, name).
+pub fn role_ref(binding: &Value) -> Option<(String, String, String)> {
+    let r = binding.get("roleRef")?;
+    let group = r.get("apiGroup").and_then(Value::as_str).filter(|g| !g.is_empty()).unwrap_or(RBAC_GROUP);
+    Some((group.to_string(), r.get("kind")?.as_str()?.to_string(), r.get("name")?.as_str()?.to_string()))
+}
+
+/// kube-apiserver's RBAC escalation prevention for one write to a Role, ClusterRole, RoleBinding or
+/// ClusterRoleBinding, prepared before it (what the caller holds where the write applies, and for a
+/// binding the rules of the role it references) and checked on the object the write would store.
+#[derive(Debug)]
+pub struct Escalation {
+    plural: &'static str,
+    user: User,
+    /// Nothing to check: `system:masters`, or `escalate` on the role.
+    exempt: bool,
+    /// The caller's rules: cluster-wide, and in the write's namespace.
+    owner: Vec<crate::rbac::PolicyRule>,
+    binding: Option<Binding>,
+}
+
+/// What a binding write's check needs of the role it references.
+#[derive(Debug)]
+struct Binding {
+    role_ref: Option<(String, String, String)>,
+    /// The caller may `bind` the role.
+    bind: bool,
+    /// The role's rules, or why they could not be had (a missing role is a 404, as in kube).
+    rules: ApiResult<Vec<crate::rbac::PolicyRule>>,
+}
+
+impl Authorizer {
+    /// Prepare the escalation check of a write to `plural` in `cluster`, addressed at `namespace` and
+    /// `name` (from the URL: a create has none), of a binding referencing `role_ref`.
+    pub async fn escalation(
+        &self,
+        who: &Identity,
+        cluster: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        role_ref: Option<(String, String, String)>,
+    ) -> ApiResult<Escalation> {
+        let plural = GUARDED.into_iter().find(|p| *p == plural).unwrap_or("roles");
+        let user = user(who);
+        let namespaced = matches!(plural, "roles" | "rolebindings");
+        let namespace = if namespaced { namespace.filter(|n| !n.is_empty()) } else { None };
+        let mut check = Escalation { plural, user, exempt: who.is_master(), owner: Vec::new(), binding: None };
+        if check.exempt {
+            if plural.ends_with("bindings") {
+                check.binding = Some(Binding { role_ref, bind: true, rules: Ok(Vec::new()) });
+            }
+            return Ok(check);
+        }
+        let index = self.index(cluster).await?;
+        let attrs = |verb, resource, name| Request::Resource {
+            verb,
+            group: RBAC_GROUP,
+            resource,
+            subresource: None,
+            namespace,
+            name,
+        };
+        if !plural.ends_with("bindings") {
+            check.exempt = index.allows(&check.user, &attrs("escalate", plural, name));
+            if !check.exempt {
+                check.owner = index.rules_of(&check.user, namespace);
+            }
+            return Ok(check);
+        }
+        let bind = role_ref.as_ref().is_some_and(|(group, kind, role)| {
+            let resource = match kind.as_str() {
+                "ClusterRole" => "clusterroles",
+                "Role" => "roles",
+                _ => return false,
+            };
+            let req = Request::Resource {
+                verb: "bind",
+                group,
+                resource,
+                subresource: None,
+                namespace,
+                name: Some(role.as_str()),
+            };
+            index.allows(&check.user, &req)
+        });
+        let rules = match (&role_ref, bind) {
+            (_, true) | (None, _) => Ok(Vec::new()),
+            (Some((_, kind, role)), false) => self.referenced_rules(cluster, namespace, kind, role).await,
+        };
+        check.owner = index.rules_of(&check.user, namespace);
+        check.binding = Some(Binding { role_ref, bind, rules });
+        Ok(check)
+    }
+
+    /// The rules of the role a binding references, read from the store as kube's rule resolver does.
+    async fn referenced_rules(
+        &self,
+        cluster: &str,
+        namespace: Option<&str>,
+        kind: &str,
+        name: &str,
+    ) -> ApiResult<Vec<crate::rbac::PolicyRule>> {
+        let read = |plural: &str, ns: Option<&str>| {
+            let def = resources::find(RBAC_GROUP, "v1", plural).expect("RBAC types are built in");
+            crate::storage::keys::object(&self.registry.prefix, def.storage_group(), plural, cluster, ns, name)
+        };
+        match kind {
+            "Role" => {
+                let Some(ns) = namespace else {
+                    return Err(crate::status::ApiError::bad_request("Namespace parameter required."));
+                };
+                let kv = self.registry.store.get(&read("roles", Some(ns))).await?;
+                let role = kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok());
+                match role {
+                    Some(r) => Ok(crate::rbac::parse_rules(r.get("rules"))),
+                    None => Err(crate::status::ApiError::not_found("roles", RBAC_GROUP, name)),
+                }
+            }
+            "ClusterRole" => {
+                // Every ClusterRole, to resolve an aggregated one as authorization does.
+                let def = resources::find(RBAC_GROUP, "v1", "clusterroles").expect("RBAC types are built in");
+                let prefix = self.registry.collection(&def, Some(cluster), None);
+                let page = self.registry.store.range(RangeRequest { prefix, ..Default::default() }).await?;
+                let objs: Vec<Value> =
+                    page.kvs.iter().filter_map(|kv| serde_json::from_slice::<Value>(&kv.value).ok()).collect();
+                crate::rbac::cluster_role_rules(&objs, name)
+                    .ok_or_else(|| crate::status::ApiError::not_found("clusterroles", RBAC_GROUP, name))
+            }
+            other => Err(crate::status::ApiError::bad_request(format!("unsupported role reference kind: {other:?}"))),
+        }
+    }
+}
+
+/// Whether `new` differs from `old` only in what garbage collection changes (finalizers, owner
+/// references) and what the server keeps: such writes are not checked, as in kube.
+fn gc_only(old: &Value, new: &Value) -> bool {
+    let norm = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in ["finalizers", "ownerReferences", "resourceVersion", "managedFields", "generation"] {
+                m.remove(k);
+            }
+        }
+        crate::registry::strip_derived(&mut v);
+        v
+    };
+    norm(old) == norm(new)
+}
+
+impl crate::registry::Admit for Escalation {
+    fn admit(&self, old: Option<&Value>, new: &Value) -> ApiResult<()> {
+        let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let binding_kind = if self.plural == "rolebindings" { "RoleBinding" } else { "ClusterRoleBinding" };
+        let ref_changed = || {
+            crate::status::ApiError::invalid(
+                binding_kind,
+                RBAC_GROUP,
+                name,
+                vec![crate::status::cause("FieldValueInvalid", "roleRef", "Invalid value: cannot change roleRef")],
+            )
+        };
+        if self.binding.is_some() && old.is_some_and(|old| role_ref(old) != role_ref(new)) {
+            return Err(ref_changed());
+        }
+        if self.exempt || old.is_some_and(|old| gc_only(old, new)) {
+            return Ok(());
+        }
+        let forbidden = |why: String| crate::status::ApiError::forbidden_object(self.plural, RBAC_GROUP, name, why);
+        let Some(binding) = &self.binding else {
+            let granted = crate::rbac::parse_rules(new.get("rules"));
+            crate::rbac::confirm_no_escalation(&self.user, &self.owner, &granted).map_err(forbidden)?;
+            let aggregated = crate::rbac::aggregates(new) || old.is_some_and(crate::rbac::aggregates);
+            if self.plural == "clusterroles" && aggregated {
+                crate::rbac::confirm_no_escalation(&self.user, &self.owner, &crate::rbac::full_authority())
+                    .map_err(|_| forbidden("must have cluster-admin privileges to use the aggregationRule".into()))?;
+            }
+            return Ok(());
+        };
+        let wanted = role_ref(new);
+        if wanted != binding.role_ref {
+            // The check was prepared for the role the request named; roleRef cannot change.
+            return Err(ref_changed());
+        }
+        if binding.bind || wanted.is_none() {
+            return Ok(());
+        }
+        let rules = binding.rules.as_ref().map_err(Clone::clone)?;
+        crate::rbac::confirm_no_escalation(&self.user, &self.owner, rules).map_err(forbidden)
+    }
+}

@@ -119,6 +119,17 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// 403 Forbidden about one object, as apimachinery's `NewForbidden`: `<resource>.<group> "<name>" is
+    /// forbidden: <why>` (without the name when there is none), with the object in the details.
+    pub fn forbidden_object(resource: &str, group: &str, name: &str, why: impl std::fmt::Display) -> Self {
+        let subject = if name.is_empty() {
+            qualified(resource, group)
+        } else {
+            format!("{} \"{name}\"", qualified(resource, group))
+        };
+        Self::new(403, "Forbidden", format!("{subject} is forbidden: {why}")).with_details(resource, group, name)
+    }
+
     /// 404 NotFound for a named object.
     pub fn not_found(resource: &str, group: &str, name: &str) -> Self {
         Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(resource, group)))

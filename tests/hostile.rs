@@ -537,3 +537,176 @@ async fn requests_cost_what_their_size_allows() {
         assert_eq!(costs.iter().map(|(_, c)| c.status).collect::<Vec<_>>(), [422, 400, 413, 200, 400], "{backend:?}");
     }
 }
+
+/// A ServiceAccount that is `admin` of one namespace may grant there what it holds, and nothing more:
+/// binding itself to `cluster-admin` or writing a Role with `*` on `*` is refused with kube-apiserver's
+/// words, unless it may `bind` that role or `escalate` roles. `system:masters` may do anything, and
+/// nobody may change a binding's roleRef.
+#[tokio::test]
+async fn rbac_grants_nothing_the_granter_does_not_hold() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        s.create_cluster("esc").await;
+        let base = "/clusters/esc";
+        let rbac = "/apis/rbac.authorization.k8s.io/v1";
+        let (code, b) =
+            s.post(&format!("{base}/api/v1/namespaces"), &serde_json::json!({"metadata": {"name": "team"}})).await;
+        assert_eq!(code, 201, "{b}");
+        let (code, b) = s
+            .post(
+                &format!("{base}/api/v1/namespaces/team/serviceaccounts"),
+                &serde_json::json!({"metadata": {"name": "lead"}}),
+            )
+            .await;
+        assert_eq!(code, 201, "{b}");
+        let sa = serde_json::json!([{"kind": "ServiceAccount", "name": "lead", "namespace": "team"}]);
+        let binding = |name: &str, kind: &str, role: &str| serde_json::json!({"metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role}, "subjects": sa});
+        let (code, b) = s
+            .post(&format!("{base}{rbac}/namespaces/team/rolebindings"), &binding("lead-admin", "ClusterRole", "admin"))
+            .await;
+        assert_eq!(code, 201, "{b}");
+        let (code, b) = s
+            .post(
+                &format!("{base}/api/v1/namespaces/team/serviceaccounts/lead/token"),
+                &serde_json::json!({"spec": {}}),
+            )
+            .await;
+        assert_eq!(code, 201, "{b}");
+        let token = b["status"]["token"].as_str().unwrap().to_string();
+        let auth = format!("Bearer {token}");
+        let as_lead = |method: reqwest::Method, path: String, body: serde_json::Value| {
+            let auth = auth.clone();
+            let s = &s;
+            async move {
+                let body = Some(serde_json::to_vec(&body).unwrap());
+                s.req_with(&s.anonymous, method, &path, Some("application/json"), body, &[("authorization", &auth)])
+                    .await
+            }
+        };
+        let sa_user = "system:serviceaccount:team:lead";
+        let groups = r#"["system:serviceaccounts" "system:serviceaccounts:team" "system:authenticated"]"#;
+
+        // Binding itself to cluster-admin: refused, naming what it lacks.
+        let (code, b) = as_lead(
+            reqwest::Method::POST,
+            format!("{base}{rbac}/namespaces/team/rolebindings"),
+            binding("up", "ClusterRole", "cluster-admin"),
+        )
+        .await;
+        assert_eq!(code, 403, "{backend:?}: {b}");
+        let message = b["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("rolebindings.rbac.authorization.k8s.io \"up\" is forbidden: user \"{sa_user}\" (groups={groups}) is attempting to grant RBAC permissions not currently held:\n")),
+            "{message}"
+        );
+        assert!(message.contains(r#"{APIGroups:["*"], Resources:["*"], Verbs:["*"]}"#), "{message}");
+        assert_eq!((b["reason"].as_str(), b["details"]["kind"].as_str()), (Some("Forbidden"), Some("rolebindings")));
+        // A Role with `*` on `*`: refused.
+        let wildcard = serde_json::json!({"metadata": {"name": "all"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]});
+        let (code, b) =
+            as_lead(reqwest::Method::POST, format!("{base}{rbac}/namespaces/team/roles"), wildcard.clone()).await;
+        assert_eq!(code, 403, "{backend:?}: {b}");
+        assert!(
+            b["message"].as_str().unwrap().starts_with("roles.rbac.authorization.k8s.io \"all\" is forbidden: user"),
+            "{b}"
+        );
+        // What it holds it may grant: a Role of its own rights and a binding to edit.
+        let pods = serde_json::json!({"metadata": {"name": "pods"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]});
+        let (code, b) = as_lead(reqwest::Method::POST, format!("{base}{rbac}/namespaces/team/roles"), pods).await;
+        assert_eq!(code, 201, "{backend:?}: {b}");
+        let (code, b) = as_lead(
+            reqwest::Method::POST,
+            format!("{base}{rbac}/namespaces/team/rolebindings"),
+            binding("edit", "ClusterRole", "edit"),
+        )
+        .await;
+        assert_eq!(code, 201, "{backend:?}: {b}");
+        // Widening that Role by a patch: refused; nothing changed.
+        let widen = serde_json::json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]});
+        let path = format!("{base}{rbac}/namespaces/team/roles/pods");
+        let (code, b) = s
+            .req_with(
+                &s.anonymous,
+                reqwest::Method::PATCH,
+                &path,
+                Some("application/merge-patch+json"),
+                Some(serde_json::to_vec(&widen).unwrap()),
+                &[("authorization", &auth)],
+            )
+            .await;
+        assert_eq!(code, 403, "{backend:?}: {b}");
+        let (_, stored) = s.get(&path).await;
+        assert_eq!(stored["rules"][0]["resources"], serde_json::json!(["pods"]));
+        // A binding to a role that does not exist: 404, as from kube's rule resolver.
+        let (code, _) = as_lead(
+            reqwest::Method::POST,
+            format!("{base}{rbac}/namespaces/team/rolebindings"),
+            binding("ghost", "Role", "nope"),
+        )
+        .await;
+        assert_eq!(code, 404, "{backend:?}");
+
+        // Given `bind` on cluster-admin and `escalate` on roles (by the platform), both are allowed.
+        let powers = serde_json::json!({"metadata": {"name": "powers"}, "rules": [
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["bind"], "resourceNames": ["cluster-admin"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["escalate"]},
+        ]});
+        let (code, b) = s.post(&format!("{base}{rbac}/clusterroles"), &powers).await;
+        assert_eq!(code, 201, "{b}");
+        let (code, b) = s
+            .post(&format!("{base}{rbac}/namespaces/team/rolebindings"), &binding("powers", "ClusterRole", "powers"))
+            .await;
+        assert_eq!(code, 201, "{b}");
+        let (code, b) = as_lead(
+            reqwest::Method::POST,
+            format!("{base}{rbac}/namespaces/team/rolebindings"),
+            binding("up", "ClusterRole", "cluster-admin"),
+        )
+        .await;
+        assert_eq!(code, 201, "{backend:?}: {b}");
+        let (code, b) = as_lead(reqwest::Method::POST, format!("{base}{rbac}/namespaces/team/roles"), wildcard).await;
+        assert_eq!(code, 201, "{backend:?}: {b}");
+
+        // An aggregated ClusterRole needs everything, even of someone allowed to create ClusterRoles.
+        let (code, b) = s
+            .post(
+                &format!("{base}/api/v1/namespaces/team/serviceaccounts"),
+                &serde_json::json!({"metadata": {"name": "roler"}}),
+            )
+            .await;
+        assert_eq!(code, 201, "{b}");
+        let roler = serde_json::json!({"metadata": {"name": "roler"}, "rules": [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["create"]}]});
+        assert_eq!(s.post(&format!("{base}{rbac}/clusterroles"), &roler).await.0, 201);
+        let crb = serde_json::json!({"metadata": {"name": "roler"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "roler"}, "subjects": [{"kind": "ServiceAccount", "name": "roler", "namespace": "team"}]});
+        assert_eq!(s.post(&format!("{base}{rbac}/clusterrolebindings"), &crb).await.0, 201);
+        let (_, t) = s
+            .post(
+                &format!("{base}/api/v1/namespaces/team/serviceaccounts/roler/token"),
+                &serde_json::json!({"spec": {}}),
+            )
+            .await;
+        let roler_auth = format!("Bearer {}", t["status"]["token"].as_str().unwrap());
+        let aggregated = serde_json::json!({"metadata": {"name": "gather"}, "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}, "rules": []});
+        let (code, b) = s
+            .req_with(
+                &s.anonymous,
+                reqwest::Method::POST,
+                &format!("{base}{rbac}/clusterroles"),
+                Some("application/json"),
+                Some(serde_json::to_vec(&aggregated).unwrap()),
+                &[("authorization", &roler_auth)],
+            )
+            .await;
+        assert_eq!(code, 403, "{backend:?}: {b}");
+        assert_eq!(
+            b["message"],
+            "clusterroles.rbac.authorization.k8s.io \"gather\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+        );
+        // system:masters may; and nobody may change a binding's roleRef.
+        assert_eq!(s.post(&format!("{base}{rbac}/clusterroles"), &aggregated).await.0, 201);
+        let changed = binding("edit", "ClusterRole", "view");
+        let (code, b) = s.put(&format!("{base}{rbac}/namespaces/team/rolebindings/edit"), &changed).await;
+        assert_eq!(code, 422, "{backend:?}: {b}");
+        s.stop().await;
+    }
+}

@@ -560,13 +560,6 @@ async fn resource(
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
     let cluster_str = cluster.clone().unwrap_or_default();
-    let ctx = Ctx {
-        cluster: &cluster_str,
-        def: &def,
-        namespace: rp.namespace.as_deref(),
-        user: who,
-        user_agent: user_agent.as_deref(),
-    };
     let shape = respond::shape(accept.as_deref());
     let include = respond::include_object(&q);
     let reg = &state.registry;
@@ -576,6 +569,35 @@ async fn resource(
     // bytes as a tree): charged while the request is handled, so a tenant's concurrent large writes
     // are bounded by its budget too.
     let _decoding = account.try_charge(body.len() as u64 * DECODE_FACTOR)?;
+    let mut ctx = Ctx {
+        cluster: &cluster_str,
+        def: &def,
+        namespace: rp.namespace.as_deref(),
+        user: who,
+        user_agent: user_agent.as_deref(),
+        admit: None,
+    };
+    let escalation = match verb {
+        "create" | "update" | "patch" if crate::authz::guards(&def.group, &def.plural) && def.custom.is_none() => {
+            // A binding's check needs the role it references: the one stored (roleRef cannot change), or
+            // for a new binding the one its body names.
+            let role_ref = match (def.plural.ends_with("bindings"), rp.name.as_deref()) {
+                (false, _) => None,
+                (true, name) => {
+                    let stored = match name {
+                        Some(n) if verb == "patch" => reg.get(&ctx, n).await.ok(),
+                        _ => None,
+                    };
+                    let sent = || body::decode_object(content_type.as_deref(), &body).ok().map(|d| d.value);
+                    stored.or_else(sent).and_then(|b| crate::authz::role_ref(&b))
+                }
+            };
+            let namespace = rp.namespace.as_deref();
+            Some(state.authz.escalation(who, &cluster_str, &def.plural, namespace, rp.name.as_deref(), role_ref).await?)
+        }
+        _ => None,
+    };
+    ctx.admit = escalation.as_ref().map(|e| e as &dyn crate::registry::Admit);
 
     if def.is_virtual() {
         let work = review(state, &def, who, authz_cluster, content_type.as_deref(), &body);

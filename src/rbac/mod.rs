@@ -5,6 +5,7 @@
 //! can apply to the requesting user.
 
 mod defaults;
+mod escalation;
 mod reconcile;
 mod rule;
 mod selector;
@@ -14,7 +15,7 @@ mod tests;
 pub use defaults::{default_cluster_role_bindings, default_cluster_roles};
 pub use reconcile::{policy_revision, reconcile};
 
-use rule::{parse_rules, PolicyRule};
+pub(crate) use rule::{parse_rules, PolicyRule};
 use selector::Selector;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -273,6 +274,20 @@ fn resolve(i: usize, raws: &[RawClusterRole], states: &mut [State], depth: usize
     rules
 }
 
+/// The rules of ClusterRole `name` among `objs` (every ClusterRole of a cluster), its aggregation resolved as
+/// for authorization; `None` when there is no such role.
+pub(crate) fn cluster_role_rules(objs: &[Value], name: &str) -> Option<Vec<PolicyRule>> {
+    resolve_cluster_roles(objs).get(name).map(|r| r.to_vec())
+}
+
+/// Whether a ClusterRole gathers others' rules: it has an aggregation rule with selectors (an empty
+/// list selects nothing, and kube does not count it).
+pub(crate) fn aggregates(role: &Value) -> bool {
+    role.pointer("/aggregationRule/clusterRoleSelectors").and_then(Value::as_array).is_some_and(|s| !s.is_empty())
+}
+
+pub(crate) use escalation::{confirm_no_escalation, full_authority};
+
 impl RbacIndex {
     /// Build from lists of objects of each kind (as stored: JSON with metadata, rules, roleRef, subjects,
     /// aggregationRule). Malformed objects are ignored; bindings whose role does not exist grant nothing.
@@ -355,6 +370,19 @@ impl RbacIndex {
             // Non-resource requests carry no namespace, so only ClusterRoleBindings can grant them.
             Request::NonResource { verb, path } => self.cluster.any_rule(user, &|r| r.allows_non_resource(verb, path)),
         }
+    }
+
+    /// Every rule the user holds in `namespace` (cluster-wide ones, then that namespace's), as kube's rule
+    /// resolver gathers them for escalation checks; `None` for cluster-wide only.
+    pub(crate) fn rules_of(&self, user: &User, namespace: Option<&str>) -> Vec<PolicyRule> {
+        let ns_scope = namespace.filter(|ns| !ns.is_empty()).and_then(|ns| self.namespaces.get(ns));
+        let mut out = Vec::new();
+        for scope in std::iter::once(&self.cluster).chain(ns_scope) {
+            for pos in scope.sorted_positions(user) {
+                out.extend(scope.bindings.get(pos as usize).into_iter().flat_map(|r| r.iter().cloned()));
+            }
+        }
+        out
     }
 
     /// SelfSubjectRulesReview: the resource and non-resource rules the user has in `namespace` (namespace-bound +

@@ -84,6 +84,15 @@ pub struct Ctx<'a> {
     pub user: &'a Identity,
     /// The caller's User-Agent, for the default field manager.
     pub user_agent: Option<&'a str>,
+    /// A check the object a create, update or patch would store must pass, run before it is validated
+    /// (where kube-apiserver's RBAC storage prevents escalation).
+    pub admit: Option<&'a dyn Admit>,
+}
+
+/// A check of what a write would store, given what it replaces (`None` for a create).
+pub trait Admit: Send + Sync + std::fmt::Debug {
+    /// `Ok` to go on, or the error to answer.
+    fn admit(&self, old: Option<&Value>, new: &Value) -> ApiResult<()>;
 }
 
 /// A successful write's answer.

@@ -475,6 +475,9 @@ impl Registry {
         let def = ctx.def;
         check_type(def, &mut obj)?;
         let warnings = check_schema(def, &mut obj, opts.field_validation)?;
+        if let Some(a) = ctx.admit {
+            a.admit(None, &obj)?;
+        }
         {
             let m = meta::metadata_mut(&mut obj);
             if m.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
@@ -717,6 +720,9 @@ impl Registry {
                 }
             }
         }
+        if let Some(a) = ctx.admit {
+            a.admit(Some(current), &desired)?;
+        }
         settle_update(ctx, current, &mut desired, subresource)?;
         if !same_object(current, &desired) {
             patch::managed::record_update(
@@ -935,6 +941,9 @@ impl Registry {
                         if let Some(s) = current.get("status") {
                             d["status"] = s.clone();
                         }
+                    }
+                    if let Some(a) = ctx.admit {
+                        a.admit(Some(current), &d)?;
                     }
                     settle_update(ctx, current, &mut d, subresource)?;
                     d

@@ -175,7 +175,7 @@ async fn apply_document(
     let name = applied["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let def = resources::logical_cluster_def();
     let user = Identity::from_cert("system:kgate".into(), vec![MASTERS.into()]);
-    let ctx = Ctx { cluster: ROOT, def: &def, namespace: None, user: &user, user_agent: Some("kgate") };
+    let ctx = Ctx { cluster: ROOT, def: &def, namespace: None, user: &user, user_agent: Some("kgate"), admit: None };
     let opts = WriteOptions {
         dry_run: false,
         field_manager: Some(FIELD_MANAGER.into()),
