@@ -65,9 +65,10 @@ impl Impersonation {
             let n = name.as_str();
             let v = || value.to_str().map(str::to_string).map_err(|_| format!("invalid {n} header"));
             match n {
-                "impersonate-user" => imp.user = Some(v()?),
+                // The first of several, as Go's `Header.Get` reads them.
+                "impersonate-user" if imp.user.is_none() => imp.user = Some(v()?),
                 "impersonate-group" => imp.groups.push(v()?),
-                "impersonate-uid" => imp.uid = Some(v()?),
+                "impersonate-uid" if imp.uid.is_none() => imp.uid = Some(v()?),
                 _ if n.starts_with("impersonate-extra-") => {
                     imp.extras.push(n["impersonate-extra-".len()..].to_string())
                 }

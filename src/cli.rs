@@ -215,17 +215,70 @@ pub struct KubeconfigRequest<'a> {
     pub server: Option<&'a str>,
 }
 
-/// `kgate kubeconfig`: make sure the ServiceAccount and its binding exist, issue a token, and render a
-/// kubeconfig for the cluster.
-pub async fn kubeconfig(admin: &Admin, req: &KubeconfigRequest<'_>) -> Result<String, CliError> {
-    let cluster_role = match req.role {
+/// The ClusterRole a `--role` binds, and the ClusterRoles an account may already be bound to for a
+/// kubeconfig of that role not to carry more than it says (the role and those it includes).
+pub fn role_of(role: &str) -> Result<(&'static str, &'static [&'static str]), CliError> {
+    Ok(match role {
         // A team's admin owns its whole logical cluster, namespaces included.
-        "admin" => "cluster-admin",
-        "edit" => "edit",
-        "view" => "view",
+        "admin" => ("cluster-admin", &["cluster-admin", "admin", "edit", "view"]),
+        "edit" => ("edit", &["edit", "view"]),
+        "view" => ("view", &["view"]),
         other => return Err(CliError::Usage(format!("--role must be admin, edit or view, not {other:?}"))),
-    };
+    })
+}
+
+/// The ServiceAccount a kubeconfig of `role` uses when none is named: one per role, so a view
+/// kubeconfig never shares an account with an admin one.
+pub fn default_service_account(role: &str) -> String {
+    format!("kgate-{role}")
+}
+
+/// The bindings of `cluster` whose subjects include ServiceAccount `ns/sa`, as (kind/name, roleRef name).
+async fn bindings_of(admin: &Admin, cluster: &str, ns: &str, sa: &str) -> Result<Vec<(String, String)>, CliError> {
+    let mut out = Vec::new();
+    for (kind, plural) in [("ClusterRoleBinding", "clusterrolebindings"), ("RoleBinding", "rolebindings")] {
+        let path = format!("/clusters/{cluster}/apis/rbac.authorization.k8s.io/v1/{plural}");
+        let (code, list) = admin.call(reqwest::Method::GET, &path, None).await?;
+        if code != 200 {
+            return Err(api_error(&list));
+        }
+        for b in list["items"].as_array().into_iter().flatten() {
+            let binding_ns = b["metadata"]["namespace"].as_str().unwrap_or_default();
+            let names_sa = b["subjects"].as_array().into_iter().flatten().any(|s| {
+                let subject_ns = s["namespace"].as_str().filter(|n| !n.is_empty()).unwrap_or(binding_ns);
+                s["kind"] == "ServiceAccount" && s["name"] == sa && subject_ns == ns
+            });
+            if names_sa {
+                let name = b["metadata"]["name"].as_str().unwrap_or_default();
+                let at = if binding_ns.is_empty() { String::new() } else { format!(" in namespace {binding_ns}") };
+                out.push((format!("{kind} {name}{at}"), b["roleRef"]["name"].as_str().unwrap_or_default().to_string()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `kgate kubeconfig`: make sure the ServiceAccount and its binding exist, issue a token, and render a
+/// kubeconfig for the cluster. Refused when the account already holds more than the role through other
+/// bindings: the kubeconfig would carry those rights too.
+pub async fn kubeconfig(admin: &Admin, req: &KubeconfigRequest<'_>) -> Result<String, CliError> {
+    let (cluster_role, within) = role_of(req.role)?;
     let (c, ns, sa) = (req.cluster, req.namespace, req.service_account);
+    let beyond: Vec<String> = bindings_of(admin, c, ns, sa)
+        .await?
+        .into_iter()
+        .filter(|(_, role)| !within.contains(&role.as_str()))
+        .map(|(binding, role)| format!("{role} (through {binding})"))
+        .collect();
+    if !beyond.is_empty() {
+        return Err(CliError::Usage(format!(
+            "ServiceAccount {ns}/{sa} in cluster {c} already holds more than --role {}: {}; a kubeconfig for it \
+             would carry those rights too. Name another --service-account (or pass --unique), or revoke the \
+             account first (kgate kubeconfig --cluster {c} --service-account {ns}/{sa} --revoke)",
+            req.role,
+            beyond.join(", ")
+        )));
+    }
     admin
         .ensure(
             &format!("/clusters/{c}/api/v1/namespaces/{ns}/serviceaccounts"),
@@ -265,6 +318,26 @@ pub async fn kubeconfig(admin: &Admin, req: &KubeconfigRequest<'_>) -> Result<St
         Some("default"),
     )
     .map_err(|e| CliError::Api(e.to_string()))
+}
+
+/// `kgate kubeconfig --revoke`: delete the ServiceAccount, which ends every token issued for it (a token
+/// is valid only while its account exists with the same uid), and the bindings kgate made for it.
+pub async fn revoke(admin: &Admin, cluster: &str, ns: &str, sa: &str) -> Result<String, CliError> {
+    let path = format!("/clusters/{cluster}/api/v1/namespaces/{ns}/serviceaccounts/{sa}");
+    match admin.call(reqwest::Method::DELETE, &path, None).await? {
+        (200..=299, _) => {}
+        (404, _) => return Err(CliError::Api(format!("no ServiceAccount {ns}/{sa} in cluster {cluster}"))),
+        (_, st) => return Err(api_error(&st)),
+    }
+    for role in ["admin", "edit", "view"] {
+        let binding =
+            format!("/clusters/{cluster}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/kgate:{ns}:{sa}:{role}");
+        match admin.call(reqwest::Method::DELETE, &binding, None).await? {
+            (200..=299, _) | (404, _) => {}
+            (_, st) => return Err(api_error(&st)),
+        }
+    }
+    Ok(format!("serviceaccount {ns}/{sa} in cluster {cluster} deleted: every kubeconfig made for it is revoked"))
 }
 
 #[cfg(test)]

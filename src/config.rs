@@ -35,6 +35,9 @@ pub struct Config {
     pub connections: crate::http::server::ConnLimits,
     /// Bytes that answers being sent may hold, server-wide and per logical cluster.
     pub bytes: crate::budget::Limits,
+    /// The audiences a ServiceAccount token must name one of to authenticate to the API (kube-apiserver's
+    /// `--api-audiences`); TokenRequests without audiences get these.
+    pub api_audiences: Vec<String>,
 }
 
 impl Default for Config {
@@ -52,6 +55,7 @@ impl Default for Config {
             inflight: Default::default(),
             connections: Default::default(),
             bytes: Default::default(),
+            api_audiences: crate::http::tokens::default_audiences(),
         }
     }
 }

@@ -52,9 +52,17 @@ struct KubeconfigArgs {
     /// The logical cluster.
     #[arg(long)]
     cluster: String,
-    /// The ServiceAccount the token is for, NAMESPACE/NAME (created if missing).
-    #[arg(long, default_value = "default/kgate-user")]
-    service_account: String,
+    /// The ServiceAccount the token is for, NAMESPACE/NAME (created if missing). Default: one per role,
+    /// default/kgate-admin, default/kgate-edit or default/kgate-view.
+    #[arg(long)]
+    service_account: Option<String>,
+    /// A new ServiceAccount for this kubeconfig alone (default/kgate-<role>-<random>), to revoke by itself.
+    #[arg(long, conflicts_with = "service_account")]
+    unique: bool,
+    /// Revoke instead: delete the ServiceAccount (--service-account, or the role's default), which ends
+    /// every token and kubeconfig made for it.
+    #[arg(long)]
+    revoke: bool,
     /// What it may do in the cluster: admin (everything), edit or view.
     #[arg(long, default_value = "admin")]
     role: String,
@@ -118,6 +126,16 @@ struct ServeArgs {
     /// open-file limit allows).
     #[arg(long, default_value_t = kgate::http::server::ConnLimits::default().max)]
     max_connections: usize,
+    /// Audiences a ServiceAccount token must name one of to be accepted by the API (comma-separated);
+    /// TokenRequests without audiences get these.
+    #[arg(long, value_delimiter = ',', default_values_t = kgate::http::tokens::default_audiences())]
+    api_audiences: Vec<String>,
+    /// Bytes that answers being sent may hold in the whole server before requests are refused (0: no limit).
+    #[arg(long, default_value_t = kgate::budget::Limits::default().server)]
+    max_response_bytes_inflight: u64,
+    /// Bytes that answers being sent may hold in one logical cluster before its requests are refused (0: no limit).
+    #[arg(long, default_value_t = kgate::budget::Limits::default().per_cluster)]
+    max_response_bytes_inflight_per_cluster: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -143,10 +161,21 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Kubeconfig(a) => {
             let admin = kgate::cli::Admin::from_kubeconfig(&kgate::cli::kubeconfig_path(a.kubeconfig))?;
-            let (namespace, service_account) = a
-                .service_account
-                .split_once('/')
-                .ok_or_else(|| anyhow::anyhow!("--service-account must be NAMESPACE/NAME"))?;
+            kgate::cli::role_of(&a.role)?;
+            let account = match (&a.service_account, a.unique) {
+                (Some(sa), _) => sa.clone(),
+                (None, true) => {
+                    let suffix: String = (0..5).map(|_| (b'a' + rand::random::<u8>() % 26) as char).collect();
+                    format!("default/{}-{suffix}", kgate::cli::default_service_account(&a.role))
+                }
+                (None, false) => format!("default/{}", kgate::cli::default_service_account(&a.role)),
+            };
+            let (namespace, service_account) =
+                account.split_once('/').ok_or_else(|| anyhow::anyhow!("--service-account must be NAMESPACE/NAME"))?;
+            if a.revoke {
+                println!("{}", rt.block_on(kgate::cli::revoke(&admin, &a.cluster, namespace, service_account))?);
+                return Ok(());
+            }
             let req = kgate::cli::KubeconfigRequest {
                 cluster: &a.cluster,
                 namespace,
@@ -182,6 +211,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
             watches_per_cluster: a.max_watches_per_cluster,
         },
         connections: kgate::http::server::ConnLimits { max: a.max_connections, ..Default::default() },
+        bytes: kgate::budget::Limits {
+            server: a.max_response_bytes_inflight,
+            per_cluster: a.max_response_bytes_inflight_per_cluster,
+        },
+        api_audiences: a.api_audiences,
         ..Default::default()
     };
     let running = kgate::server::start(config).await?;

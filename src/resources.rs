@@ -245,6 +245,7 @@ fn builtin_specs() -> Vec<Spec> {
         ("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews"),
         ("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews"),
         ("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews"),
+        ("authentication.k8s.io", "TokenReview", "tokenreviews"),
     ] {
         v.push(Spec { verbs: CREATE_ONLY, ..rw(group, "v1", kind, plural, false) });
     }

@@ -125,7 +125,8 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             signer,
             crds.clone(),
         )
-        .with_limits(config.inflight, config.bytes),
+        .with_limits(config.inflight, config.bytes)
+        .with_audiences(config.api_audiences.clone()),
     );
     // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut
     // short. It stops with the server (awaited below), so no purge outlives it.

@@ -34,6 +34,31 @@ pub struct Claims {
     pub iat: i64,
     /// Expiry (Unix seconds).
     pub exp: i64,
+    /// The audiences it is for (`aud`). Tokens issued before kgate kept audiences have none, and were
+    /// all for its API.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aud: Vec<String>,
+    /// The object the token is bound to: it is valid only while that object exists with that uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
+}
+
+/// A token's bound object (`boundObjectRef`): a Pod or Secret in the ServiceAccount's namespace, or a Node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bound {
+    /// `Pod`, `Secret` or `Node`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid when the token was issued.
+    pub uid: String,
+}
+
+impl Claims {
+    /// Whether the token is for one of `audiences` (a token without audiences is for kgate's API).
+    pub fn for_any(&self, audiences: &[String]) -> bool {
+        self.aud.is_empty() || self.aud.iter().any(|a| audiences.contains(a))
+    }
 }
 
 /// Why a token was refused (all become 401).
@@ -131,7 +156,22 @@ mod tests {
             uid: "u1".into(),
             iat: 0,
             exp,
+            aud: vec!["https://kubernetes.default.svc".into()],
+            bound: Some(Bound { kind: "Pod".into(), name: "p".into(), uid: "pu".into() }),
         }
+    }
+
+    #[test]
+    fn audiences_are_kept_and_tokens_without_them_are_for_the_api() {
+        let s = Signer::new(vec![7; 32]);
+        let t = s.verify(&s.sign(&claims(100)), 50).unwrap();
+        assert!(t.for_any(&["https://kubernetes.default.svc".into()]));
+        assert!(!t.for_any(&["vault".into()]));
+        let old: Claims = serde_json::from_value(serde_json::json!({
+            "iss": "kgate", "sub": "s", "cluster": "c", "ns": "n", "sa": "a", "uid": "u", "iat": 0, "exp": 1
+        }))
+        .unwrap();
+        assert!(old.for_any(&["anything".into()]) && old.bound.is_none());
     }
 
     #[test]

@@ -710,3 +710,219 @@ async fn rbac_grants_nothing_the_granter_does_not_hold() {
         s.stop().await;
     }
 }
+
+/// `kgate kubeconfig --role view` made after an admin one never carries admin's rights: each role has its
+/// ServiceAccount; naming an account that holds more is refused; revoking ends the kubeconfig.
+#[tokio::test]
+async fn a_kubeconfig_carries_no_more_than_its_role() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = std::sync::Arc::new(TestServer::start(backend).await);
+        s.create_cluster("roles").await;
+        let t = s.clone();
+        tokio::task::spawn_blocking(move || {
+            let admin =
+                t.kgate_kubeconfig(&["--cluster", "roles", "--role", "admin"], "roles-admin.kubeconfig").unwrap();
+            let view = t.kgate_kubeconfig(&["--cluster", "roles", "--role", "view"], "roles-view.kubeconfig").unwrap();
+            let can = |kc: &std::path::Path, args: &[&str]| common::kubectl(kc, args).1.trim().to_string();
+            assert_eq!(can(&admin, &["auth", "can-i", "delete", "secrets", "-A"]), "yes", "{backend:?}");
+            assert_eq!(can(&view, &["auth", "can-i", "delete", "secrets", "-A"]), "no", "{backend:?}");
+            assert_eq!(can(&view, &["auth", "can-i", "list", "configmaps"]), "yes", "{backend:?}");
+            let (ok, _, err) = common::kubectl(&view, &["create", "cm", "nope", "--from-literal=a=b"]);
+            assert!(!ok && err.contains("forbidden"), "{backend:?}: {err}");
+            // The admin account named for a view kubeconfig: refused, naming what it holds.
+            let refused = t
+                .kgate_kubeconfig(
+                    &["--cluster", "roles", "--role", "view", "--service-account", "default/kgate-admin"],
+                    "x",
+                )
+                .unwrap_err();
+            assert!(refused.contains("already holds more than --role view: cluster-admin"), "{backend:?}: {refused}");
+            // A kubeconfig of its own, and its revocation: the kubeconfig stops working at once.
+            let own =
+                t.kgate_kubeconfig(&["--cluster", "roles", "--role", "edit", "--unique"], "own.kubeconfig").unwrap();
+            common::kubectl_ok(&own, &["create", "cm", "mine", "--from-literal=a=b"]);
+            t.kgate_kubeconfig(&["--cluster", "roles", "--role", "view", "--revoke"], "revoked.txt").unwrap();
+            let (ok, _, err) = common::kubectl(&view, &["get", "cm"]);
+            assert!(!ok && err.contains("Unauthorized"), "{backend:?}: {err}");
+            common::kubectl_ok(&own, &["get", "cm", "mine"]);
+        })
+        .await
+        .unwrap();
+        std::sync::Arc::try_unwrap(s).ok().expect("no other handle").stop().await;
+    }
+}
+
+/// Tokens as kube binds them: to audiences (a token for `vault` does not log in to the API), to an
+/// object that must exist (and whose deletion ends the token), with a typed, bounded lifetime; and a
+/// TokenReview says so.
+#[tokio::test]
+async fn tokens_are_bound_to_audiences_and_objects() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        s.create_cluster("tok").await;
+        let base = "/clusters/tok/api/v1/namespaces/default";
+        let token_of = |spec: serde_json::Value| {
+            let s = &s;
+            async move { s.post(&format!("{base}/serviceaccounts/bot/token"), &serde_json::json!({"spec": spec})).await }
+        };
+        let (code, b) =
+            s.post(&format!("{base}/serviceaccounts"), &serde_json::json!({"metadata": {"name": "bot"}})).await;
+        assert_eq!(code, 201, "{b}");
+        let get_as = |token: String| {
+            let s = &s;
+            async move {
+                let auth = format!("bearer {token}");
+                s.req_with(
+                    &s.anonymous,
+                    reqwest::Method::GET,
+                    &format!("{base}/serviceaccounts/bot"),
+                    None,
+                    None,
+                    &[("authorization", &auth)],
+                )
+                .await
+                .0
+            }
+        };
+        // The default: the API's audiences, echoed; a lower-case scheme is read as kube reads it. (The
+        // account may not read itself: 403 means it authenticated.)
+        let (code, b) = token_of(serde_json::json!({})).await;
+        assert_eq!(code, 201, "{b}");
+        assert_eq!(b["spec"]["audiences"], serde_json::json!(["https://kubernetes.default.svc", "kgate"]));
+        let api_token = b["status"]["token"].as_str().unwrap().to_string();
+        assert_eq!(get_as(api_token.clone()).await, 403, "{backend:?}");
+        // For another audience: not for the API.
+        let (_, b) = token_of(serde_json::json!({"audiences": ["vault"]})).await;
+        let vault_token = b["status"]["token"].as_str().unwrap().to_string();
+        assert_eq!(get_as(vault_token.clone()).await, 401, "{backend:?}");
+        // Bound to a Pod: it must exist, and the token dies with it.
+        let pod_ref = serde_json::json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p"}});
+        let (code, b) = token_of(pod_ref.clone()).await;
+        assert_eq!((code.as_u16(), b["message"].as_str()), (404, Some("pods \"p\" not found")), "{backend:?}");
+        let pod = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        let (code, b) = s.post(&format!("{base}/pods"), &pod).await;
+        assert_eq!(code, 201, "{b}");
+        let (code, b) = token_of(serde_json::json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p", "uid": "not-its-uid"}})).await;
+        assert_eq!(code, 409, "{backend:?}: {b}");
+        let (code, b) = token_of(pod_ref).await;
+        assert_eq!(code, 201, "{b}");
+        let pod_token = b["status"]["token"].as_str().unwrap().to_string();
+        assert_eq!(get_as(pod_token.clone()).await, 403, "{backend:?}");
+        let (code, _) =
+            s.req(reqwest::Method::DELETE, &format!("{base}/pods/p?gracePeriodSeconds=0"), None, None).await;
+        assert!(code.is_success());
+        assert_eq!(get_as(pod_token).await, 401, "{backend:?}: a token bound to a deleted Pod");
+        // expirationSeconds is an integer of at least 600 seconds.
+        let (code, b) = token_of(serde_json::json!({"expirationSeconds": "600"})).await;
+        assert_eq!(code, 400, "{backend:?}: {b}");
+        assert!(b["message"].as_str().unwrap().contains(
+            "cannot unmarshal string into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64"
+        ));
+        assert_eq!(token_of(serde_json::json!({"expirationSeconds": 600.5})).await.0, 400, "{backend:?}");
+        let (code, b) = token_of(serde_json::json!({"expirationSeconds": 599})).await;
+        assert_eq!(code, 422, "{backend:?}: {b}");
+        // TokenReview, as system:auth-delegator may send it: who, and for which audiences.
+        let review = |token: &str, audiences: serde_json::Value| {
+            let s = &s;
+            let body = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token, "audiences": audiences}});
+            async move { s.post("/clusters/tok/apis/authentication.k8s.io/v1/tokenreviews", &body).await }
+        };
+        let (code, b) = review(&api_token, serde_json::json!([])).await;
+        assert_eq!(code, 201, "{b}");
+        assert_eq!(b["status"]["authenticated"], true);
+        assert_eq!(b["status"]["user"]["username"], "system:serviceaccount:default:bot");
+        assert_eq!(b["status"]["audiences"], serde_json::json!(["https://kubernetes.default.svc", "kgate"]));
+        let (_, b) = review(&vault_token, serde_json::json!(["vault"])).await;
+        assert_eq!(
+            (b["status"]["authenticated"].as_bool(), &b["status"]["audiences"]),
+            (Some(true), &serde_json::json!(["vault"]))
+        );
+        let (_, b) = review(&vault_token, serde_json::json!([])).await;
+        assert!(b["status"]["authenticated"].is_null(), "{b}");
+        assert!(b["status"]["error"].as_str().unwrap().contains("is invalid for the target audiences"), "{b}");
+        s.stop().await;
+    }
+}
+
+/// Answers that were wrong but safe are kube's now: a patch moving an object to another namespace or
+/// giving it another uid, duplicate JSON fields under fieldValidation=Strict (a warning otherwise), and
+/// several Impersonate-User headers (the first counts).
+#[tokio::test]
+async fn wrong_but_safe_answers_are_kubes() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        let cms = "/api/v1/namespaces/default/configmaps";
+        let (code, _) = s.post(cms, &serde_json::json!({"metadata": {"name": "c"}})).await;
+        assert_eq!(code, 201);
+        let merge = "application/merge-patch+json";
+        let (code, b) =
+            s.patch(&format!("{cms}/c"), merge, &serde_json::json!({"metadata": {"namespace": "kube-system"}})).await;
+        assert_eq!(
+            (code.as_u16(), b["message"].as_str()),
+            (400, Some("the namespace of the provided object does not match the namespace sent on the request")),
+            "{backend:?}"
+        );
+        let (code, b) = s.patch(&format!("{cms}/c"), merge, &serde_json::json!({"metadata": {"uid": "another"}})).await;
+        assert_eq!(code, 422, "{backend:?}: {b}");
+        assert!(
+            b["message"].as_str().unwrap().ends_with("metadata.uid: Invalid value: \"another\": field is immutable"),
+            "{b}"
+        );
+        let apply =
+            br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "kube-system"}}"#;
+        let (code, _) = s
+            .req(
+                reqwest::Method::PATCH,
+                &format!("{cms}/c?fieldManager=m"),
+                Some("application/apply-patch+yaml"),
+                Some(apply.to_vec()),
+            )
+            .await;
+        assert_eq!(code, 400, "{backend:?}");
+        // Duplicate fields: refused under Strict (kubectl's default), a warning under the server's default.
+        let dup = br#"{"metadata": {"name": "d", "name": "e"}, "data": {"a": "1"}}"#.to_vec();
+        let (code, b) = s
+            .req(
+                reqwest::Method::POST,
+                &format!("{cms}?fieldValidation=Strict"),
+                Some("application/json"),
+                Some(dup.clone()),
+            )
+            .await;
+        assert_eq!(code, 400, "{backend:?}: {b}");
+        assert_eq!(b["message"], "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: duplicate field \"metadata.name\"");
+        let r = s
+            .client
+            .post(format!("{}{cms}", s.url))
+            .header("content-type", "application/json")
+            .body(dup)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        assert_eq!(r.headers()["warning"], "299 - \"duplicate field \\\"metadata.name\\\"\"");
+        assert_eq!(r.json::<serde_json::Value>().await.unwrap()["metadata"]["name"], "e", "the last value wins");
+        // Several Impersonate-User headers: the first.
+        let review = serde_json::to_vec(
+            &serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+        )
+        .unwrap();
+        let r = s
+            .client
+            .post(format!("{}/apis/authentication.k8s.io/v1/selfsubjectreviews", s.url))
+            .header("content-type", "application/json")
+            .header("impersonate-user", "alice")
+            .header("impersonate-user", "bob")
+            .body(review)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        assert_eq!(
+            r.json::<serde_json::Value>().await.unwrap()["status"]["userInfo"]["username"],
+            "alice",
+            "{backend:?}"
+        );
+        s.stop().await;
+    }
+}

@@ -26,7 +26,7 @@ use crate::request::{self, Query, ResourcePath, Route};
 use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
 use crate::tenancy::Directory;
-use crate::token::{Claims, Signer};
+use crate::token::Signer;
 
 /// The Kubernetes version kgate serves; kubectl's dispatcher picks its build from `minor`.
 pub const KUBE_MAJOR: &str = "1";
@@ -57,6 +57,8 @@ pub struct AppState {
     pub budgets: Arc<crate::budget::Budgets>,
     /// Where patches and large writes run, off the async workers.
     pub heavy: super::heavy::Heavy,
+    /// The audiences a ServiceAccount token must name one of to authenticate to the API.
+    pub audiences: Vec<String>,
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
@@ -110,6 +112,7 @@ impl AppState {
                 metrics.inflight.refused.clone(),
             ),
             heavy: Default::default(),
+            audiences: super::tokens::default_audiences(),
             registry,
             directory,
             shutdown,
@@ -120,6 +123,14 @@ impl AppState {
             discovery: [OnceLock::new(), OnceLock::new()],
             openapi: DashMap::new(),
         }
+    }
+
+    /// These audiences for ServiceAccount tokens, instead of the defaults.
+    pub fn with_audiences(mut self, audiences: Vec<String>) -> Self {
+        if !audiences.is_empty() {
+            self.audiences = audiences;
+        }
+        self
     }
 
     /// These limits on what may be in flight, instead of the defaults.
@@ -212,16 +223,20 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>, a
         }
         _ => {}
     }
-    let bearer = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_string());
-    // A verified client certificate wins (kube-apiserver tries x509 first); then a bearer token.
+    let bearer = super::tokens::bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
+    // A verified client certificate wins (kube-apiserver tries x509 first); then a bearer token, which
+    // is valid only in its own cluster and for kgate's audiences. Anything else is 401 before any work.
     let who = match (&conn.identity, bearer) {
         (Some(id), _) => id.clone(),
-        (None, Some(token)) => authenticate_token(state, &token, &target).await?,
+        (None, Some(token)) => {
+            match super::tokens::authenticate(state, token, target.name(), &state.audiences).await? {
+                Ok((who, _)) => who,
+                Err(why) => {
+                    tracing::debug!(reason = %why, "bearer token refused");
+                    return Err(ApiError::unauthorized());
+                }
+            }
+        }
         (None, None) => return Err(ApiError::unauthorized()),
     };
     // Who authenticated decides the exemption, not whom they impersonate.
@@ -610,7 +625,11 @@ async fn resource(
         Some("token") if def.group.is_empty() && def.plural == "serviceaccounts" => {
             return match (verb, name) {
                 ("create", Some(n)) => {
-                    Ok((token_request(state, &ctx, n, content_type.as_deref(), &body).await?, labels))
+                    let req = body::decode_object(content_type.as_deref(), &body)?.value;
+                    let (answer, warnings) = super::tokens::request(state, &ctx, n, &req).await?;
+                    let mut r = respond::json(201, &answer);
+                    respond::add_warnings(&mut r, &warnings);
+                    Ok((r, labels))
                 }
                 _ => Err(ApiError::method_not_allowed(verb, "serviceaccounts/token")),
             };
@@ -828,9 +847,6 @@ fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
     DeleteOptions::parse(v.as_ref(), q)
 }
 
-/// Authenticate a ServiceAccount token. It is valid only for the cluster it was issued in, only while
-/// its ServiceAccount (same uid) exists, and only before it expires; anything else is 401 before any
-/// other work.
 /// Act as the identity the `Impersonate-*` headers name, if the caller's RBAC in the cluster allows
 /// `impersonate` on each part (as kube-apiserver does); otherwise 403 and nothing happens.
 async fn impersonate(state: &AppState, headers: &http::HeaderMap, who: Identity, cluster: &str) -> ApiResult<Identity> {
@@ -854,99 +870,6 @@ async fn impersonate(state: &AppState, headers: &http::HeaderMap, who: Identity,
         state.authz.authorize(&who, cluster, &attrs).await?.map_err(ApiError::forbidden)?;
     }
     Ok(imp.identity())
-}
-
-async fn authenticate_token(state: &AppState, token: &str, target: &ClusterTarget) -> ApiResult<Identity> {
-    let claims: Claims =
-        state.signer.verify(token, chrono::Utc::now().timestamp()).map_err(|_| ApiError::unauthorized())?;
-    if target.name() != Some(claims.cluster.as_str()) {
-        return Err(ApiError::unauthorized());
-    }
-    let key = crate::storage::keys::object(
-        &state.registry.prefix,
-        "core",
-        "serviceaccounts",
-        &claims.cluster,
-        Some(&claims.ns),
-        &claims.sa,
-    );
-    let live = state.registry.store.get(&key).await?;
-    let same_account = live
-        .and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
-        .is_some_and(|o| o["metadata"]["uid"].as_str() == Some(claims.uid.as_str()));
-    if !same_account {
-        return Err(ApiError::unauthorized());
-    }
-    Ok(Identity {
-        user: claims.sub,
-        groups: vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{}", claims.ns),
-            "system:authenticated".into(),
-        ],
-    })
-}
-
-/// Shortest and longest token lifetimes a TokenRequest may ask for.
-const TOKEN_MIN_SECONDS: i64 = 600;
-const TOKEN_MAX_SECONDS: i64 = 366 * 24 * 3600;
-const TOKEN_DEFAULT_SECONDS: i64 = 3600;
-
-/// `POST .../serviceaccounts/<name>/token` (`kubectl create token`): a token bound to this cluster and
-/// this ServiceAccount's uid.
-async fn token_request(
-    state: &AppState,
-    ctx: &Ctx<'_>,
-    name: &str,
-    content_type: Option<&str>,
-    body: &[u8],
-) -> ApiResult<Response<Body>> {
-    let req = body::decode_object(content_type, body)?.value;
-    let sa = state.registry.get(ctx, name).await?;
-    let uid = crate::meta::meta_str(&sa, "uid").unwrap_or_default().to_string();
-    let ns = ctx.namespace.unwrap_or_default().to_string();
-    let seconds = match req["spec"]["expirationSeconds"].as_i64() {
-        None => TOKEN_DEFAULT_SECONDS,
-        Some(s) if (TOKEN_MIN_SECONDS..=TOKEN_MAX_SECONDS).contains(&s) => s,
-        Some(s) => {
-            return Err(ApiError::invalid(
-                "TokenRequest",
-                "authentication.k8s.io",
-                name,
-                vec![crate::status::cause(
-                    "FieldValueInvalid",
-                    "spec.expirationSeconds",
-                    format!(
-                        "Invalid value: {s}: may not specify a duration less than 10 minutes or longer than a year"
-                    ),
-                )],
-            ))
-        }
-    };
-    let now = chrono::Utc::now();
-    let claims = Claims {
-        iss: "kgate".into(),
-        sub: format!("system:serviceaccount:{ns}:{name}"),
-        cluster: ctx.cluster.to_string(),
-        ns: ns.clone(),
-        sa: name.to_string(),
-        uid,
-        iat: now.timestamp(),
-        exp: now.timestamp() + seconds,
-    };
-    let token = state.signer.sign(&claims);
-    let expires = (now + chrono::Duration::seconds(seconds)).format("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let mut spec = req.get("spec").cloned().unwrap_or(json!({}));
-    spec["expirationSeconds"] = json!(seconds);
-    Ok(respond::json(
-        201,
-        &json!({
-            "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"name": name, "namespace": ns, "creationTimestamp": crate::meta::now_rfc3339()},
-            "spec": spec,
-            "status": {"token": token, "expirationTimestamp": expires},
-        }),
-    ))
 }
 
 /// SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview: answered, never stored.
@@ -995,6 +918,7 @@ async fn review(
         "SelfSubjectReview" => {
             obj["status"] = json!({"userInfo": who.user_info()});
         }
+        "TokenReview" => return Ok(respond::json(201, &super::tokens::review(state, cluster, obj).await?)),
         _ => return Err(ApiError::path_not_found()),
     }
     obj["metadata"] = json!({"creationTimestamp": null});

@@ -8,3 +8,4 @@ pub mod inflight;
 pub mod meter;
 pub mod respond;
 pub mod server;
+pub mod tokens;

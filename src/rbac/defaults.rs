@@ -101,6 +101,14 @@ pub fn default_cluster_roles() -> Vec<Value> {
             ],
         ),
         cluster_role(
+            "system:auth-delegator",
+            &[],
+            vec![
+                rule(&["create"], AUTHENTICATION, &["tokenreviews"]),
+                rule(&["create"], AUTHORIZATION, &["subjectaccessreviews"]),
+            ],
+        ),
+        cluster_role(
             "system:public-info-viewer",
             &[],
             vec![url_rule(&["get"], &["/livez", "/readyz", "/healthz", "/version", "/version/"])],

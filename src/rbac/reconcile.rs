@@ -25,24 +25,9 @@ pub fn policy_revision() -> &'static str {
     })
 }
 
-/// Whether `have` allows everything `want` allows: each verb on each group, resource and name, or each
-/// verb on each URL, is allowed by one of `have` (kube's `Covers`, over the same matching as
-/// authorization, so a wildcard is covered only by a wildcard).
+/// Whether `have` allows everything `want` allows (kube's `Covers`, which its reconciler uses too).
 fn covered(have: &[PolicyRule], want: &PolicyRule) -> bool {
-    let names: Vec<&str> = match want.resource_names.as_slice() {
-        [] => vec![""],
-        names => names.iter().map(String::as_str).collect(),
-    };
-    want.verbs.iter().all(|verb| {
-        let urls = want.non_resource_urls.iter().all(|url| have.iter().any(|h| h.allows_non_resource(verb, url)));
-        let resources = want.api_groups.iter().all(|group| {
-            want.resources.iter().all(|resource| {
-                let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
-                names.iter().all(|name| have.iter().any(|h| h.allows_resource(verb, group, resource, sub, name)))
-            })
-        });
-        urls && resources
-    })
+    super::escalation::uncovered(have, std::slice::from_ref(want)).is_empty()
 }
 
 /// The object under `field`, made one if it is missing or not an object.

@@ -931,6 +931,26 @@ impl Registry {
                 }
                 check_type(def, &mut patched)?;
                 warnings = check_schema(def, &mut patched, opts.field_validation)?;
+                // As kube-apiserver: a patch may not move an object to another namespace, nor give it another uid.
+                let patched_ns = meta::meta_str(&patched, "namespace").filter(|n| !n.is_empty());
+                if def.namespaced && patched_ns.is_some_and(|n| Some(n) != ctx.namespace) {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                if let Some(uid) =
+                    meta::meta_str(&patched, "uid").filter(|u| Some(*u) != meta::meta_str(current, "uid"))
+                {
+                    return Err(invalid(
+                        def,
+                        name,
+                        vec![cause(
+                            "FieldValueInvalid",
+                            "metadata.uid",
+                            format!("Invalid value: {uid:?}: field is immutable"),
+                        )],
+                    ));
+                }
                 if meta::meta_str(&patched, "name") != Some(name) {
                     return Err(ApiError::bad_request("metadata.name cannot be changed by a patch"));
                 }

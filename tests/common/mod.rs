@@ -226,6 +226,24 @@ impl TestServer {
         tenant_token(&self.client, &self.url, cluster, sa, clusterrole).await
     }
 
+    /// Run `kgate kubeconfig` against this server with `args`; returns the kubeconfig written to a file
+    /// named `file`, or what the command printed on failure. Blocking: call it off the runtime.
+    pub fn kgate_kubeconfig(&self, args: &[&str], file: &str) -> Result<PathBuf, String> {
+        let out = Command::new(env!("CARGO_BIN_EXE_kgate"))
+            .arg("kubeconfig")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let path = self.dir.path().join(file);
+        std::fs::write(&path, &out.stdout).unwrap();
+        Ok(path)
+    }
+
     /// Send a request as admin; returns the status and the JSON body (Null if not JSON).
     pub async fn req(
         &self,
