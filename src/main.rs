@@ -138,7 +138,15 @@ struct ServeArgs {
     max_response_bytes_inflight_per_cluster: u64,
 }
 
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> anyhow::Result<()> {
+    // jemalloc purges pages unused for its decay time (10 s) only when some thread allocates or frees,
+    // so an idle server would keep what a burst took: its background thread purges them regardless.
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+        eprintln!("warning: jemalloc's background thread could not start ({e}); freed memory returns to the system only under load");
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)

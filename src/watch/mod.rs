@@ -7,6 +7,7 @@ pub mod cache;
 mod direct;
 pub mod read;
 
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,12 +103,25 @@ fn line(kind: &str, object: Value) -> Bytes {
     Bytes::from(s)
 }
 
-fn raw_line(kind: &str, head: &Head, body: &[u8]) -> Bytes {
-    let mut s = Vec::with_capacity(head.bytes().len() + body.len() + 32);
+/// Bodies at least this long go out as slices of the cached object, after a line's opening and before
+/// its end, rather than copied into a line of their own: a watcher whose client reads slowly then holds
+/// a reference to the one copy the cache has, as kube-apiserver's watchers hold pointers to it. Shorter
+/// ones are copied: one chunk is cheaper to send than three.
+const SHARED_BODY: usize = 16 * 1024;
+
+/// An event's line for a cached body: one chunk, or for a long body three (`pieces` gets the last two).
+fn raw_line(kind: &str, head: &Head, body: &Bytes, pieces: &mut VecDeque<Bytes>) -> Bytes {
+    let shared = body.len() >= SHARED_BODY;
+    let mut s = Vec::with_capacity(head.bytes().len() + if shared { 0 } else { body.len() } + 32);
     s.extend_from_slice(b"{\"type\":\"");
     s.extend_from_slice(kind.as_bytes());
     s.extend_from_slice(b"\",\"object\":");
     s.extend_from_slice(head.bytes());
+    if shared {
+        pieces.push_back(body.clone());
+        pieces.push_back(Bytes::from_static(b"}\n"));
+        return Bytes::from(s);
+    }
     s.extend_from_slice(body);
     s.extend_from_slice(b"}\n");
     Bytes::from(s)
@@ -270,6 +284,7 @@ pub async fn start(
             .then(|| tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY)),
         shutdown,
         done: false,
+        pieces: VecDeque::new(),
     };
     // The response body polls the pump: no task or channel per watch, and a client that goes away
     // drops it (and its registration) at once.
@@ -377,6 +392,8 @@ struct Pump {
     shutdown: tokio::sync::watch::Receiver<bool>,
     /// Nothing more is sent (timeout, shutdown or an ERROR event went out).
     done: bool,
+    /// The rest of a line sent in pieces (see `raw_line`), sent before anything else.
+    pieces: VecDeque<Bytes>,
 }
 
 impl Pump {
@@ -384,8 +401,8 @@ impl Pump {
         let first = std::mem::replace(&mut self.first, false);
         let parsed = |json: &[u8]| serde_json::from_slice::<Value>(json).map_err(ApiError::internal);
         let value = match (&self.render, p) {
-            (None, Payload::Cached(b)) => return raw_line(kind, &self.head, &b),
-            (None, Payload::Json(b)) => return raw_line(kind, &Head::empty(), &b),
+            (None, Payload::Cached(b)) => return raw_line(kind, &self.head, &b, &mut self.pieces),
+            (None, Payload::Json(b)) => return raw_line(kind, &Head::empty(), &b, &mut self.pieces),
             (None, Payload::Value(v)) => return line(kind, v),
             (Some(_), Payload::Cached(b)) => parsed(&[self.head.bytes(), &b].concat()),
             (Some(_), Payload::Json(b)) => parsed(&b),
@@ -505,6 +522,9 @@ impl Pump {
 
     /// The next line to send, or `None` when the watch ends.
     async fn next_line(&mut self) -> Option<Bytes> {
+        if let Some(piece) = self.pieces.pop_front() {
+            return Some(piece);
+        }
         if self.done {
             return None;
         }
