@@ -298,6 +298,37 @@ impl Authorizer {
     }
 }
 
+/// kube's validation of a binding's roleRef: RBAC's group (empty means it), a Role or ClusterRole, a name.
+/// (The authorizer resolves a roleRef by kind and name alone: one naming another group must not be
+/// stored, or `bind` granted on that group would bind an RBAC role.)
+fn validate_role_ref(kind: &str, name: &str, binding: &Value) -> ApiResult<()> {
+    let r = &binding["roleRef"];
+    let text = |k: &str| r[k].as_str().unwrap_or_default();
+    let mut causes = Vec::new();
+    if !text("apiGroup").is_empty() && text("apiGroup") != RBAC_GROUP {
+        causes.push(crate::status::cause(
+            "FieldValueNotSupported",
+            "roleRef.apiGroup",
+            format!("Unsupported value: {:?}: supported values: \"{RBAC_GROUP}\"", text("apiGroup")),
+        ));
+    }
+    if !matches!(text("kind"), "Role" | "ClusterRole") {
+        causes.push(crate::status::cause(
+            "FieldValueNotSupported",
+            "roleRef.kind",
+            format!("Unsupported value: {:?}: supported values: \"Role\", \"ClusterRole\"", text("kind")),
+        ));
+    }
+    if text("name").is_empty() {
+        causes.push(crate::status::cause("FieldValueRequired", "roleRef.name", "Required value"));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::status::ApiError::invalid(kind, RBAC_GROUP, name, causes))
+    }
+}
+
 /// Whether `new` differs from `old` only in what garbage collection changes (finalizers, owner
 /// references) and what the server keeps: such writes are not checked, as in kube.
 fn gc_only(old: &Value, new: &Value) -> bool {
@@ -326,8 +357,11 @@ impl crate::registry::Admit for Escalation {
                 vec![crate::status::cause("FieldValueInvalid", "roleRef", "Invalid value: cannot change roleRef")],
             )
         };
-        if self.binding.is_some() && old.is_some_and(|old| role_ref(old) != role_ref(new)) {
-            return Err(ref_changed());
+        if self.binding.is_some() {
+            validate_role_ref(binding_kind, name, new)?;
+            if old.is_some_and(|old| role_ref(old) != role_ref(new)) {
+                return Err(ref_changed());
+            }
         }
         if self.exempt || old.is_some_and(|old| gc_only(old, new)) {
             return Ok(());

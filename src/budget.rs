@@ -9,9 +9,10 @@
 //!   distinct allocation once: an object packed in a shared block holds the whole block);
 //! - the events queued for a tenant's watcher and not yet sent.
 //!
-//! A request is refused once its cluster's count, or the server's, is at its limit; one answer larger than
-//! the limit still goes out when nothing else of its cluster is in flight, so no object is too large to
-//! read. `system:masters` is counted against the server but never refused, as for requests in flight.
+//! A request is refused once its cluster's count, or the server's, is at its limit; what is admitted below
+//! it is charged whatever its size, so a cluster holds at most its limit and what its last admitted
+//! requests hold, and no object is too large to read. `system:masters` is counted against the server but
+//! never refused, as for requests in flight.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,13 +58,17 @@ impl From<Refused> for ApiError {
     }
 }
 
-/// One count of bytes.
-#[derive(Debug, Default)]
-struct Tally(AtomicU64);
+/// One count of bytes, and whose it is.
+#[derive(Debug)]
+struct Tally {
+    count: AtomicU64,
+    /// The cluster's name (empty for the server's), shared with the map's key.
+    name: Arc<str>,
+}
 
 impl Tally {
     fn get(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
+        self.count.load(Ordering::Acquire)
     }
 }
 
@@ -75,7 +80,7 @@ pub struct Budgets {
     /// and shards keep clusters from waiting on each other. An entry lives while an `Account` of its
     /// cluster does (each holds the `Arc`), so the map holds the clusters with something in flight,
     /// never every cluster there is.
-    clusters: DashMap<Box<str>, Arc<Tally>>,
+    clusters: DashMap<Arc<str>, Arc<Tally>>,
     gauge: prometheus::IntGauge,
     refused: prometheus::IntCounterVec,
 }
@@ -83,18 +88,23 @@ pub struct Budgets {
 impl Budgets {
     /// Nothing in flight yet; `gauge` shows the server's count, `refused` counts refusals by limit.
     pub fn new(limits: Limits, gauge: prometheus::IntGauge, refused: prometheus::IntCounterVec) -> Arc<Budgets> {
-        Arc::new(Budgets { limits, server: Tally::default(), clusters: DashMap::new(), gauge, refused })
+        let server = Tally { count: AtomicU64::new(0), name: Arc::from("") };
+        Arc::new(Budgets { limits, server, clusters: DashMap::new(), gauge, refused })
     }
 
     /// The account of a request to `cluster` (`None`: the wildcard, whose answers are the server's
     /// alone); refused when that cluster or the server is at its limit, unless `exempt`.
     pub fn account(self: &Arc<Self>, cluster: Option<&str>, exempt: bool) -> Result<Arc<Account>, Refused> {
-        let tally = cluster.map(|c| self.clusters.entry(c.into()).or_default().clone());
-        let account = Arc::new(Account {
-            budgets: self.clone(),
-            cluster: cluster.zip(tally).map(|(c, t)| (Box::from(c), t)),
-            exempt,
+        // Looked up under the shard's read lock first: a busy cluster's entry is there already.
+        let tally = cluster.map(|c| match self.clusters.get(c) {
+            Some(t) => t.clone(),
+            None => {
+                let name: Arc<str> = c.into();
+                let tally = Tally { name: name.clone(), count: AtomicU64::new(0) };
+                self.clusters.entry(name).or_insert_with(|| Arc::new(tally)).clone()
+            }
         });
+        let account = Arc::new(Account { budgets: self.clone(), cluster: tally, exempt });
         account.check()?;
         Ok(account)
     }
@@ -128,13 +138,13 @@ impl Budgets {
 /// What one request holds in flight, charged to its cluster and the server. Charges keep it alive.
 pub struct Account {
     budgets: Arc<Budgets>,
-    cluster: Option<(Box<str>, Arc<Tally>)>,
+    cluster: Option<Arc<Tally>>,
     exempt: bool,
 }
 
 impl std::fmt::Debug for Account {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Account").field("cluster", &self.cluster.as_ref().map(|c| &c.0)).finish()
+        f.debug_struct("Account").field("cluster", &self.cluster.as_ref().map(|c| &c.name)).finish()
     }
 }
 
@@ -145,9 +155,9 @@ impl Account {
             return Ok(());
         }
         let limits = self.budgets.limits;
-        if let Some((name, tally)) = &self.cluster {
+        if let Some(tally) = &self.cluster {
             if limits.per_cluster > 0 && tally.get() >= limits.per_cluster {
-                return Err(self.budgets.refuse(Refused::Cluster(name.to_string(), limits.per_cluster)));
+                return Err(self.budgets.refuse(Refused::Cluster(tally.name.to_string(), limits.per_cluster)));
             }
         }
         if limits.server > 0 && self.budgets.server.get() >= limits.server {
@@ -163,8 +173,7 @@ impl Account {
             return false;
         }
         let limits = self.budgets.limits;
-        let cluster =
-            self.cluster.as_ref().is_some_and(|(_, t)| limits.per_cluster > 0 && t.get() >= limits.per_cluster);
+        let cluster = self.cluster.as_ref().is_some_and(|t| limits.per_cluster > 0 && t.get() >= limits.per_cluster);
         cluster || (limits.server > 0 && self.budgets.server.get() >= limits.server)
     }
 
@@ -184,10 +193,10 @@ impl Account {
         if bytes == 0 {
             return;
         }
-        if let Some((_, t)) = &self.cluster {
-            t.0.fetch_add(bytes, Ordering::AcqRel);
+        if let Some(t) = &self.cluster {
+            t.count.fetch_add(bytes, Ordering::AcqRel);
         }
-        self.budgets.server.0.fetch_add(bytes, Ordering::AcqRel);
+        self.budgets.server.count.fetch_add(bytes, Ordering::AcqRel);
         self.budgets.gauge.add(bytes as i64);
     }
 
@@ -195,17 +204,18 @@ impl Account {
         if bytes == 0 {
             return;
         }
-        if let Some((_, t)) = &self.cluster {
-            t.0.fetch_sub(bytes, Ordering::AcqRel);
+        if let Some(t) = &self.cluster {
+            t.count.fetch_sub(bytes, Ordering::AcqRel);
         }
-        self.budgets.server.0.fetch_sub(bytes, Ordering::AcqRel);
+        self.budgets.server.count.fetch_sub(bytes, Ordering::AcqRel);
         self.budgets.gauge.sub(bytes as i64);
     }
 }
 
 impl Drop for Account {
     fn drop(&mut self) {
-        if let Some((name, tally)) = self.cluster.take() {
+        if let Some(tally) = self.cluster.take() {
+            let name = tally.name.clone();
             drop(tally);
             // Under the entry's lock: an account opened meanwhile holds a clone, and keeps it.
             self.budgets.clusters.remove_if(&*name, |_, t| Arc::strong_count(t) == 1);

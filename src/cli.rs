@@ -233,7 +233,9 @@ pub fn default_service_account(role: &str) -> String {
     format!("kgate-{role}")
 }
 
-/// The bindings of `cluster` whose subjects include ServiceAccount `ns/sa`, as (kind/name, roleRef name).
+/// The bindings of `cluster` whose subjects name ServiceAccount `ns/sa`, as (kind/name, role). (Bindings
+/// of groups every account is in, such as `system:serviceaccounts`, give every account their rights:
+/// they are the platform's choice, not this account's, and are not counted.)
 async fn bindings_of(admin: &Admin, cluster: &str, ns: &str, sa: &str) -> Result<Vec<(String, String)>, CliError> {
     let mut out = Vec::new();
     for (kind, plural) in [("ClusterRoleBinding", "clusterrolebindings"), ("RoleBinding", "rolebindings")] {
@@ -251,7 +253,12 @@ async fn bindings_of(admin: &Admin, cluster: &str, ns: &str, sa: &str) -> Result
             if names_sa {
                 let name = b["metadata"]["name"].as_str().unwrap_or_default();
                 let at = if binding_ns.is_empty() { String::new() } else { format!(" in namespace {binding_ns}") };
-                out.push((format!("{kind} {name}{at}"), b["roleRef"]["name"].as_str().unwrap_or_default().to_string()));
+                // Only the ClusterRoles of the roles count as within one; a Role is whatever it holds.
+                let role = match b["roleRef"]["kind"].as_str() {
+                    Some("ClusterRole") => b["roleRef"]["name"].as_str().unwrap_or_default().to_string(),
+                    _ => format!("Role {}", b["roleRef"]["name"].as_str().unwrap_or_default()),
+                };
+                out.push((format!("{kind} {name}{at}"), role));
             }
         }
     }

@@ -11,10 +11,15 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-/// Nodes a YAML document may expand to beyond one per byte of its text: a document without aliases
-/// has fewer nodes than bytes, so this leaves room for reasonable anchors while a few kilobytes of
-/// nested aliases (which expand exponentially) are refused before they cost anything.
-const YAML_NODES_FLOOR: usize = 10_000;
+/// What a YAML document may expand to, in units of a node or of [`STRING_UNIT`] bytes of string: at
+/// least this many, and at least one per byte of its text. A document without aliases costs fewer
+/// units than it has bytes, so this leaves room for reasonable anchors while a few kilobytes of nested
+/// aliases (which expand exponentially), or many aliases of one long string, are refused before they
+/// cost anything.
+const YAML_UNITS_FLOOR: usize = 10_000;
+/// Bytes of a string (or key) that cost one unit more than the node itself: an alias of a 1 MiB string
+/// copies it, so each costs its size, not one node.
+const STRING_UNIT: usize = 16;
 
 /// The message go-yaml gives, which kube-apiserver passes on.
 pub const EXCESSIVE_ALIASING: &str = "yaml: document contains excessive aliasing";
@@ -71,7 +76,7 @@ pub fn json(bytes: &[u8]) -> Result<Decoded, CodecError> {
 
 /// Decode YAML (JSON is YAML too), refusing a document that expands to more nodes than its size allows.
 pub fn yaml(bytes: &[u8]) -> Result<Decoded, CodecError> {
-    let budget = YAML_NODES_FLOOR.max(bytes.len());
+    let budget = YAML_UNITS_FLOOR.max(bytes.len());
     let run = |paths: bool| {
         let state = State::new(budget, paths);
         let value = Node(&state).deserialize(serde_yaml_ng::Deserializer::from_slice(bytes));
@@ -101,7 +106,7 @@ fn finish(value: Value, state: State, with_paths: impl FnOnce() -> Option<State>
 
 /// What one decode keeps track of.
 struct State {
-    /// Nodes still allowed.
+    /// Units still allowed (see `YAML_UNITS_FLOOR`).
     left: Cell<usize>,
     /// Whether a key was seen twice in an object.
     duplicated: Cell<bool>,
@@ -125,12 +130,25 @@ impl State {
         }
     }
 
+    /// Spend one unit for a node.
     fn take<E: serde::de::Error>(&self) -> Result<(), E> {
-        match self.left.get() {
-            0 => Err(E::custom(EXCESSIVE_ALIASING)),
-            n => {
-                self.left.set(n - 1);
+        self.spend(1)
+    }
+
+    /// Spend a node's unit and those of the `len` bytes of its string.
+    fn take_str<E: serde::de::Error>(&self, len: usize) -> Result<(), E> {
+        self.spend(1 + len / STRING_UNIT)
+    }
+
+    fn spend<E: serde::de::Error>(&self, units: usize) -> Result<(), E> {
+        match self.left.get().checked_sub(units) {
+            Some(left) => {
+                self.left.set(left);
                 Ok(())
+            }
+            None => {
+                self.left.set(0);
+                Err(E::custom(EXCESSIVE_ALIASING))
             }
         }
     }
@@ -209,12 +227,12 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
-        self.0.take()?;
+        self.0.take_str(v.len())?;
         Ok(Value::String(v.to_string()))
     }
 
     fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
-        self.0.take()?;
+        self.0.take_str(v.len())?;
         Ok(Value::String(v))
     }
 
@@ -250,7 +268,7 @@ impl<'de> Visitor<'de> for Node<'_> {
         self.0.take()?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            self.0.take()?;
+            self.0.take_str(key.len())?;
             // The key's copy for the path only when paths are kept: the usual decode allocates nothing more.
             let tracking = self.0.paths.is_some();
             if tracking {
@@ -317,6 +335,15 @@ mod tests {
         let started = std::time::Instant::now();
         assert_eq!(yaml(text.as_bytes()), Err(CodecError::Yaml(EXCESSIVE_ALIASING.into())));
         assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+        // Many aliases of one long string: each would copy it.
+        let long = format!("a: &a \"{}\"\nb: [{}]\n", "x".repeat(100_000), vec!["*a"; 2000].join(", "));
+        assert_eq!(yaml(long.as_bytes()), Err(CodecError::Yaml(EXCESSIVE_ALIASING.into())));
+        let keys = format!(
+            "a: &a \"{}\"\nb: {{{}}}\n",
+            "k".repeat(100_000),
+            (0..200).map(|i| format!("? *a\n: {i}")).collect::<Vec<_>>().join(", ")
+        );
+        assert!(yaml(keys.as_bytes()).is_err());
         // A few aliases of a large anchor: few lookups, a quadratic expansion.
         let anchor = vec!["x"; 2000].join(", ");
         let flat = format!("a: &a [{anchor}]\nb: [{}]\n", vec!["*a"; 2000].join(", "));

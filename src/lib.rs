@@ -15,6 +15,7 @@ pub mod codec;
 pub mod config;
 pub mod crd;
 pub mod discovery;
+pub mod fuzzing;
 pub mod http;
 pub mod meta;
 pub mod metrics;

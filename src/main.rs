@@ -60,8 +60,9 @@ struct KubeconfigArgs {
     #[arg(long, conflicts_with = "service_account")]
     unique: bool,
     /// Revoke instead: delete the ServiceAccount (--service-account, or the role's default), which ends
-    /// every token and kubeconfig made for it.
-    #[arg(long)]
+    /// every token and kubeconfig made for it. (Kubeconfigs made before accounts were per role used
+    /// default/kgate-user: name it to revoke them.)
+    #[arg(long, conflicts_with = "unique")]
     revoke: bool,
     /// What it may do in the cluster: admin (everything), edit or view.
     #[arg(long, default_value = "admin")]

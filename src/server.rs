@@ -182,7 +182,10 @@ fn fit_connections(mut limits: crate::http::server::ConnLimits) -> crate::http::
         }
     };
     let room = usize::try_from(files.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX).max(1);
-    if limits.max == 0 || limits.max > room {
+    if limits.max == 0 {
+        // "As many as allowed": what the descriptors leave room for.
+        limits.max = room;
+    } else if limits.max > room {
         tracing::warn!(
             open_files = files,
             requested = limits.max,

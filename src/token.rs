@@ -55,9 +55,14 @@ pub struct Bound {
 }
 
 impl Claims {
-    /// Whether the token is for one of `audiences` (a token without audiences is for kgate's API).
-    pub fn for_any(&self, audiences: &[String]) -> bool {
-        self.aud.is_empty() || self.aud.iter().any(|a| audiences.contains(a))
+    /// The audiences the token is for: its own, or for a token issued before audiences were kept, the
+    /// API's (`api`), which were then the only ones.
+    pub fn audiences<'a>(&'a self, api: &'a [String]) -> &'a [String] {
+        if self.aud.is_empty() {
+            api
+        } else {
+            &self.aud
+        }
     }
 }
 
@@ -164,14 +169,14 @@ mod tests {
     #[test]
     fn audiences_are_kept_and_tokens_without_them_are_for_the_api() {
         let s = Signer::new(vec![7; 32]);
+        let api = vec!["kgate".to_string()];
         let t = s.verify(&s.sign(&claims(100)), 50).unwrap();
-        assert!(t.for_any(&["https://kubernetes.default.svc".into()]));
-        assert!(!t.for_any(&["vault".into()]));
+        assert_eq!(t.audiences(&api), ["https://kubernetes.default.svc".to_string()]);
         let old: Claims = serde_json::from_value(serde_json::json!({
             "iss": "kgate", "sub": "s", "cluster": "c", "ns": "n", "sa": "a", "uid": "u", "iat": 0, "exp": 1
         }))
         .unwrap();
-        assert!(old.for_any(&["anything".into()]) && old.bound.is_none());
+        assert_eq!((old.audiences(&api), &old.bound), (&api[..], &None));
     }
 
     #[test]

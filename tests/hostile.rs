@@ -20,10 +20,14 @@ const QUICK: Timeouts = Timeouts {
 };
 
 async fn server(backend: Backend, max_connections: usize) -> TestServer {
+    server_with(backend, max_connections, QUICK).await
+}
+
+async fn server_with(backend: Backend, max_connections: usize, timeouts: Timeouts) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
     TestServer::start_configured(backend, dir, prefix, |c| {
-        c.connections.timeouts = QUICK;
+        c.connections.timeouts = timeouts;
         c.connections.max = max_connections;
     })
     .await
@@ -83,34 +87,54 @@ async fn idle_connections_are_closed_after_their_last_request() {
     }
 }
 
-/// Past `--max-connections`, a new connection is closed at once (and counted), those open are served,
-/// and once the silent ones time out new clients get in again.
+/// At `--max-connections`, the connection idle longest makes room for a new one, so connections that say
+/// nothing cannot hold every slot; only when every connection is busy is a new one closed at once (and
+/// counted), and once one ends new clients get in again.
 #[tokio::test]
-async fn the_connection_cap_holds_and_frees_itself() {
+async fn the_connection_cap_evicts_the_idle_and_refuses_when_all_are_busy() {
     for backend in [Backend::Embedded, Backend::Etcd] {
-        let s = server(backend, 20).await;
-        // The admin client's connection takes a slot of its own.
-        let (code, _) = s.get("/version").await;
-        assert_eq!(code, 200);
-        let mut silent = Vec::new();
-        for _ in 0..19 {
-            silent.push(raw_tls(s.dir.path(), &s.url, &[b"h2"], None).await);
+        // Deadlines long enough that only eviction closes the silent connection.
+        let s = server_with(backend, 10, Timeouts::default()).await;
+        let admin = common::admin_identity(s.dir.path());
+        // Nine busy connections (watches) and one that says nothing.
+        let mut busy = Vec::new();
+        for _ in 0..9 {
+            let mut c = raw_tls(s.dir.path(), &s.url, &[b"http/1.1"], Some(&admin)).await;
+            open_watch(&mut c).await;
+            busy.push(c);
         }
+        let mut silent = raw_tls(s.dir.path(), &s.url, &[b"h2"], None).await;
+        // An eleventh: the silent one goes to make room, and the newcomer is served.
+        let mut newcomer = raw_tls(s.dir.path(), &s.url, &[b"http/1.1"], Some(&admin)).await;
+        assert!(
+            closed_within(&mut silent, Duration::from_millis(900)).await.is_some(),
+            "{backend:?}: the idle one was kept"
+        );
+        open_watch(&mut newcomer).await;
+        busy.push(newcomer);
+        // Every connection busy: a new one is closed at once.
         let mut extra = tokio::net::TcpStream::connect(s.url.trim_start_matches("https://")).await.unwrap();
-        let took = closed_within(&mut extra, Duration::from_secs(5)).await.expect("the 21st connection is closed");
+        let took = closed_within(&mut extra, Duration::from_secs(5)).await.expect("the extra connection is closed");
         assert!(took < Duration::from_millis(500), "{backend:?}: refused only after {took:?}");
-        // The admin's own connection is open and still served.
-        let (code, _) = s.get("/version").await;
-        assert_eq!(code, 200);
-        for mut c in silent {
-            assert!(closed_within(&mut c, Duration::from_secs(5)).await.is_some());
-        }
+        busy.pop();
         let fresh = common::clients(s.dir.path()).0;
         let r = fresh.get(format!("{}/version", s.url)).send().await.unwrap();
-        assert_eq!(r.status(), 200, "{backend:?}: a new client gets in once the silent ones are gone");
+        assert_eq!(r.status(), 200, "{backend:?}: a new client gets in once a connection ends");
         assert!(s.metric("kgate_connections_refused_total").await >= 1.0);
+        drop(busy);
         s.stop().await;
     }
+}
+
+/// Open a watch of configmaps over HTTP/1.1 on a raw connection with a client certificate; returns once
+/// its status line says 200, leaving the watch open.
+async fn open_watch(c: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>) {
+    let req = b"GET /api/v1/namespaces/default/configmaps?watch=true HTTP/1.1\r\nHost: x\r\n\r\n";
+    c.write_all(req).await.unwrap();
+    c.flush().await.unwrap();
+    let mut status = [0u8; 12];
+    c.read_exact(&mut status).await.unwrap();
+    assert_eq!(&status, b"HTTP/1.1 200");
 }
 
 /// A request over HTTP/1.1 on a raw connection with a bearer token; reads only its status line (so
@@ -799,7 +823,14 @@ async fn tokens_are_bound_to_audiences_and_objects() {
         let pod_ref = serde_json::json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p"}});
         let (code, b) = token_of(pod_ref.clone()).await;
         assert_eq!((code.as_u16(), b["message"].as_str()), (404, Some("pods \"p\" not found")), "{backend:?}");
-        let pod = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        // A Pod running as another account (here `default`) takes no token of this one.
+        let other =
+            serde_json::json!({"metadata": {"name": "other"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        assert_eq!(s.post(&format!("{base}/pods"), &other).await.0, 201);
+        let (code, b) =
+            token_of(serde_json::json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "other"}})).await;
+        assert_eq!(code, 400, "{backend:?}: {b}");
+        let pod = serde_json::json!({"metadata": {"name": "p"}, "spec": {"serviceAccountName": "bot", "containers": [{"name": "c", "image": "x"}]}});
         let (code, b) = s.post(&format!("{base}/pods"), &pod).await;
         assert_eq!(code, 201, "{b}");
         let (code, b) = token_of(serde_json::json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "p", "uid": "not-its-uid"}})).await;

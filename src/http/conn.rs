@@ -112,6 +112,79 @@ impl Activity {
     }
 }
 
+/// The open connections, so that at the connection cap the one idle longest can be told to close
+/// rather than the new one refused: holding every connection then takes keeping every one of them busy,
+/// which only an authenticated client can do, and its requests and watches are limited per cluster.
+#[derive(Default)]
+pub struct Open {
+    /// Guards the table. A std `Mutex`: held to add, remove or scan, never across an await; no other lock
+    /// is taken inside.
+    conns: std::sync::Mutex<Table>,
+    next: AtomicU64,
+}
+
+/// Open connections by id: each one's activity, and what tells it to close.
+type Table = std::collections::HashMap<u64, (Arc<Activity>, Arc<tokio::sync::Notify>)>;
+
+/// An open connection's place in `Open`, removed when dropped.
+pub struct Registered<'a> {
+    open: &'a Open,
+    id: u64,
+    /// Notified when the connection should close (see `Open::evict_idlest`).
+    pub close: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.open.lock().remove(&self.id);
+    }
+}
+
+impl Open {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        // Every change under this lock is one insert or remove: nothing half-done to see.
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Add a connection that has finished its handshake.
+    pub fn add(&self, activity: Arc<Activity>) -> Registered<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let close = Arc::new(tokio::sync::Notify::new());
+        self.lock().insert(id, (activity, close.clone()));
+        Registered { open: self, id, close }
+    }
+
+    /// Tell the connection that has had nothing in flight the longest to close; false if every open
+    /// connection is busy.
+    pub fn evict_idlest(&self) -> bool {
+        let conns = self.lock();
+        let idlest = conns
+            .values()
+            .filter_map(|(a, close)| {
+                let s = a.snapshot();
+                (s.in_flight == 0).then(|| (a.epoch + Duration::from_millis(s.changed), close))
+            })
+            .min_by_key(|(since, _)| *since);
+        match idlest {
+            Some((_, close)) => {
+                close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Open connections past their handshake.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A request in flight on its connection; dropped with its response body.
 #[derive(Debug)]
 pub struct InFlight(Arc<Activity>);

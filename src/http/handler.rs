@@ -256,10 +256,10 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>, a
     let account = state.budgets.account(target.name(), exempt)?;
     admission.account = Some(account.clone());
     let work = admitted(state, conn, &who, target, route, q, req, &account);
-    if kind == inflight::Kind::Watch {
+    if kind != inflight::Kind::ReadOnly {
         return work.await;
     }
-    // As kube-apiserver's timeout filter: the request may still finish, but the client hears by then.
+    // Reads end at the deadline with kube-apiserver's timeout answer (see `REQUEST_TIMEOUT` for writes).
     tokio::time::timeout(super::heavy::REQUEST_TIMEOUT, work).await.unwrap_or_else(|_| {
         Err(ApiError::timeout("Timeout: request did not complete within requested timeout - context deadline exceeded"))
     })
@@ -600,7 +600,19 @@ async fn resource(
                 (false, _) => None,
                 (true, name) => {
                     let stored = match name {
-                        Some(n) if verb == "patch" => reg.get(&ctx, n).await.ok(),
+                        Some(n) if verb == "patch" => match reg.get(&ctx, n).await {
+                            Ok(b) => Some(b),
+                            // Apply may create the binding; any other patch needs it.
+                            Err(e)
+                                if e.code == 404
+                                    && content_type
+                                        .as_deref()
+                                        .is_some_and(|c| c.starts_with("application/apply-patch")) =>
+                            {
+                                None
+                            }
+                            Err(e) => return Err(e),
+                        },
                         _ => None,
                     };
                     let sent = || body::decode_object(content_type.as_deref(), &body).ok().map(|d| d.value);
@@ -616,7 +628,7 @@ async fn resource(
 
     if def.is_virtual() {
         let work = review(state, &def, who, authz_cluster, content_type.as_deref(), &body);
-        return Ok((heavy_if(state, body.len(), work).await?, labels));
+        return Ok((heavy_if(state, authz_cluster, body.len(), work).await?, labels));
     }
     let name = rp.name.as_deref();
     let sub = rp.subresource.as_deref();
@@ -735,7 +747,7 @@ async fn resource(
                 let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
                 Ok::<_, ApiError>(warn(reg.create(&ctx, obj, &opts).await?, warned))
             };
-            written(heavy_if(state, body.len(), work).await?, &mut last_rev)
+            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev)
         }
         ("update", Some(n), Some("scale")) => {
             let opts = WriteOptions::from_query(&q)?;
@@ -748,7 +760,7 @@ async fn resource(
                 let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
                 Ok::<_, ApiError>(warn(reg.update(&ctx, n, obj, &opts, sub).await?, warned))
             };
-            written(heavy_if(state, body.len(), work).await?, &mut last_rev)
+            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev)
         }
         ("patch", Some(n), _) => {
             let ct = content_type.as_deref().unwrap_or("");
@@ -760,9 +772,11 @@ async fn resource(
             let pt = PatchType::from_content_type(ct)
                 .filter(|pt| def.custom.is_none() || *pt != PatchType::StrategicMerge)
                 .ok_or_else(|| ApiError::unsupported_media_type(ct, accepted))?;
-            // Off the async workers whatever the body's size: a small patch may make a large object.
             let opts = WriteOptions::from_query(&q)?;
-            written(state.heavy.run(reg.patch(&ctx, n, pt, &body, &opts, sub)).await?, &mut last_rev)
+            written(
+                heavy_if(state, &cluster_str, body.len(), reg.patch(&ctx, n, pt, &body, &opts, sub)).await?,
+                &mut last_rev,
+            )
         }
         ("delete", Some(n), None) => {
             let w = reg.delete(&ctx, n, &delete_options(&body, &q)?).await?;
@@ -807,9 +821,9 @@ async fn resource(
 const DECODE_FACTOR: u64 = 32;
 
 /// `work`, off the async workers when its body is large enough to cost a while to decode and check.
-async fn heavy_if<T>(state: &AppState, body: usize, work: impl std::future::Future<Output = T>) -> T {
+async fn heavy_if<T>(state: &AppState, cluster: &str, body: usize, work: impl std::future::Future<Output = T>) -> T {
     if body >= super::heavy::HEAVY_BODY {
-        state.heavy.run(work).await
+        state.heavy.run(cluster, work).await
     } else {
         work.await
     }

@@ -1,17 +1,22 @@
-//! Requests whose work may hold a CPU for a while (patches, applies, large bodies to decode and check)
-//! run off the async workers, a bounded number at a time, so that they never delay the requests and
-//! watches those workers serve, whatever one of them costs.
+//! Requests whose work may hold a CPU for a while (large bodies to decode, check and patch) run off the
+//! async workers, a bounded number at a time and a bounded number of each logical cluster, so that they
+//! never delay the requests and watches those workers serve, and one tenant's cannot queue everyone
+//! else's behind them.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
+use dashmap::DashMap;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::Semaphore;
 
 /// A write body at least this large is decoded and checked off the async workers.
 pub const HEAVY_BODY: usize = 64 * 1024;
 
-/// How long a request other than a watch may take, as kube-apiserver's `--request-timeout`.
+/// How long a read may take, as kube-apiserver's `--request-timeout`. Writes are not cut short: a write
+/// stopped halfway (a create whose managed fields were still to be written, a collection half deleted)
+/// would leave what no client asked for, and every step of one is bounded on its own.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where heavy requests run.
@@ -19,23 +24,39 @@ pub struct Heavy {
     /// One permit per heavy request running. A tokio `Semaphore`: waiting for a permit is waiting in
     /// the async world, before the request leaves it.
     permits: Semaphore,
+    /// Most heavy requests of one cluster running or holding a place at once.
+    per_cluster: usize,
+    /// Each cluster's own permits, for the clusters with heavy requests now. A `DashMap` because every
+    /// heavy request looks its cluster up once; an entry goes with the last request holding it.
+    clusters: DashMap<Box<str>, Arc<Semaphore>>,
 }
 
 impl Heavy {
-    /// At most `concurrency` heavy requests at once (each takes a thread while it runs).
+    /// At most `concurrency` heavy requests at once (each takes a thread while it runs), and at most half
+    /// of them (at least one) of one cluster.
     pub fn new(concurrency: usize) -> Heavy {
-        Heavy { permits: Semaphore::new(concurrency.max(1)) }
+        let concurrency = concurrency.max(1);
+        Heavy { permits: Semaphore::new(concurrency), per_cluster: (concurrency / 2).max(1), clusters: DashMap::new() }
     }
 
-    /// Run `work` to its end on a thread of its own (the worker it was polled on hands its other tasks
-    /// to the runtime first), once a permit is free. On a runtime with one thread (tests) it runs in
-    /// place.
-    pub async fn run<F: Future>(&self, work: F) -> F::Output {
-        let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
-        match Handle::current().runtime_flavor() {
-            RuntimeFlavor::MultiThread => tokio::task::block_in_place(|| Handle::current().block_on(work)),
-            _ => work.await,
-        }
+    /// Run `work` of `cluster` to its end on a thread of its own (the worker it was polled on hands its
+    /// other tasks to the runtime first), once its cluster's and then the server's permit are free. On a
+    /// runtime with one thread (tests) it runs in place.
+    pub async fn run<F: Future>(&self, cluster: &str, work: F) -> F::Output {
+        let own =
+            self.clusters.entry(cluster.into()).or_insert_with(|| Arc::new(Semaphore::new(self.per_cluster))).clone();
+        let out = {
+            let _own = own.acquire().await.expect("the semaphore is never closed");
+            let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
+            match Handle::current().runtime_flavor() {
+                RuntimeFlavor::MultiThread => tokio::task::block_in_place(|| Handle::current().block_on(work)),
+                _ => work.await,
+            }
+        };
+        drop(own);
+        // Under the entry's lock: a request that took the semaphore meanwhile holds a clone, and keeps it.
+        self.clusters.remove_if(cluster, |_, s| Arc::strong_count(s) == 1);
+        out
     }
 }
 
@@ -67,9 +88,11 @@ mod tests {
                 }
             })
         };
-        let busy = |h: Arc<Heavy>| async move { h.run(async { std::thread::sleep(Duration::from_millis(300)) }).await };
+        let busy = |h: Arc<Heavy>, cluster: &'static str| async move {
+            h.run(cluster, async { std::thread::sleep(Duration::from_millis(300)) }).await
+        };
         // Two blocking jobs, as many as there are workers: without moving off them nothing would tick.
-        let jobs = [tokio::spawn(busy(heavy.clone())), tokio::spawn(busy(heavy.clone()))];
+        let jobs = [tokio::spawn(busy(heavy.clone(), "a")), tokio::spawn(busy(heavy.clone(), "b"))];
         tokio::time::sleep(Duration::from_millis(20)).await;
         let before = ticks.load(Ordering::Relaxed);
         for j in jobs {
@@ -77,5 +100,34 @@ mod tests {
         }
         assert!(ticks.load(Ordering::Relaxed) - before >= 20, "the timer task was starved");
         ticking.abort();
+        assert!(heavy.clusters.is_empty(), "entries go with their last request");
+    }
+
+    /// One cluster holds at most half of the permits: another's request starts while it waits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_cluster_does_not_queue_the_others() {
+        let heavy = Arc::new(Heavy::new(2));
+        let started = Arc::new(AtomicUsize::new(0));
+        let job = |cluster: &'static str| {
+            let (heavy, started) = (heavy.clone(), started.clone());
+            tokio::spawn(async move {
+                heavy
+                    .run(cluster, async {
+                        started.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(200));
+                    })
+                    .await
+            })
+        };
+        let flood: Vec<_> = (0..4).map(|_| job("greedy")).collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let polite = job("polite");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // One of greedy's and polite's are running; greedy's others wait for greedy's own permit.
+        assert_eq!(started.load(Ordering::Relaxed), 2);
+        polite.await.unwrap();
+        for j in flood {
+            j.await.unwrap();
+        }
     }
 }

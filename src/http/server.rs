@@ -158,6 +158,23 @@ impl Default for ConnLimits {
 
 /// The longest pause after a failed accept (Go's `net/http` doubles from 5 ms up to 1 s).
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// How long a connection accepted at the cap waits for the slot of the one evicted for it.
+const EVICTION_WAIT: Duration = Duration::from_secs(2);
+
+/// Close a connection accepted past the cap, counting it, with a log line at most every 10 s.
+fn refuse(state: &AppState, since_log: &mut u64, last_log: &mut Option<std::time::Instant>, limit: usize) {
+    state.metrics.connections_refused.inc();
+    *since_log += 1;
+    if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+        tracing::warn!(
+            limit,
+            refused = *since_log,
+            "connection limit reached (--max-connections) and every connection busy: closing new connections until some end"
+        );
+        *last_log = Some(std::time::Instant::now());
+        *since_log = 0;
+    }
+}
 
 /// Accept connections until `shutdown` flips, then let in-flight requests finish (watches end on
 /// their own when they see the same signal).
@@ -169,8 +186,10 @@ pub async fn serve(
     limits: ConnLimits,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let max = if limits.max == 0 { Semaphore::MAX_PERMITS } else { limits.max };
+    // Without a limit, as many slots as can be waited for at shutdown.
+    let max = if limits.max == 0 { u32::MAX as usize } else { limits.max };
     let slots = Arc::new(Semaphore::new(max));
+    let open = Arc::new(super::conn::Open::default());
     let mut backoff: Option<Duration> = None;
     let mut refused_since_log = 0u64;
     let mut last_refusal_log: Option<std::time::Instant> = None;
@@ -192,21 +211,16 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         backoff = None;
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            // Closed at once: a connection kept waiting would hold a descriptor all the same.
-            drop(tcp);
-            state.metrics.connections_refused.inc();
-            refused_since_log += 1;
-            if last_refusal_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
-                tracing::warn!(
-                    limit = limits.max,
-                    refused = refused_since_log,
-                    "connection limit reached (--max-connections): closing new connections until some end"
-                );
-                last_refusal_log = Some(std::time::Instant::now());
-                refused_since_log = 0;
+        // At the cap, the connection idle longest makes room (its slot comes free as it closes);
+        // only when every open connection is busy is the new one refused.
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            Err(_) if open.evict_idlest() => None,
+            Err(_) => {
+                drop(tcp);
+                refuse(&state, &mut refused_since_log, &mut last_refusal_log, limits.max);
+                continue;
             }
-            continue;
         };
         let _ = tcp.set_nodelay(true);
         let conn = Connection {
@@ -215,9 +229,18 @@ pub async fn serve(
             server_address: server_address.clone(),
             timeouts: limits.timeouts,
             shutdown: shutdown.clone(),
+            open: open.clone(),
         };
+        let slots = slots.clone();
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slot = match slot {
+                Some(slot) => slot,
+                // The slot of the connection told to close; it goes within moments.
+                None => match tokio::time::timeout(EVICTION_WAIT, slots.acquire_owned()).await {
+                    Ok(Ok(slot)) => slot,
+                    _ => return,
+                },
+            };
             let open = conn.state.metrics.connections.clone();
             open.inc();
             conn.run(tcp, peer).await;
@@ -239,6 +262,8 @@ struct Connection {
     server_address: String,
     timeouts: Timeouts,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Every open connection, this one among them once its handshake is done.
+    open: Arc<super::conn::Open>,
 }
 
 impl Connection {
@@ -264,6 +289,8 @@ impl Connection {
         let h2 = session.alpn_protocol() == Some(b"h2");
         let info = Arc::new(ConnInfo { identity, server_address: self.server_address.clone() });
         let activity = Activity::new();
+        let open = self.open.clone();
+        let registered = open.add(activity.clone());
         let (state, requests) = (self.state.clone(), activity.clone());
         let svc = service_fn(move |req| {
             let (state, info, request) = (state.clone(), info.clone(), requests.begin());
@@ -315,6 +342,15 @@ impl Connection {
                 }
                 _ = tokio::time::sleep_until(next) => {}
                 _ = self.shutdown.changed(), if !closing => {
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                // Evicted to make room at the cap: idle when chosen, so a graceful close is at once; one that
+                // never sent a request has no HTTP/2 session to close (hyper would wait for its preface).
+                _ = registered.close.notified(), if !closing => {
+                    if !activity.snapshot().served {
+                        return;
+                    }
                     closing = true;
                     conn.as_mut().graceful_shutdown();
                 }

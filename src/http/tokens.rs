@@ -29,16 +29,13 @@ const ISSUED_MAX_SECONDS: i64 = 366 * 24 * 3600;
 /// Lifetime when none is asked for.
 const DEFAULT_SECONDS: i64 = 3600;
 
-/// The bearer token of an `Authorization` header, as kube-apiserver reads it: the scheme in any case,
-/// then exactly one space; `None` when there is none (a header with more spaces is ignored, as kube
-/// ignores it).
+/// The bearer token of an `Authorization` header, as kube-apiserver reads it: the header trimmed and cut
+/// at its first two spaces, the scheme in any case, the token what lies between; `None` when there is
+/// none (a header with two spaces after the scheme is ignored, as kube ignores it).
 pub fn bearer(header: Option<&str>) -> Option<&str> {
-    let header = header?.trim();
-    let (scheme, token) = header.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.starts_with(' ') {
-        return None;
-    }
-    Some(token)
+    let mut parts = header?.trim().splitn(3, ' ');
+    let (scheme, token) = (parts.next()?, parts.next()?);
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Why a token does not authenticate (all are 401 to the client, or a TokenReview's `status.error`).
@@ -78,8 +75,11 @@ pub async fn authenticate(
     if cluster != Some(claims.cluster.as_str()) {
         return Ok(Err(Unauthenticated::OtherCluster));
     }
-    if !claims.for_any(audiences) {
-        return Ok(Err(Unauthenticated::Audience { token: claims.aud.clone(), wanted: audiences.to_vec() }));
+    let matched: Vec<String> =
+        claims.audiences(&state.audiences).iter().filter(|a| audiences.contains(a)).cloned().collect();
+    if matched.is_empty() {
+        let token = claims.audiences(&state.audiences).to_vec();
+        return Ok(Err(Unauthenticated::Audience { token, wanted: audiences.to_vec() }));
     }
     let live = |plural: &str, ns: Option<&str>, name: &str| {
         let key = crate::storage::keys::object(&state.registry.prefix, "core", plural, &claims.cluster, ns, name);
@@ -98,11 +98,6 @@ pub async fn authenticate(
             return Ok(Err(Unauthenticated::Invalidated));
         }
     }
-    let matched = if claims.aud.is_empty() {
-        audiences.to_vec()
-    } else {
-        claims.aud.iter().filter(|a| audiences.contains(a)).cloned().collect()
-    };
     let identity = Identity {
         user: claims.sub,
         groups: vec![
@@ -189,6 +184,14 @@ fn spec(req: &Value, default_audiences: &[String]) -> ApiResult<Spec> {
                     format!("Unsupported value: {kind:?}: supported values: \"Pod\", \"Secret\", \"Node\""),
                 ));
             }
+            if text("name").is_empty() {
+                return Err(ApiError::invalid(
+                    "TokenRequest",
+                    "authentication.k8s.io",
+                    "",
+                    vec![cause("FieldValueRequired", "spec.boundObjectRef.name", "Required value")],
+                ));
+            }
             let group = text("apiVersion").split_once('/').map(|(g, _)| g.to_string()).unwrap_or_default();
             if !group.is_empty() {
                 return Err(invalid(
@@ -222,6 +225,13 @@ pub async fn request(state: &AppState, ctx: &Ctx<'_>, name: &str, req: &Value) -
             let Some(found) = found.filter(|_| def.is_some()) else {
                 return Err(ApiError::not_found(plural, "", object));
             };
+            // A Pod runs as one account: a token of another may not be bound to it.
+            let runs_as = found["spec"]["serviceAccountName"].as_str().filter(|s| !s.is_empty()).unwrap_or("default");
+            if kind == "Pod" && runs_as != name {
+                return Err(ApiError::bad_request(format!(
+                    "cannot bind token for serviceaccount {name:?} to pod running with different serviceaccount name."
+                )));
+            }
             let uid = crate::meta::meta_str(&found, "uid").unwrap_or_default().to_string();
             if want_uid.as_ref().is_some_and(|w| *w != uid) {
                 return Err(ApiError::conflict(
@@ -307,6 +317,7 @@ mod tests {
         assert_eq!(bearer(Some("bearer abc")), Some("abc"));
         assert_eq!(bearer(Some("BEARER abc ")), Some("abc"));
         assert_eq!(bearer(Some("Bearer  abc")), None);
+        assert_eq!(bearer(Some("Bearer abc def")), Some("abc"));
         assert_eq!(bearer(Some("Basic abc")), None);
         assert_eq!(bearer(Some("Bearer")), None);
         assert_eq!(bearer(None), None);

@@ -289,6 +289,35 @@ impl ListIndex {
     }
 }
 
+/// What items a path element names them by: its kind, and for `k:` its key fields. Children of one
+/// list named alike share an index.
+fn naming(pe: &str) -> String {
+    match pe.strip_prefix("k:") {
+        Some(json) => {
+            let keys = serde_json::from_str::<Map<String, Value>>(json).map(|m| m.keys().cloned().collect::<Vec<_>>());
+            format!("k:{}", keys.unwrap_or_default().join(","))
+        }
+        None => pe.get(..2).unwrap_or_default().to_string(),
+    }
+}
+
+/// The indexes of one list, built as its children's path elements need them.
+struct ListIndexes<'v> {
+    list: &'v [Value],
+    by_naming: HashMap<String, ListIndex>,
+}
+
+impl<'v> ListIndexes<'v> {
+    fn new(list: &'v [Value]) -> Self {
+        ListIndexes { list, by_naming: HashMap::new() }
+    }
+
+    fn position(&mut self, pe: &str) -> Option<usize> {
+        let list = self.list;
+        self.by_naming.entry(naming(pe)).or_insert_with(|| ListIndex::of(list, pe)).get(pe)
+    }
+}
+
 /// The children of `v` that `set`'s children name, each with its path element and set.
 fn children<'v, 's>(v: &'v Value, set: &'s FieldSet) -> Vec<(&'s Pe, &'s FieldSet, Option<&'v Value>)> {
     match v {
@@ -296,9 +325,8 @@ fn children<'v, 's>(v: &'v Value, set: &'s FieldSet) -> Vec<(&'s Pe, &'s FieldSe
             set.children.iter().map(|(pe, c)| (pe, c, pe.strip_prefix("f:").and_then(|f| m.get(f)))).collect()
         }
         Value::Array(list) => {
-            let Some(sample) = set.children.keys().next() else { return Vec::new() };
-            let index = ListIndex::of(list, sample);
-            set.children.iter().map(|(pe, c)| (pe, c, index.get(pe).and_then(|i| list.get(i)))).collect()
+            let mut indexes = ListIndexes::new(list);
+            set.children.iter().map(|(pe, c)| (pe, c, indexes.position(pe).and_then(|i| list.get(i)))).collect()
         }
         _ => set.children.iter().map(|(pe, c)| (pe, c, None)).collect(),
     }
@@ -344,11 +372,17 @@ pub(crate) fn remove_members(root: &mut Value, set: &FieldSet) {
             }
         }
         Value::Array(list) => {
-            let Some(sample) = set.children.keys().next() else { return };
-            let index = ListIndex::of(list, sample);
             let mut gone = vec![false; list.len()];
-            for (pe, child) in &set.children {
-                let Some(i) = index.get(pe) else { continue };
+            let mut found = Vec::new();
+            {
+                let mut indexes = ListIndexes::new(list);
+                for (pe, child) in &set.children {
+                    if let Some(i) = indexes.position(pe) {
+                        found.push((i, child));
+                    }
+                }
+            }
+            for (i, child) in found {
                 if child.member {
                     gone[i] = true;
                 } else {

@@ -274,6 +274,9 @@ fn single_message(field: &Field, found: &[Wire<'_>], depth: usize, budget: &Budg
     if parts.len() == 1 {
         decode_message(parts[0], index, depth + 1, budget)
     } else {
+        // The merged copy costs too: a field repeated at every level of a recursive type would
+        // otherwise copy the body once per level.
+        budget.spend(parts.iter().map(|p| p.len()).sum::<usize>() / 8)?;
         decode_message(&parts.concat(), index, depth + 1, budget)
     }
 }

@@ -183,9 +183,14 @@ fn subject_keys(binding: &Value, binding_ns: &str) -> Vec<SubjectKey> {
         .collect()
 }
 
-/// `roleRef` as (kind, name).
+/// `roleRef` as (kind, name); `None` for one naming a group other than RBAC's (which writes refuse, and
+/// which must grant nothing should one have been stored).
 fn role_ref(binding: &Value) -> Option<(&str, &str)> {
     let r = binding.get("roleRef")?;
+    let group = r.get("apiGroup").and_then(Value::as_str).unwrap_or_default();
+    if !group.is_empty() && group != "rbac.authorization.k8s.io" {
+        return None;
+    }
     Some((r.get("kind")?.as_str()?, r.get("name")?.as_str()?))
 }
 

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 pub use options::{ClusterFilter, DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
-pub(crate) use read::encode_continue;
 pub use read::{check_fields, matches, ListResult};
+pub(crate) use read::{decode_continue, encode_continue};
 pub use write::{scale_of, Finalizers, Sweep};
 
 use crate::auth::Identity;

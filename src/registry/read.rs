@@ -31,7 +31,7 @@ pub(crate) fn encode_continue(rev: Revision, start: &str) -> String {
     base64::engine::general_purpose::URL_SAFE.encode(doc.to_string())
 }
 
-fn decode_continue(token: &str) -> ApiResult<(Revision, String)> {
+pub(crate) fn decode_continue(token: &str) -> ApiResult<(Revision, String)> {
     let bad = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
     let raw = base64::engine::general_purpose::URL_SAFE
         .decode(token)

@@ -53,9 +53,12 @@ pub const HISTORY: usize = 10_000;
 /// further behind resumes from the store, as it does past `HISTORY`.
 pub const HISTORY_BYTES: u64 = 64 << 20;
 /// Bytes of events kept by the histories of every resource type together, so that a tenant's thousand
-/// CRDs do not make a thousand histories of `HISTORY_BYTES`: a cache whose append finds the total over
-/// it drops its own oldest events, so the type being written pays, not the quiet ones.
+/// CRDs do not make a thousand histories of `HISTORY_BYTES`: each cache keeps at most an equal share of
+/// it (trimming its own history as it appends, and every cache's every `TRIM_EVERY`), so no type's
+/// history can be taken by another's, however much a tenant writes to it.
 pub const ALL_HISTORIES_BYTES: u64 = 256 << 20;
+/// How often every cache's history is trimmed to its share (a share shrinks as caches start).
+const TRIM_EVERY: Duration = Duration::from_secs(10);
 /// Events queued per watcher before it is cut off and left to catch up from history.
 pub const WATCHER_QUEUE: usize = 128;
 /// Bytes queued per watcher before it is cut off (unless the queue is empty: one event of any size
@@ -66,6 +69,8 @@ pub const WATCHER_QUEUE_BYTES: u64 = 8 << 20;
 const LOAD_PAGE: usize = 5_000;
 /// A cache nobody watched or read for this long is dropped with its memory.
 const IDLE_EVICT: Duration = Duration::from_secs(600);
+/// How often caches are checked for idleness.
+const IDLE_CHECK: Duration = Duration::from_secs(60);
 
 /// The opening of an object's JSON as one definition serves it: `{"apiVersion":"…","kind":"…"`.
 /// Cached objects are kept without it (see `Entry`), so one cache serves a custom resource in every
@@ -416,6 +421,8 @@ struct QueueState {
 
 /// A drained queue keeping more room than this gives it back (a burst does not stay allocated).
 const QUEUE_KEEP: usize = 8;
+/// Queued events are charged to their watcher's account in steps of this many bytes.
+const CHARGE_STEP: u64 = 64 * 1024;
 
 impl QueueState {
     /// Let every queued event go (the watcher resumes from the last one it sent, from history).
@@ -458,10 +465,13 @@ impl Queue {
         }
         q.events.push_back(event);
         q.bytes += size;
+        // Charged ahead, a step at a time: the fan-out then touches the tenant's shared counters once
+        // per step of events rather than for every event of every watcher.
+        let owed = q.bytes;
         match (&mut q.charge, &self.account) {
-            (Some(c), _) => c.grow(size),
-            (None, Some(a)) => q.charge = Some(a.charge(size)),
-            (None, None) => {}
+            (Some(c), _) if c.bytes() < owed => c.grow(owed - c.bytes() + CHARGE_STEP),
+            (None, Some(a)) => q.charge = Some(a.charge(owed + CHARGE_STEP)),
+            _ => {}
         }
         drop(q);
         // The watcher only waits on an empty queue, so only the first event after that needs a wake.
@@ -491,8 +501,12 @@ impl Queue {
             Some(ev) => {
                 let size = ev.size();
                 q.bytes -= size;
-                if let Some(c) = &mut q.charge {
-                    c.release(size);
+                let owed = q.bytes;
+                if owed == 0 {
+                    // Drained: an idle watcher holds nothing of its tenant's budget.
+                    q.charge = None;
+                } else if let Some(c) = q.charge.as_mut().filter(|c| c.bytes() > owed + 2 * CHARGE_STEP) {
+                    c.release(c.bytes() - owed - CHARGE_STEP);
                 }
                 if q.events.is_empty() && q.events.capacity() > QUEUE_KEEP {
                     q.events = VecDeque::new();
@@ -559,9 +573,21 @@ enum Phase {
     Stopped,
 }
 
-/// The bytes of every cache's history together (see `ALL_HISTORIES_BYTES`).
+/// What the histories of every cache of one `WatchCache` hold together (see `ALL_HISTORIES_BYTES`).
 #[derive(Debug, Default)]
-pub struct HistoryBytes(AtomicU64);
+pub struct HistoryBytes {
+    /// Their bytes.
+    bytes: AtomicU64,
+    /// How many caches there are.
+    caches: AtomicU64,
+}
+
+impl HistoryBytes {
+    /// The bytes one cache's history may hold now.
+    fn share(&self) -> u64 {
+        HISTORY_BYTES.min(ALL_HISTORIES_BYTES / self.caches.load(Ordering::Relaxed).max(1))
+    }
+}
 
 /// The cache of one resource type across every cluster.
 pub struct Cacher {
@@ -590,6 +616,7 @@ pub struct Cacher {
 impl Cacher {
     fn new(def: Arc<ResourceDef>, prefix: String, metrics: CacheMetrics, all_history: Arc<HistoryBytes>) -> Arc<Self> {
         let sep = Head::of(&def).sep();
+        all_history.caches.fetch_add(1, Ordering::AcqRel);
         Arc::new(Cacher {
             def,
             metrics,
@@ -843,15 +870,8 @@ impl Cacher {
             let size = event.size();
             st.history.push_back(event.clone());
             st.history_bytes += size;
-            let total = self.all_history.0.fetch_add(size, Ordering::AcqRel) + size;
-            let mut over_all = total > ALL_HISTORIES_BYTES;
-            while st.history.len() > HISTORY || st.history_bytes > HISTORY_BYTES || over_all {
-                let Some(old) = st.history.pop_front() else { break };
-                st.history_from = old.revision;
-                let size = old.size();
-                st.history_bytes -= size;
-                over_all = self.all_history.0.fetch_sub(size, Ordering::AcqRel) - size > ALL_HISTORIES_BYTES;
-            }
+            self.all_history.bytes.fetch_add(size, Ordering::AcqRel);
+            self.trim_history(&mut st);
             self.dispatch(&mut st, &event);
             st.written += 1;
         }
@@ -862,10 +882,22 @@ impl Cacher {
         Ok(())
     }
 
+    /// Drop the oldest events past `HISTORY` or this cache's share of the histories' bytes.
+    fn trim_history(&self, st: &mut State) {
+        let share = self.all_history.share();
+        while st.history.len() > HISTORY || st.history_bytes > share {
+            let Some(old) = st.history.pop_front() else { break };
+            st.history_from = old.revision;
+            let size = old.size();
+            st.history_bytes -= size;
+            self.all_history.bytes.fetch_sub(size, Ordering::AcqRel);
+        }
+    }
+
     /// Empty the history, and take its bytes off every history's total.
     fn forget_history(&self, st: &mut State) {
         st.history.clear();
-        self.all_history.0.fetch_sub(std::mem::take(&mut st.history_bytes), Ordering::AcqRel);
+        self.all_history.bytes.fetch_sub(std::mem::take(&mut st.history_bytes), Ordering::AcqRel);
     }
 
     fn dispatch(&self, st: &mut State, event: &Arc<Event>) {
@@ -957,6 +989,15 @@ impl Cacher {
     }
 }
 
+impl Drop for Cacher {
+    fn drop(&mut self) {
+        // However the cache ended (evicted, its task aborted), its history leaves the shared total.
+        let bytes = std::mem::take(&mut self.lock_write().history_bytes);
+        self.all_history.bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.all_history.caches.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 fn remove_slot(st: &mut State, id: u64) {
     let Some(slot) = st.slots.remove(&id) else { return };
     let list = match &slot.scope.cluster {
@@ -1009,11 +1050,19 @@ impl WatchCache {
         });
         let weak = Arc::downgrade(&cache);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            let mut tick = tokio::time::interval(TRIM_EVERY);
+            let mut ticks = 0u64;
             loop {
                 tick.tick().await;
                 let Some(cache) = weak.upgrade() else { return };
-                cache.evict_idle(IDLE_EVICT);
+                // Shares shrink as caches start: a quiet cache gives its excess back here.
+                for c in cache.cachers.iter() {
+                    c.trim_history(&mut c.lock_write());
+                }
+                ticks += 1;
+                if ticks.is_multiple_of(IDLE_CHECK.as_secs() / TRIM_EVERY.as_secs()) {
+                    cache.evict_idle(IDLE_EVICT);
+                }
             }
         });
         cache

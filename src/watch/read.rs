@@ -35,7 +35,8 @@ pub struct Items {
     /// The opening of each object as the request's definition serves it.
     head: Head,
     from: Source,
-    /// What the picked objects keep alive, charged until the list is sent.
+    /// What the picked objects keep alive, charged until the whole list is sent (a watch gives its
+    /// charge back object by object: it may run for hours; a list is sent, or cut, within its deadlines).
     _charge: Option<Charge>,
 }
 

@@ -27,10 +27,11 @@
 //!
 //! Memory: a block is freed once none of its objects is referenced. The map references the current
 //! blocks; a list across clusters still reading its snapshot keeps the blocks of its time, as it would
-//! keep the old objects without packing. Whatever else may outlive the map's state takes a copy:
-//! a tenant's list, a watch's initial objects, and an event's previous object in the history, so a slow
-//! client or the history never keeps a block of other objects alive. A block's dead part is what was
-//! written since the pass that made it; the next pass moves the live objects of a block that thinned.
+//! keep the old objects without packing. A tenant's list and a watch's initial objects hold references
+//! too, and are charged for each whole block they keep (see `budget`); an event's previous object in
+//! the history takes a copy, so the history never keeps a block of other objects alive. A block's dead
+//! part is what was written since the pass that made it; the next pass moves the live objects of a
+//! block that thinned.
 //! A body in a block has no allocation of its own: no allocator header and no spare capacity from
 //! growing while it was serialised.
 

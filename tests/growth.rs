@@ -1,0 +1,164 @@
+//! Inputs larger than a fuzzer tries (libFuzzer stops at 64 KiB here), grown step by step: what a parser
+//! costs must grow no faster than its input, so no small request can cost a large amount. Each case
+//! doubles its input three times and compares the time of the largest with the smallest (best of three
+//! runs each, to keep the machine's noise out): eight times the input may take at most twenty times as
+//! long (linear is eight; quadratic would be sixty-four).
+
+use std::time::{Duration, Instant};
+
+/// Best of three runs of `f` on `input`.
+fn best(f: fn(&[u8]), input: &[u8]) -> Duration {
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            f(input);
+            t.elapsed()
+        })
+        .min()
+        .unwrap()
+}
+
+/// `f` on inputs `make(n)`, `make(2n)`, `make(4n)`, `make(8n)`.
+fn grows_linearly(what: &str, n: usize, make: impl Fn(usize) -> Vec<u8>, f: fn(&[u8])) {
+    let inputs: Vec<Vec<u8>> = [1, 2, 4, 8].iter().map(|k| make(n * k)).collect();
+    let times: Vec<Duration> = inputs.iter().map(|i| best(f, i)).collect();
+    let sizes: Vec<usize> = inputs.iter().map(Vec::len).collect();
+    let ratio = times[3].as_secs_f64() / times[0].as_secs_f64().max(1e-6);
+    let size_ratio = sizes[3] as f64 / sizes[0] as f64;
+    println!("{what}: sizes {sizes:?}, times {times:?}, x{ratio:.1} for x{size_ratio:.1} the input");
+    assert!(ratio <= size_ratio * 2.5, "{what}: x{ratio:.1} the time for x{size_ratio:.1} the input ({times:?})");
+}
+
+fn json(v: serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&v).unwrap()
+}
+
+#[test]
+fn yaml_aliases_of_a_large_anchor() {
+    grows_linearly(
+        "yaml: n aliases of an n-item anchor",
+        500,
+        |n| format!("a: &a [{}]\nb: [{}]\n", vec!["x"; n].join(", "), vec!["*a"; n].join(", ")).into_bytes(),
+        kgate::fuzzing::body,
+    );
+}
+
+#[test]
+fn json_patches_copying_an_array_into_itself() {
+    // From 16 copies on, the copies reach kube's 3 MiB bound: the cost stops growing at all.
+    grows_linearly(
+        "json patch: n self-doubling copies",
+        16,
+        |n| {
+            let mut ops = vec![serde_json::json!({"op": "add", "path": "/x", "value": vec!["0123456789abcdef"; 64]})];
+            ops.extend((0..n).map(|_| serde_json::json!({"op": "copy", "from": "/x", "path": "/x/-"})));
+            [b"{}\0".to_vec(), json(serde_json::Value::Array(ops))].concat()
+        },
+        kgate::fuzzing::json_patch,
+    );
+}
+
+#[test]
+fn strategic_merges_of_long_lists() {
+    let containers = |n: usize, image: &str| -> serde_json::Value {
+        (0..n).map(|i| serde_json::json!({"name": format!("c{i}"), "image": image})).collect()
+    };
+    grows_linearly(
+        "strategic merge: n containers over n",
+        1000,
+        |n| {
+            let live = serde_json::json!({"spec": {"template": {"spec": {"containers": containers(n, "a")}}}});
+            let patch = serde_json::json!({"spec": {"template": {"spec": {"containers": containers(n, "b")}}}});
+            [json(live), b"\0".to_vec(), json(patch)].concat()
+        },
+        kgate::fuzzing::strategic_merge,
+    );
+}
+
+#[test]
+fn applies_over_many_managers() {
+    grows_linearly(
+        "apply: n managers, n fields",
+        200,
+        |n| {
+            let managed: Vec<_> = (0..n)
+                .map(|i| serde_json::json!({"manager": format!("m{i}"), "operation": "Apply", "apiVersion": "apps/v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {format!("f:k{i}"): {}}}}}))
+                .collect();
+            let labels: serde_json::Map<_, _> = (0..n).map(|i| (format!("k{i}"), "v".into())).collect();
+            let live = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": labels, "managedFields": managed}});
+            let applied: serde_json::Map<_, _> = (0..n).map(|i| (format!("k{i}"), "w".into())).collect();
+            let applied = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": applied}});
+            [json(live), b"\0".to_vec(), json(applied)].concat()
+        },
+        kgate::fuzzing::apply,
+    );
+}
+
+#[test]
+fn protobuf_of_empty_messages() {
+    grows_linearly(
+        "protobuf: n empty containers",
+        20_000,
+        |n| {
+            let spec = [0x12u8, 0x00].repeat(n);
+            let mut pod = vec![0x12];
+            prost::encoding::encode_varint(spec.len() as u64, &mut pod);
+            pod.extend(spec);
+            let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
+                type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                }),
+                raw: Some(pod),
+                content_encoding: Some(String::new()),
+                content_type: Some(String::new()),
+            };
+            [b"k8s\0".to_vec(), prost::Message::encode_to_vec(&unknown)].concat()
+        },
+        kgate::fuzzing::protobuf,
+    );
+}
+
+#[test]
+fn selectors_with_many_terms_and_values() {
+    grows_linearly(
+        "selector: n terms of n values",
+        40,
+        |n| {
+            let values: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
+            (0..n).map(|i| format!("k{i} in ({})", values.join(","))).collect::<Vec<_>>().join(",").into_bytes()
+        },
+        kgate::fuzzing::selectors,
+    );
+}
+
+#[test]
+fn bodies_of_many_small_objects() {
+    grows_linearly(
+        "body: n small objects",
+        5000,
+        |n| json((0..n).map(|i| serde_json::json!({"name": format!("n{i}"), "v": i})).collect::<serde_json::Value>()),
+        kgate::fuzzing::body,
+    );
+}
+
+#[test]
+fn schemas_and_objects_with_many_properties() {
+    grows_linearly(
+        "crd: n properties, an object with n fields",
+        300,
+        |n| {
+            let props: serde_json::Map<_, _> = (0..n)
+                .map(|i| {
+                    (format!("p{i}"), serde_json::json!({"type": "string", "pattern": "^[a-z]+$", "default": "x"}))
+                })
+                .collect();
+            let crd = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "ws.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "ws", "kind": "W"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": props}}}}}]}});
+            let fields: serde_json::Map<_, _> = (0..n).map(|i| (format!("p{i}"), "abc".into())).collect();
+            [json(crd), b"\0".to_vec(), json(serde_json::json!({"spec": fields}))].concat()
+        },
+        kgate::fuzzing::crd,
+    );
+}
