@@ -6,7 +6,10 @@
 //!   256 MiB at 1,000); then the same with the default budgets, which refuse the tenant once its
 //!   budget is spent;
 //! - another tenant's GET p99 meanwhile, against its p99 alone (target: at most 2x);
-//! - resident memory once the stalled clients are gone, to see what the allocator gives back.
+//! - resident memory once the stalled clients are gone, to see what the allocator gives back;
+//! - the small requests that once cost gigabytes (`common::amplifying_requests`): each one's status,
+//!   time to answer (target: within a second), kgate's memory growth (target: under 100 MiB) and the
+//!   slowest `GET /version` another client got meanwhile.
 //!
 //! Run: `cargo bench --bench hostile`.
 
@@ -21,7 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const OBJECTS: usize = 48;
 const OBJECT_BYTES: usize = 500 * 1024;
-const GETS: usize = 400;
+const GETS: usize = 2000;
 
 /// p99 of sequential GETs of one small object by another tenant, in milliseconds.
 async fn p99(client: &reqwest::Client, url: &str) -> f64 {
@@ -129,4 +132,15 @@ async fn main() {
     let off = ["--max-response-bytes-inflight", "0", "--max-response-bytes-inflight-per-cluster", "0"];
     run(&off, "byte budgets off (what sharing alone costs)").await;
     run(&[], "default byte budgets").await;
+    let k = KgateProcess::start(&[], "kgate-bench-hostile-costs.log").await;
+    println!("\nsmall requests that once cost gigabytes [targets: a 4xx or a bounded result, within 1 s, memory growth < 100 MiB]");
+    for (what, c) in common::amplifying_requests(&k).await {
+        println!(
+            "{what}: {} in {:.0} ms, RSS +{} MiB, slowest GET /version meanwhile {:.1} ms",
+            c.status,
+            c.took.as_secs_f64() * 1e3,
+            c.rss_growth_mib,
+            c.slowest_version.as_secs_f64() * 1e3
+        );
+    }
 }

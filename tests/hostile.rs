@@ -361,68 +361,12 @@ async fn kgate_outlives_a_tenant_that_never_reads_under_a_memory_limit() {
     }
 }
 
-/// What one hostile request cost: how long until its answer, its status, how much kgate's resident
-/// memory grew meanwhile, and the slowest `GET /version` another client got meanwhile.
-struct Cost {
-    status: u16,
-    took: Duration,
-    rss_growth_mib: u64,
-    slowest_version: Duration,
-}
-
-/// Send `body` as `method path` with `content_type` while another client polls `/version`, sampling
-/// kgate's memory as it goes.
-async fn cost_of(
-    k: &common::KgateProcess,
-    method: reqwest::Method,
-    path: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> Cost {
-    let pid_rss = || k.rss_kib();
-    let before = pid_rss();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let poller = {
-        let (client, url, stop) = (common::clients(k.dir.path()).1, format!("{}/version", k.url), stop.clone());
-        tokio::spawn(async move {
-            let mut slowest = Duration::ZERO;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let t = std::time::Instant::now();
-                let r = client.get(&url).send().await.unwrap();
-                assert_eq!(r.status(), 200);
-                slowest = slowest.max(t.elapsed());
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            slowest
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let started = std::time::Instant::now();
-    let send =
-        k.admin().request(method, format!("{}{path}", k.url)).header("content-type", content_type).body(body).send();
-    tokio::pin!(send);
-    let mut peak = before;
-    let resp = loop {
-        tokio::select! {
-            r = &mut send => break r.unwrap(),
-            _ = tokio::time::sleep(Duration::from_millis(20)) => peak = peak.max(pid_rss()),
-        }
-    };
-    let took = started.elapsed();
-    let status = resp.status().as_u16();
-    let _ = resp.bytes().await;
-    peak = peak.max(pid_rss());
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let slowest_version = poller.await.unwrap();
-    Cost { status, took, rss_growth_mib: peak.saturating_sub(before) / 1024, slowest_version }
-}
-
 /// Small requests that once cost gigabytes or minutes: a JSON patch copying an array into itself, a
 /// YAML alias bomb any identity may send, a strategic merge patch of 20,000 containers, an apply to an
 /// object with 2,000 field managers and a protobuf Pod of 1.5 million empty containers. Each gets a 4xx
 /// or a bounded result, kgate's memory hardly grows, and another client's `GET /version` is served
-/// meanwhile. (Timings here are of the debug build the tests run; `benches/hostile.rs` has the release
-/// figures.)
+/// meanwhile. (Timings here are of the debug build the tests run; `cargo bench --bench hostile` prints
+/// the release build's.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_cost_what_their_size_allows() {
     for backend in [Backend::Embedded, Backend::Etcd] {
@@ -435,113 +379,7 @@ async fn requests_cost_what_their_size_allows() {
         };
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let k = common::KgateProcess::start(&args, &format!("kgate-hostile-cost-{backend:?}.log")).await;
-        let admin = k.admin();
-        let ns = "/api/v1/namespaces/default";
-        let post = |path: String, v: serde_json::Value| {
-            let (admin, url) = (admin.clone(), k.url.clone());
-            async move {
-                let r = admin.post(format!("{url}{path}")).json(&v).send().await.unwrap();
-                assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-            }
-        };
-        post(format!("{ns}/configmaps"), serde_json::json!({"metadata": {"name": "target"}, "data": {"a": "b"}})).await;
-        let mut costs = Vec::new();
-
-        // 1. 28 copies of an array into itself: 1.3 KB that would double it 28 times.
-        let mut ops = vec![serde_json::json!({"op": "add", "path": "/x", "value": vec!["0123456789abcdef"; 64]})];
-        ops.extend((0..28).map(|_| serde_json::json!({"op": "copy", "from": "/x", "path": "/x/-"})));
-        let body = serde_json::to_vec(&ops).unwrap();
-        assert!(body.len() < 3000);
-        let c = cost_of(
-            &k,
-            reqwest::Method::PATCH,
-            &format!("{ns}/configmaps/target"),
-            "application/json-patch+json",
-            body,
-        )
-        .await;
-        costs.push(("json patch copies", c));
-
-        // 2. Nested YAML aliases in a SelfSubjectAccessReview, which every identity may create.
-        let mut yaml = String::from("apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec:\n  resourceAttributes:\n    verb: get\n");
-        yaml.push_str("x0: &x0 [a, b, c, d, e, f, g, h, i, j]\n");
-        for i in 1..40 {
-            yaml.push_str(&format!(
-                "x{i}: &x{i} [*x{p}, *x{p}, *x{p}, *x{p}, *x{p}, *x{p}, *x{p}, *x{p}, *x{p}, *x{p}]\n",
-                p = i - 1
-            ));
-        }
-        let c = cost_of(
-            &k,
-            reqwest::Method::POST,
-            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-            "application/yaml",
-            yaml.into_bytes(),
-        )
-        .await;
-        costs.push(("yaml aliases", c));
-
-        // 3. A strategic merge patch adding 20,000 containers to a Deployment.
-        let deploy = serde_json::json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
-        post("/apis/apps/v1/namespaces/default/deployments".into(), deploy).await;
-        let containers: Vec<_> =
-            (0..20_000).map(|i| serde_json::json!({"name": format!("c{i}"), "image": "x"})).collect();
-        let body = serde_json::to_vec(&serde_json::json!({"spec": {"template": {"spec": {"containers": containers}}}}))
-            .unwrap();
-        let c = cost_of(
-            &k,
-            reqwest::Method::PATCH,
-            "/apis/apps/v1/namespaces/default/deployments/web",
-            "application/strategic-merge-patch+json",
-            body,
-        )
-        .await;
-        costs.push(("strategic merge of 20,000 containers", c));
-
-        // 4. An apply to an object whose managedFields name 2,000 managers.
-        let managed: Vec<_> = (0..2000)
-            .map(|i| serde_json::json!({"manager": format!("m{i}"), "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {format!("f:k{i}"): {}}}}))
-            .collect();
-        let data: serde_json::Map<String, serde_json::Value> =
-            (0..2000).map(|i| (format!("k{i}"), "v".into())).collect();
-        post(
-            format!("{ns}/configmaps"),
-            serde_json::json!({"metadata": {"name": "managed", "managedFields": managed}, "data": data}),
-        )
-        .await;
-        let applied: serde_json::Map<String, serde_json::Value> =
-            (0..2000).map(|i| (format!("k{i}"), "w".into())).collect();
-        let body = serde_json::to_vec(&serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "managed"}, "data": applied})).unwrap();
-        let c = cost_of(
-            &k,
-            reqwest::Method::PATCH,
-            &format!("{ns}/configmaps/managed?fieldManager=new&force=true"),
-            "application/apply-patch+yaml",
-            body,
-        )
-        .await;
-        costs.push(("apply over 2,000 managers", c));
-
-        // 5. A protobuf Pod of 1.5 million empty containers (two bytes each).
-        let spec: Vec<u8> = [0x12u8, 0x00].repeat(1_500_000);
-        let mut pod = vec![0x12];
-        prost::encoding::encode_varint(spec.len() as u64, &mut pod);
-        pod.extend(spec);
-        let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
-            type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-            }),
-            raw: Some(pod),
-            content_encoding: Some(String::new()),
-            content_type: Some(String::new()),
-        };
-        let mut body = b"k8s\0".to_vec();
-        body.extend(prost::Message::encode_to_vec(&unknown));
-        let c = cost_of(&k, reqwest::Method::POST, &format!("{ns}/pods"), "application/vnd.kubernetes.protobuf", body)
-            .await;
-        costs.push(("protobuf of empty containers", c));
-
+        let costs = common::amplifying_requests(&k).await;
         for (what, c) in &costs {
             println!(
                 "{backend:?} {what}: {} in {:?}, RSS +{} MiB, slowest GET /version meanwhile {:?}",
