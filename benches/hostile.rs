@@ -16,7 +16,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::KgateProcess;
 use futures::StreamExt;
@@ -28,16 +28,8 @@ const GETS: usize = 2000;
 
 /// p99 of sequential GETs of one small object by another tenant, in milliseconds.
 async fn p99(client: &reqwest::Client, url: &str) -> f64 {
-    let mut samples = Vec::with_capacity(GETS);
-    for _ in 0..GETS {
-        let t = Instant::now();
-        let r = client.get(url).send().await.unwrap();
-        assert_eq!(r.status(), 200);
-        let _ = r.bytes().await;
-        samples.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    samples[samples.len() * 99 / 100]
+    let samples = common::get_latencies(client, url, GETS).await;
+    samples[samples.len() * 99 / 100] * 1e3
 }
 
 /// Open `n` watches of `path` with `token`, each on a connection of its own that reads only the status

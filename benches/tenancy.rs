@@ -11,7 +11,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::KgateProcess;
 use serde_json::json;
@@ -22,16 +22,8 @@ const GETS: usize = 3000;
 
 /// Median latency of sequential GETs of one object, in microseconds.
 async fn median_get(client: &reqwest::Client, url: &str) -> f64 {
-    let mut samples = Vec::with_capacity(GETS);
-    for _ in 0..GETS {
-        let t = Instant::now();
-        let r = client.get(url).send().await.unwrap();
-        assert_eq!(r.status(), 200);
-        let _ = r.bytes().await;
-        samples.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    samples[samples.len() / 2]
+    let samples = common::get_latencies(client, url, GETS).await;
+    samples[samples.len() / 2] * 1e6
 }
 
 #[tokio::main]

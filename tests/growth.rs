@@ -4,6 +4,8 @@
 //! runs each, to keep the machine's noise out): eight times the input may take at most twenty times as
 //! long (linear is eight; quadratic would be sixty-four).
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 /// Best of three runs of `f` on `input`.
@@ -96,27 +98,7 @@ fn applies_over_many_managers() {
 
 #[test]
 fn protobuf_of_empty_messages() {
-    grows_linearly(
-        "protobuf: n empty containers",
-        20_000,
-        |n| {
-            let spec = [0x12u8, 0x00].repeat(n);
-            let mut pod = vec![0x12];
-            prost::encoding::encode_varint(spec.len() as u64, &mut pod);
-            pod.extend(spec);
-            let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
-                type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
-                    api_version: Some("v1".into()),
-                    kind: Some("Pod".into()),
-                }),
-                raw: Some(pod),
-                content_encoding: Some(String::new()),
-                content_type: Some(String::new()),
-            };
-            [b"k8s\0".to_vec(), prost::Message::encode_to_vec(&unknown)].concat()
-        },
-        kgate::fuzzing::protobuf,
-    );
+    grows_linearly("protobuf: n empty containers", 20_000, common::pod_of_empty_containers, kgate::fuzzing::protobuf);
 }
 
 #[test]

@@ -246,20 +246,8 @@ async fn kgate_outlives_a_tenant_that_never_reads_under_a_memory_limit() {
     // The test holds over a thousand connections.
     rlimit::increase_nofile_limit(u64::MAX).unwrap();
     for backend in [Backend::Embedded, Backend::Etcd] {
-        let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
-        let args: Vec<String> = match backend {
-            Backend::Embedded => vec![],
-            Backend::Etcd => {
-                ["--etcd-servers", common::shared_etcd(), "--etcd-prefix", &prefix].map(String::from).to_vec()
-            }
-        };
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut k = common::KgateProcess::start_limited(
-            &args,
-            &format!("kgate-hostile-memory-{backend:?}.log"),
-            Some(1536 << 20),
-        )
-        .await;
+        let log = format!("kgate-hostile-memory-{backend:?}.log");
+        let mut k = common::KgateProcess::start_on(backend, &log, Some(1536 << 20)).await;
         let admin = k.admin();
         for c in ["greedy", "polite"] {
             let lc = serde_json::json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": c}});
@@ -370,15 +358,7 @@ async fn kgate_outlives_a_tenant_that_never_reads_under_a_memory_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_cost_what_their_size_allows() {
     for backend in [Backend::Embedded, Backend::Etcd] {
-        let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
-        let args: Vec<String> = match backend {
-            Backend::Embedded => vec![],
-            Backend::Etcd => {
-                ["--etcd-servers", common::shared_etcd(), "--etcd-prefix", &prefix].map(String::from).to_vec()
-            }
-        };
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let k = common::KgateProcess::start(&args, &format!("kgate-hostile-cost-{backend:?}.log")).await;
+        let k = common::KgateProcess::start_on(backend, &format!("kgate-hostile-cost-{backend:?}.log"), None).await;
         let costs = common::amplifying_requests(&k).await;
         for (what, c) in &costs {
             println!(

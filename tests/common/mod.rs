@@ -403,6 +403,16 @@ impl KgateProcess {
         Self::start_limited(extra, log, None).await
     }
 
+    /// `start_limited` on `backend`: the embedded store, or the shared test etcd under a fresh prefix.
+    pub async fn start_on(backend: Backend, log: &str, address_space: Option<u64>) -> KgateProcess {
+        let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+        let args: Vec<&str> = match backend {
+            Backend::Embedded => vec![],
+            Backend::Etcd => vec!["--etcd-servers", shared_etcd(), "--etcd-prefix", &prefix],
+        };
+        Self::start_limited(&args, log, address_space).await
+    }
+
     /// `start`, with the process's address space limited to `bytes` (what a container's memory limit
     /// does to a process that allocates past it: the allocation fails and the process aborts).
     pub async fn start_limited(extra: &[&str], log: &str, bytes: Option<u64>) -> KgateProcess {
@@ -870,7 +880,17 @@ pub async fn amplifying_requests(k: &KgateProcess) -> Vec<(&'static str, Cost)> 
     costs.push(("apply over 2,000 managers", c));
 
     // 5. A protobuf Pod of 1.5 million empty containers (two bytes each).
-    let spec: Vec<u8> = [0x12u8, 0x00].repeat(1_500_000);
+    let body = pod_of_empty_containers(1_500_000);
+    let c = cost_of(k, reqwest::Method::POST, &format!("{ns}/pods"), "application/vnd.kubernetes.protobuf", body).await;
+    costs.push(("protobuf of empty containers", c));
+
+    costs
+}
+
+/// A protobuf body (`k8s\0` envelope) of a Pod whose spec holds `n` empty containers, two bytes each on the
+/// wire, each of which decodes to a whole zero-valued Container.
+pub fn pod_of_empty_containers(n: usize) -> Vec<u8> {
+    let spec: Vec<u8> = [0x12u8, 0x00].repeat(n);
     let mut pod = vec![0x12];
     prost::encoding::encode_varint(spec.len() as u64, &mut pod);
     pod.extend(spec);
@@ -883,10 +903,19 @@ pub async fn amplifying_requests(k: &KgateProcess) -> Vec<(&'static str, Cost)> 
         content_encoding: Some(String::new()),
         content_type: Some(String::new()),
     };
-    let mut body = b"k8s\0".to_vec();
-    body.extend(prost::Message::encode_to_vec(&unknown));
-    let c = cost_of(k, reqwest::Method::POST, &format!("{ns}/pods"), "application/vnd.kubernetes.protobuf", body).await;
-    costs.push(("protobuf of empty containers", c));
+    [b"k8s\0".to_vec(), prost::Message::encode_to_vec(&unknown)].concat()
+}
 
-    costs
+/// The latencies of `n` sequential GETs of `url` (each must answer 200), in seconds, sorted.
+pub async fn get_latencies(client: &reqwest::Client, url: &str, n: usize) -> Vec<f64> {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = client.get(url).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let _ = r.bytes().await;
+        samples.push(t.elapsed().as_secs_f64());
+    }
+    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    samples
 }
