@@ -32,7 +32,7 @@ pub struct Config {
     /// Requests and watches in flight, server-wide and per logical cluster.
     pub inflight: crate::http::inflight::Limits,
     /// Open connections and their deadlines.
-    pub connections: crate::http::server::ConnLimits,
+    pub connections: ConnLimits,
     /// Bytes that answers being sent may hold, server-wide and per logical cluster.
     pub bytes: crate::budget::Limits,
     /// The audiences a ServiceAccount token must name one of to authenticate to the API (kube-apiserver's
@@ -55,7 +55,52 @@ impl Default for Config {
             inflight: Default::default(),
             connections: Default::default(),
             bytes: Default::default(),
-            api_audiences: crate::http::tokens::default_audiences(),
+            api_audiences: crate::token::default_audiences(),
+        }
+    }
+}
+
+/// How many connections may be open and how long each may take for what (see `http::conn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Open connections at most (0: no limit); one more is closed as soon as it is accepted.
+    pub max: usize,
+    /// Deadlines for the handshake, the first request, idleness and a client that stopped reading.
+    pub timeouts: Timeouts,
+}
+
+impl Default for ConnLimits {
+    /// Ten thousand connections: each holds a few dozen KiB of TLS and HTTP buffers when idle, and a
+    /// kubelet-free control plane sees one or two per client.
+    fn default() -> Self {
+        ConnLimits { max: 10_000, timeouts: Timeouts::default() }
+    }
+}
+
+/// How long a connection may go without doing what it is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From accept to a finished TLS handshake.
+    pub handshake: Duration,
+    /// From the handshake to the first request's headers (HTTP/2: its preface, settings and first
+    /// HEADERS; HTTP/1.1: the request line and headers).
+    pub first_request: Duration,
+    /// With no request in flight, after the first.
+    pub idle: Duration,
+    /// With response bytes waiting for the client and none of them taken.
+    pub stalled: Duration,
+}
+
+impl Default for Timeouts {
+    /// Go's HTTP/2 preface timeout (10 s), kube-apiserver's `IdleTimeout` (90 s); kube-apiserver has no
+    /// write timeout, so a stalled client there holds its watch until the watch times out (30 to 60
+    /// minutes): a minute of not reading is far past what any client that still reads takes.
+    fn default() -> Self {
+        Timeouts {
+            handshake: Duration::from_secs(10),
+            first_request: Duration::from_secs(10),
+            idle: Duration::from_secs(90),
+            stalled: Duration::from_secs(60),
         }
     }
 }

@@ -10,6 +10,15 @@ use sha2::Sha256;
 
 use crate::storage::{Store, StoreError};
 
+/// The `iss` of kgate's tokens.
+pub const ISSUER: &str = "kgate";
+
+/// The audiences kgate's API accepts when none are configured: kube's in-cluster name for the API
+/// server, and kgate's issuer (what tokens issued before audiences were kept named).
+pub fn default_audiences() -> Vec<String> {
+    vec!["https://kubernetes.default.svc".into(), ISSUER.into()]
+}
+
 /// Where the signing key is kept: `_` never appears in an API group, so no resource key can collide.
 pub fn signing_key_path(prefix: &str) -> String {
     format!("{prefix}/_kgate/sa-signing-key")

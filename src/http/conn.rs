@@ -12,33 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// How long a connection may go without doing what it is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// From accept to a finished TLS handshake.
-    pub handshake: Duration,
-    /// From the handshake to the first request's headers (HTTP/2: its preface, settings and first
-    /// HEADERS; HTTP/1.1: the request line and headers).
-    pub first_request: Duration,
-    /// With no request in flight, after the first.
-    pub idle: Duration,
-    /// With response bytes waiting for the client and none of them taken.
-    pub stalled: Duration,
-}
-
-impl Default for Timeouts {
-    /// Go's HTTP/2 preface timeout (10 s), kube-apiserver's `IdleTimeout` (90 s); kube-apiserver has no
-    /// write timeout, so a stalled client there holds its watch until the watch times out (30 to 60
-    /// minutes): a minute of not reading is far past what any client that still reads takes.
-    fn default() -> Self {
-        Timeouts {
-            handshake: Duration::from_secs(10),
-            first_request: Duration::from_secs(10),
-            idle: Duration::from_secs(90),
-            stalled: Duration::from_secs(60),
-        }
-    }
-}
+pub use crate::config::Timeouts;
 
 /// What a connection is doing, updated by its requests and their response bodies. Atomics only: each
 /// request's start and end and each response chunk's release touch it from whichever task runs them.

@@ -18,6 +18,7 @@ use tokio_rustls::LazyConfigAcceptor;
 use super::coalesce::Coalesce;
 use super::conn::{judge, Activity, Timeouts, Verdict};
 use super::handler::{handle, AppState, ConnInfo};
+pub use crate::config::ConnLimits;
 
 /// TLS set-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -136,23 +137,6 @@ impl Tls {
         let first = hello.cipher_suites().iter().copied().find(|s| AES_FIRST.contains(s));
         let config = if !self.aes_here || first.is_some_and(is_chacha) { &self.chacha } else { &self.aes };
         start.into_stream(config.clone()).await
-    }
-}
-
-/// How many connections may be open and how long each may take for what (see `conn`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnLimits {
-    /// Open connections at most (0: no limit); one more is closed as soon as it is accepted.
-    pub max: usize,
-    /// Deadlines for the handshake, the first request, idleness and a client that stopped reading.
-    pub timeouts: Timeouts,
-}
-
-impl Default for ConnLimits {
-    /// Ten thousand connections: each holds a few dozen KiB of TLS and HTTP buffers when idle, and a
-    /// kubelet-free control plane sees one or two per client.
-    fn default() -> Self {
-        ConnLimits { max: 10_000, timeouts: Timeouts::default() }
     }
 }
 

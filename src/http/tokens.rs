@@ -10,14 +10,8 @@ use crate::registry::Ctx;
 use crate::status::{cause, ApiError, ApiResult};
 use crate::token::{Bound, Claims};
 
-/// The audiences kgate's API accepts when none are configured: kube's in-cluster name for the API
-/// server, and kgate's issuer (what tokens issued before audiences were kept named).
-pub fn default_audiences() -> Vec<String> {
-    vec!["https://kubernetes.default.svc".into(), ISSUER.into()]
-}
-
-/// The `iss` of kgate's tokens.
-const ISSUER: &str = "kgate";
+pub use crate::token::default_audiences;
+use crate::token::ISSUER;
 
 /// Shortest lifetime a TokenRequest may ask for (kube: 10 minutes).
 const MIN_SECONDS: i64 = 600;
