@@ -151,30 +151,30 @@ impl std::fmt::Debug for Account {
 impl Account {
     /// Refused if this account's cluster or the server is at its limit (never when exempt).
     pub fn check(&self) -> Result<(), Refused> {
-        if self.exempt {
-            return Ok(());
+        match self.at_limit() {
+            None => Ok(()),
+            Some(why) => Err(self.budgets.refuse(why)),
         }
-        let limits = self.budgets.limits;
-        if let Some(tally) = &self.cluster {
-            if limits.per_cluster > 0 && tally.get() >= limits.per_cluster {
-                return Err(self.budgets.refuse(Refused::Cluster(tally.name.to_string(), limits.per_cluster)));
-            }
-        }
-        if limits.server > 0 && self.budgets.server.get() >= limits.server {
-            return Err(self.budgets.refuse(Refused::Server));
-        }
-        Ok(())
     }
 
     /// Whether this account's cluster or the server is at its limit (never when exempt); unlike
     /// `check`, not counted as a refusal (a watcher cut off for it resumes later).
     pub fn over(&self) -> bool {
+        self.at_limit().is_some()
+    }
+
+    /// Which limit this account is at, if any (none when exempt).
+    fn at_limit(&self) -> Option<Refused> {
         if self.exempt {
-            return false;
+            return None;
         }
         let limits = self.budgets.limits;
-        let cluster = self.cluster.as_ref().is_some_and(|t| limits.per_cluster > 0 && t.get() >= limits.per_cluster);
-        cluster || (limits.server > 0 && self.budgets.server.get() >= limits.server)
+        if let Some(tally) = &self.cluster {
+            if limits.per_cluster > 0 && tally.get() >= limits.per_cluster {
+                return Some(Refused::Cluster(tally.name.to_string(), limits.per_cluster));
+            }
+        }
+        (limits.server > 0 && self.budgets.server.get() >= limits.server).then_some(Refused::Server)
     }
 
     /// Charge `bytes` until the returned charge is dropped.

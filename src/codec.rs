@@ -21,6 +21,11 @@ const YAML_UNITS_FLOOR: usize = 10_000;
 /// copies it, so each costs its size, not one node.
 const STRING_UNIT: usize = 16;
 
+/// Most duplicate (or unknown) fields reported of one body, as kube's strict decoder
+/// (`sigs.k8s.io/json`) keeps them: a body of nothing but repeated keys must not become a list as long
+/// as itself.
+pub const MAX_FIELD_ERRORS: usize = 100;
+
 /// The message go-yaml gives, which kube-apiserver passes on.
 pub const EXCESSIVE_ALIASING: &str = "yaml: document contains excessive aliasing";
 
@@ -165,10 +170,13 @@ impl State {
         }
     }
 
-    /// A key seen twice at the current path.
+    /// A key seen twice at the current path: reported once, and at most `MAX_FIELD_ERRORS` in all.
     fn duplicate(&self, key: &str) {
         self.duplicated.set(true);
         let Some(p) = &self.paths else { return };
+        if self.found.borrow().len() >= MAX_FIELD_ERRORS {
+            return;
+        }
         let mut path = String::new();
         for s in p.borrow().iter() {
             match s {
@@ -184,7 +192,10 @@ impl State {
             path.push('.');
         }
         path.push_str(key);
-        self.found.borrow_mut().push(path);
+        let mut found = self.found.borrow_mut();
+        if !found.contains(&path) {
+            found.push(path);
+        }
     }
 }
 
@@ -309,6 +320,10 @@ mod tests {
         assert_eq!(d.value["metadata"]["name"], "b");
         assert_eq!(d.value["spec"]["containers"][0]["image"], "y");
         assert_eq!(d.duplicates, ["metadata.name", "spec.containers[0].image"]);
+        let many: String = (0..1000).map(|i| format!("\"k{}\":1,", i % 150)).collect();
+        let d = json(format!("{{\"a\":{{\"b\":{{{many}\"z\":0}}}}}}").as_bytes()).unwrap();
+        assert_eq!(d.duplicates.len(), MAX_FIELD_ERRORS, "each once, and no more than kube reports");
+        assert_eq!((d.duplicates[0].as_str(), d.duplicates[99].as_str()), ("a.b.k0", "a.b.k99"));
         let top = json(br#"{"kind": "A", "kind": "B"}"#).unwrap();
         assert_eq!(top.duplicates, ["kind"]);
         let y = yaml(b"metadata:\n  name: a\n  name: b\n").unwrap();

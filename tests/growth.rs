@@ -144,3 +144,16 @@ fn schemas_and_objects_with_many_properties() {
         kgate::fuzzing::crd,
     );
 }
+
+#[test]
+fn bodies_of_repeated_keys_deep_down() {
+    grows_linearly(
+        "body: n repeated keys at depth 100",
+        20_000,
+        |n| {
+            let keys: String = (0..n).map(|i| format!("\"k{}\":1,", i % 500)).collect();
+            format!("{}{{{keys}\"z\":0}}{}", "{\"a\":".repeat(100), "}".repeat(100)).into_bytes()
+        },
+        kgate::fuzzing::body,
+    );
+}

@@ -751,6 +751,22 @@ async fn wrong_but_safe_answers_are_kubes() {
         assert_eq!(r.status(), 201);
         assert_eq!(r.headers()["warning"], "299 - \"duplicate field \\\"metadata.name\\\"\"");
         assert_eq!(r.json::<serde_json::Value>().await.unwrap()["metadata"]["name"], "e", "the last value wins");
+        // A body of nothing but repeated keys: kube's first hundred duplicates, and warnings of at most
+        // about 4 KiB in all (kube-apiserver's recorder), not a header per key.
+        let keys: String = (0..5000).map(|i| format!("\"{:040}\":\"1\",", i % 1000)).collect();
+        let many = format!("{{\"metadata\": {{\"name\": \"f\"}}, \"data\": {{{keys}\"z\": \"1\"}}}}");
+        let r = s
+            .client
+            .post(format!("{}{cms}", s.url))
+            .header("content-type", "application/json")
+            .body(many)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{backend:?}");
+        let warnings: Vec<usize> = r.headers().get_all("warning").iter().map(|w| w.len()).collect();
+        assert!((1..100).contains(&warnings.len()), "{backend:?}: {} warnings", warnings.len());
+        assert!(warnings.iter().sum::<usize>() < 6 * 1024, "{backend:?}: {warnings:?}");
         // Several Impersonate-User headers: the first.
         let review = serde_json::to_vec(
             &serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),

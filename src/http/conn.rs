@@ -147,16 +147,6 @@ impl Open {
             None => false,
         }
     }
-
-    /// Open connections past their handshake.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// A request in flight on its connection; dropped with its response body.

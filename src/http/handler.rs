@@ -582,8 +582,8 @@ async fn resource(
     let body = body::read(req.into_body()).await?;
     // Decoding a body into a tree takes many times its size (a small JSON object costs some hundreds of
     // bytes as a tree): charged while the request is handled, so a tenant's concurrent large writes
-    // are bounded by its budget too.
-    let _decoding = account.try_charge(body.len() as u64 * DECODE_FACTOR)?;
+    // are bounded by its budget too. A bodiless read has nothing to decode and was checked at the door.
+    let _decoding = if body.is_empty() { None } else { Some(account.try_charge(body.len() as u64 * DECODE_FACTOR)?) };
     let mut ctx = Ctx {
         cluster: &cluster_str,
         def: &def,
@@ -594,30 +594,10 @@ async fn resource(
     };
     let escalation = match verb {
         "create" | "update" | "patch" if crate::authz::guards(&def.group, &def.plural) && def.custom.is_none() => {
-            // A binding's check needs the role it references: the one stored (roleRef cannot change), or
-            // for a new binding the one its body names.
-            let role_ref = match (def.plural.ends_with("bindings"), rp.name.as_deref()) {
-                (false, _) => None,
-                (true, name) => {
-                    let stored = match name {
-                        Some(n) if verb == "patch" => match reg.get(&ctx, n).await {
-                            Ok(b) => Some(b),
-                            // Apply may create the binding; any other patch needs it.
-                            Err(e)
-                                if e.code == 404
-                                    && content_type
-                                        .as_deref()
-                                        .is_some_and(|c| c.starts_with("application/apply-patch")) =>
-                            {
-                                None
-                            }
-                            Err(e) => return Err(e),
-                        },
-                        _ => None,
-                    };
-                    let sent = || body::decode_object(content_type.as_deref(), &body).ok().map(|d| d.value);
-                    stored.or_else(sent).and_then(|b| crate::authz::role_ref(&b))
-                }
+            let role_ref = if def.plural.ends_with("bindings") {
+                binding_role_ref(reg, &ctx, verb, rp.name.as_deref(), content_type.as_deref(), &body).await?
+            } else {
+                None
             };
             let namespace = rp.namespace.as_deref();
             Some(state.authz.escalation(who, &cluster_str, &def.plural, namespace, rp.name.as_deref(), role_ref).await?)
@@ -751,8 +731,11 @@ async fn resource(
         }
         ("update", Some(n), Some("scale")) => {
             let opts = WriteOptions::from_query(&q)?;
-            let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
-            written(warn(reg.update_scale(&ctx, n, obj, &opts).await?, warned), &mut last_rev)
+            let work = async {
+                let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
+                Ok::<_, ApiError>(warn(reg.update_scale(&ctx, n, obj, &opts).await?, warned))
+            };
+            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev)
         }
         ("update", Some(n), _) => {
             let opts = WriteOptions::from_query(&q)?;
@@ -814,6 +797,30 @@ async fn resource(
         state.authz.invalidate(&cluster_str);
     }
     Ok((resp, labels))
+}
+
+/// The role a write to a binding references, for its escalation check: the stored binding's (roleRef
+/// cannot change) when a patch has one to go by, else the one the body names.
+async fn binding_role_ref(
+    reg: &crate::registry::Registry,
+    ctx: &Ctx<'_>,
+    verb: &str,
+    name: Option<&str>,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> ApiResult<Option<(String, String, String)>> {
+    let apply = content_type.is_some_and(|c| c.starts_with("application/apply-patch"));
+    let stored = match name {
+        Some(n) if verb == "patch" => match reg.get(ctx, n).await {
+            Ok(b) => Some(b),
+            // Apply may create the binding; any other patch needs it.
+            Err(e) if e.code == 404 && apply => None,
+            Err(e) => return Err(e),
+        },
+        _ => None,
+    };
+    let sent = || body::decode_object(content_type, body).ok().map(|d| d.value);
+    Ok(stored.or_else(sent).and_then(|b| crate::authz::role_ref(&b)))
 }
 
 /// How many times its size a request body may take once decoded, for its charge (`budget`): JSON of

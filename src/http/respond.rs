@@ -196,10 +196,30 @@ pub fn error(e: &ApiError) -> Response<Body> {
     r
 }
 
-/// Add `Warning: 299 - "<text>"` headers.
+/// Characters of warnings a response carries before each is cut short (kube-apiserver's recorder).
+const WARNINGS_TOTAL: usize = 4 * 1024;
+/// What each warning is cut to once they are over `WARNINGS_TOTAL`.
+const WARNING_CUT: usize = 256;
+
+/// Add `Warning: 299 - "<text>"` headers as kube-apiserver's warning recorder does: each text once; when
+/// they come to more than `WARNINGS_TOTAL` characters, each is cut to `WARNING_CUT` and no more are added
+/// once that total is reached, so a request cannot make headers a client refuses (or that cost the
+/// server their size again).
 pub fn add_warnings(r: &mut Response<Body>, warnings: &[String]) {
-    for w in warnings {
-        let text = w.replace('"', "\\\"");
+    let mut seen = std::collections::HashSet::new();
+    let unique: Vec<&str> = warnings.iter().map(String::as_str).filter(|w| !w.is_empty() && seen.insert(*w)).collect();
+    let cutting = unique.iter().map(|w| w.chars().count()).sum::<usize>() > WARNINGS_TOTAL;
+    let mut written = 0;
+    for w in unique {
+        if cutting && written >= WARNINGS_TOTAL {
+            break;
+        }
+        let text = match w.char_indices().nth(WARNING_CUT) {
+            Some((end, _)) if cutting => &w[..end],
+            _ => w,
+        };
+        written += text.chars().count();
+        let text = text.replace('"', "\\\"");
         if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{text}\"")) {
             r.headers_mut().append(header::WARNING, v);
         }
@@ -321,6 +341,22 @@ fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warnings_are_sent_once_each_and_cut_short_past_kubes_total() {
+        let texts = |r: &Response<Body>| -> Vec<String> {
+            r.headers().get_all(header::WARNING).iter().map(|v| v.to_str().unwrap().to_string()).collect()
+        };
+        let mut r = bytes(200, "text/plain", "");
+        add_warnings(&mut r, &["a \"b\"".into(), "a \"b\"".into(), String::new(), "c".into()]);
+        assert_eq!(texts(&r), ["299 - \"a \\\"b\\\"\"", "299 - \"c\""]);
+        let many: Vec<String> = (0..10_000).map(|i| format!("unknown field {i}{}", "x".repeat(300))).collect();
+        let mut r = bytes(200, "text/plain", "");
+        add_warnings(&mut r, &many);
+        let sent = texts(&r);
+        assert_eq!(sent.len(), WARNINGS_TOTAL / WARNING_CUT);
+        assert!(sent.iter().all(|w| w.len() == WARNING_CUT + "299 - \"\"".len()), "{}", sent[0]);
+    }
 
     #[test]
     fn kubectl_table_accept_is_recognised() {

@@ -75,20 +75,14 @@ pub async fn authenticate(
         let token = claims.audiences(&state.audiences).to_vec();
         return Ok(Err(Unauthenticated::Audience { token, wanted: audiences.to_vec() }));
     }
-    let live = |plural: &str, ns: Option<&str>, name: &str| {
-        let key = crate::storage::keys::object(&state.registry.prefix, "core", plural, &claims.cluster, ns, name);
-        async move {
-            let kv = state.registry.store.get(&key).await?;
-            Ok::<_, ApiError>(kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok()))
-        }
-    };
-    let uid_of = |v: &Option<Value>| v.as_ref().and_then(|o| o["metadata"]["uid"].as_str().map(str::to_string));
-    if uid_of(&live("serviceaccounts", Some(&claims.ns), &claims.sa).await?).as_deref() != Some(claims.uid.as_str()) {
+    let uid_of = |v: Option<Value>| v.and_then(|o| o["metadata"]["uid"].as_str().map(str::to_string));
+    let account = stored(state, &claims.cluster, "serviceaccounts", Some(&claims.ns), &claims.sa).await?;
+    if uid_of(account).as_deref() != Some(claims.uid.as_str()) {
         return Ok(Err(Unauthenticated::Invalidated));
     }
     if let Some(b) = &claims.bound {
         let (plural, ns) = bound_location(&b.kind, &claims.ns);
-        if uid_of(&live(plural, ns, &b.name).await?).as_deref() != Some(b.uid.as_str()) {
+        if uid_of(stored(state, &claims.cluster, plural, ns, &b.name).await?).as_deref() != Some(b.uid.as_str()) {
             return Ok(Err(Unauthenticated::Invalidated));
         }
     }
@@ -101,6 +95,19 @@ pub async fn authenticate(
         ],
     };
     Ok(Ok((identity, matched)))
+}
+
+/// The stored core object `plural`/`name` of `cluster`, read from the store itself: a token's checks
+/// see the objects as they are now, not as a cache last saw them.
+async fn stored(
+    state: &AppState,
+    cluster: &str,
+    plural: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> ApiResult<Option<Value>> {
+    let key = crate::storage::keys::object(&state.registry.prefix, "core", plural, cluster, ns, name);
+    Ok(state.registry.store.get(&key).await?.and_then(|kv| serde_json::from_slice(&kv.value).ok()))
 }
 
 /// Where a bound object of `kind` lives: its resource, and the namespace (the ServiceAccount's) for
@@ -212,10 +219,7 @@ pub async fn request(state: &AppState, ctx: &Ctx<'_>, name: &str, req: &Value) -
         Some((kind, object, want_uid)) => {
             let (plural, object_ns) = bound_location(kind, &ns);
             let def = crate::resources::find("", "v1", plural);
-            let key =
-                crate::storage::keys::object(&state.registry.prefix, "core", plural, ctx.cluster, object_ns, object);
-            let found =
-                state.registry.store.get(&key).await?.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok());
+            let found = stored(state, ctx.cluster, plural, object_ns, object).await?;
             let Some(found) = found.filter(|_| def.is_some()) else {
                 return Err(ApiError::not_found(plural, "", object));
             };

@@ -85,20 +85,26 @@ impl FieldSet {
         if other.member {
             self.member = false;
         }
+        self.each_shared_child(other, FieldSet::subtract);
+        self.prune();
+    }
+
+    /// `f` on each child of this set with the child of `other` under the same path element, walking
+    /// the smaller side's children.
+    fn each_shared_child(&mut self, other: &FieldSet, mut f: impl FnMut(&mut FieldSet, &FieldSet)) {
         if self.children.len() <= other.children.len() {
             for (k, mine) in self.children.iter_mut() {
                 if let Some(c) = other.children.get(k) {
-                    mine.subtract(c);
+                    f(mine, c);
                 }
             }
         } else {
             for (k, c) in &other.children {
                 if let Some(mine) = self.children.get_mut(k) {
-                    mine.subtract(c);
+                    f(mine, c);
                 }
             }
         }
-        self.prune();
     }
 
     /// The paths that are members of both sets, parents before their descendants, each level walking
@@ -129,19 +135,7 @@ impl FieldSet {
             *self = FieldSet::default();
             return;
         }
-        if self.children.len() <= other.children.len() {
-            for (k, mine) in self.children.iter_mut() {
-                if let Some(c) = other.children.get(k) {
-                    mine.subtract_recursive(c);
-                }
-            }
-        } else {
-            for (k, c) in &other.children {
-                if let Some(mine) = self.children.get_mut(k) {
-                    mine.subtract_recursive(c);
-                }
-            }
-        }
+        self.each_shared_child(other, FieldSet::subtract_recursive);
         self.prune();
     }
 

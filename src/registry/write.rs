@@ -134,10 +134,11 @@ fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation)
             if !type_errors.is_empty() {
                 return Err(ApiError::bad_request(type_errors.join(", ")));
             }
-            let unknown = schemas.unknown_fields(&def.group, &def.version, &def.kind, obj);
+            let mut unknown = schemas.unknown_fields(&def.group, &def.version, &def.kind, obj);
             if !unknown.is_empty() && validation != FieldValidation::Strict {
                 schemas.prune(&def.group, &def.version, &def.kind, obj);
             }
+            unknown.truncate(crate::codec::MAX_FIELD_ERRORS);
             unknown
         }
     };
