@@ -54,14 +54,15 @@ pub(super) fn normalize(defs: &mut BTreeMap<String, Value>) {
         s["oneOf"] = json!([{"type": "string"}, {"type": "number"}]);
     }
     // Any JSON value (a schema's `default`, `enum`, `example`; schema-or-array unions): kube-openapi
-    // publishes them without a type, but k8s-openapi's schemas say `object`, which would refuse
-    // `default: red` in a CRD.
+    // publishes them without a type, but k8s-openapi's schemas say `object` (refusing `default: red`
+    // in a CRD) or give a `oneOf` whose object arm is a bare `$ref` (refusing `items: {type: string}`).
     for any in ["JSON", "JSONSchemaPropsOrArray", "JSONSchemaPropsOrBool", "JSONSchemaPropsOrStringArray"] {
         if let Some(Value::Object(s)) =
             defs.get_mut(&format!("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.{any}"))
         {
             s.remove("type");
             s.remove("properties");
+            s.remove("oneOf");
             s.insert("x-kubernetes-preserve-unknown-fields".into(), Value::Bool(true));
         }
     }

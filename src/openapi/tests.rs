@@ -220,6 +220,30 @@ fn type_errors_are_reported_with_paths() {
     assert_eq!(b.type_errors("", "v1", "Secret", &secret).len(), 1);
 }
 
+/// Every real operator's CRD has `items: {...}` or `additionalProperties: {...}`; Go decodes both
+/// either way (schema or array, schema or bool), so neither may be a type error.
+#[test]
+fn crd_schema_unions_take_every_form_go_accepts() {
+    let b = Builtins::get();
+    let schema = json!({"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "tuple": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "open": {"type": "object", "additionalProperties": true},
+        "color": {"type": "string", "default": "red", "enum": ["red", 1]}}});
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": schema}}]}});
+    let errs = b.type_errors("apiextensions.k8s.io", "v1", "CustomResourceDefinition", &crd);
+    assert!(errs.is_empty(), "{errs:?}");
+    let mut bad = crd.clone();
+    bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["tags"]["type"] = json!(1);
+    assert_eq!(b.type_errors("apiextensions.k8s.io", "v1", "CustomResourceDefinition", &bad).len(), 1);
+}
+
 #[test]
 fn prune_removes_exactly_the_unknown_fields() {
     let b = Builtins::get();
