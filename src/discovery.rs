@@ -119,32 +119,46 @@ pub struct Discovery {
     pub by_gv: BTreeMap<(String, String), Vec<Arc<ResourceDef>>>,
 }
 
-fn resource_entry(d: &ResourceDef) -> Vec<Value> {
-    let mut out = vec![json!({
-        "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind,
-        "verbs": d.verbs, "shortNames": d.short_names, "categories": d.categories,
-    })];
-    for (i, v) in out.iter_mut().enumerate() {
-        if i == 0 {
-            if d.short_names.is_empty() {
-                v.as_object_mut().map(|m| m.remove("shortNames"));
-            }
-            if d.categories.is_empty() {
-                v.as_object_mut().map(|m| m.remove("categories"));
-            }
-        }
-    }
+/// Every subresource of `d` as (name, group, version, kind, verbs), sorted by name as kube lists them;
+/// an empty group and version mean the parent's.
+fn subresources(d: &ResourceDef) -> Vec<(&str, &str, &str, &str, Vec<&str>)> {
+    const STATUS_VERBS: [&str; 3] = ["get", "patch", "update"];
+    let mut out = Vec::new();
     if d.status {
-        out.push(json!({"name": format!("{}/status", d.plural), "singularName": "", "namespaced": d.namespaced, "kind": d.kind, "verbs": ["get", "patch", "update"]}));
+        out.push(("status", "", "", d.kind.as_str(), STATUS_VERBS.to_vec()));
     }
     if d.scale.is_some() {
-        out.push(json!({"name": format!("{}/scale", d.plural), "singularName": "", "namespaced": d.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        out.push(("scale", "autoscaling", "v1", "Scale", STATUS_VERBS.to_vec()));
     }
-    if d.group.is_empty() && d.plural == "serviceaccounts" {
-        out.push(json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}));
+    for s in &d.subresources {
+        out.push((&s.name, &s.group, &s.version, &s.kind, s.verbs.iter().map(String::as_str).collect()));
     }
-    if d.group.is_empty() && d.plural == "namespaces" {
-        out.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
+    out.sort_by_key(|s| s.0);
+    out
+}
+
+fn resource_entry(d: &ResourceDef) -> Vec<Value> {
+    let mut top = json!({
+        "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind,
+        "verbs": d.verbs,
+    });
+    if !d.short_names.is_empty() {
+        top["shortNames"] = json!(d.short_names);
+    }
+    if !d.categories.is_empty() {
+        top["categories"] = json!(d.categories);
+    }
+    if let Some(h) = &d.storage_version_hash {
+        top["storageVersionHash"] = json!(h);
+    }
+    let mut out = vec![top];
+    for (name, group, version, kind, verbs) in subresources(d) {
+        let mut e = json!({"name": format!("{}/{name}", d.plural), "singularName": "", "namespaced": d.namespaced, "kind": kind, "verbs": verbs});
+        if !group.is_empty() || !version.is_empty() {
+            e["group"] = json!(group);
+            e["version"] = json!(version);
+        }
+        out.push(e);
     }
     out
 }
@@ -152,7 +166,8 @@ fn resource_entry(d: &ResourceDef) -> Vec<Value> {
 fn aggregated_resource(d: &ResourceDef) -> Value {
     let mut r = json!({
         "resource": d.plural,
-        "responseKind": {"group": d.group, "version": d.version, "kind": d.kind},
+        // As kube: a kind of the resource's own group-version is named without them.
+        "responseKind": {"group": "", "version": "", "kind": d.kind},
         "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": d.singular,
         "verbs": d.verbs,
@@ -163,16 +178,12 @@ fn aggregated_resource(d: &ResourceDef) -> Value {
     if !d.categories.is_empty() {
         r["categories"] = json!(d.categories);
     }
-    let mut subs = Vec::new();
-    if d.status {
-        subs.push(json!({"subresource": "status", "responseKind": {"group": d.group, "version": d.version, "kind": d.kind}, "verbs": ["get", "patch", "update"]}));
-    }
-    if d.scale.is_some() {
-        subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
-    }
-    if d.group.is_empty() && d.plural == "serviceaccounts" {
-        subs.push(json!({"subresource": "token", "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}, "verbs": ["create"]}));
-    }
+    let subs: Vec<Value> = subresources(d)
+        .into_iter()
+        .map(|(name, group, version, kind, verbs)| {
+            json!({"subresource": name, "responseKind": {"group": group, "version": version, "kind": kind}, "verbs": verbs})
+        })
+        .collect();
     if !subs.is_empty() {
         r["subresources"] = Value::Array(subs);
     }

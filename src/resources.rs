@@ -25,6 +25,21 @@ pub struct ScaleDef {
     pub selector: Cow<'static, str>,
 }
 
+/// A subresource other than `status` and `scale`, as discovery lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subresource {
+    /// `eviction`.
+    pub name: String,
+    /// Group and version of the kind it answers, empty when they are the parent's.
+    pub group: String,
+    /// See `group`.
+    pub version: String,
+    /// Kind it answers (`Eviction`).
+    pub kind: String,
+    /// Verbs it serves.
+    pub verbs: Vec<String>,
+}
+
 /// What a custom resource's definition adds to its `ResourceDef`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CustomInfo {
@@ -65,6 +80,10 @@ pub struct ResourceDef {
     pub status: bool,
     /// Has a `/scale` subresource.
     pub scale: Option<ScaleDef>,
+    /// Subresources other than `status` and `scale` (`pods/eviction`, `serviceaccounts/token`, ...).
+    pub subresources: Vec<Subresource>,
+    /// kube's `storageVersionHash` for discovery; set for built-ins.
+    pub storage_version_hash: Option<String>,
     /// Name validation rule.
     pub name_rule: NameRule,
     /// Served only in the root cluster (tenancy types).
@@ -122,40 +141,135 @@ impl ResourceDef {
 /// The `resource` metric label of every custom resource.
 pub const CUSTOM_RESOURCE_LABEL: &str = "customresources";
 
-struct Spec {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    namespaced: bool,
-    short: &'static [&'static str],
-    all: bool,
-    status: bool,
-    scale: bool,
-    verbs: &'static [&'static str],
-    name_rule: NameRule,
+/// The kube minor whose built-in APIs kgate serves.
+pub const KUBE_MINOR: &str = "1.33";
+
+/// kube-apiserver's default APIs of `KUBE_MINOR`, derived from kube's own discovery documents by
+/// `resources/gen_kube_api.py`. Following a newer minor is a new table, not new code.
+const KUBE_TABLE: &str = include_str!("resources/kube-1.33.tsv");
+
+/// Rows of the table kgate does not serve yet, and why.
+const NOT_SERVED: &[(&str, &str, &str)] = &[
+    // A second version of a stored type needs conversion (v1's targetCPUUtilizationPercentage to v2's
+    // metrics); serving it unconverted would hand v1 clients v2 objects.
+    ("autoscaling", "v1", "horizontalpodautoscalers"),
+];
+
+/// Name validation that kube's registry applies beyond the default DNS subdomain rule.
+const NAME_RULES: &[(&str, &str, NameRule)] = &[
+    ("", "namespaces", NameRule::Label),
+    ("", "services", NameRule::Label),
+    ("rbac.authorization.k8s.io", "roles", NameRule::PathSegment),
+    ("rbac.authorization.k8s.io", "rolebindings", NameRule::PathSegment),
+    ("rbac.authorization.k8s.io", "clusterroles", NameRule::PathSegment),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", NameRule::PathSegment),
+];
+
+/// The standard verbs, so that rows can share `&'static` verb lists.
+const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+/// A verb list of the table as a `'static` slice: the table is read once per process.
+fn static_verbs(list: &str) -> &'static [&'static str] {
+    let verbs: Vec<&'static str> =
+        list.split(',').filter_map(|v| VERBS.iter().chain(["proxy"].iter()).find(|k| **k == v).copied()).collect();
+    match verbs.as_slice() {
+        v if v == ALL_VERBS => ALL_VERBS,
+        v if v == CREATE_ONLY => CREATE_ONLY,
+        _ => Box::leak(verbs.into_boxed_slice()),
+    }
 }
 
-const fn rw(
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
+/// One row of the table.
+struct Row<'a> {
+    group: &'a str,
+    version: &'a str,
+    name: &'a str,
+    kind: &'a str,
+    kind_gv: &'a str,
     namespaced: bool,
-) -> Spec {
-    Spec {
-        group,
-        version,
-        kind,
-        plural,
-        namespaced,
-        short: &[],
-        all: false,
-        status: false,
-        scale: false,
-        verbs: ALL_VERBS,
-        name_rule: NameRule::Subdomain,
+    verbs: &'a str,
+    short: &'a str,
+    categories: &'a str,
+    hash: &'a str,
+}
+
+fn rows(table: &str) -> impl Iterator<Item = Row<'_>> {
+    table.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).map(|line| {
+        let f: Vec<&str> = line.split('\t').map(|f| if f == "-" { "" } else { f }).collect();
+        assert_eq!(f.len(), 10, "malformed API table row: {line}");
+        Row {
+            group: f[0],
+            version: f[1],
+            name: f[2],
+            kind: f[3],
+            kind_gv: f[4],
+            namespaced: f[5] == "Namespaced",
+            verbs: f[6],
+            short: f[7],
+            categories: f[8],
+            hash: f[9],
+        }
+    })
+}
+
+fn list(s: &str) -> Vec<String> {
+    s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect()
+}
+
+/// The built-in resources a table describes, with their subresources.
+fn from_table(table: &str) -> Vec<ResourceDef> {
+    let mut defs: Vec<ResourceDef> = Vec::new();
+    for r in rows(table) {
+        if NOT_SERVED
+            .iter()
+            .any(|(g, v, n)| *g == r.group && *v == r.version && *n == r.name.split('/').next().unwrap_or_default())
+        {
+            continue;
+        }
+        if let Some((parent, sub)) = r.name.split_once('/') {
+            let Some(d) = defs.iter_mut().find(|d| d.group == r.group && d.version == r.version && d.plural == parent)
+            else {
+                continue;
+            };
+            let (group, version) = r.kind_gv.split_once('/').unwrap_or(("", ""));
+            match sub {
+                "status" => d.status = true,
+                "scale" => d.scale = Some(DEFAULT_SCALE),
+                _ => d.subresources.push(Subresource {
+                    name: sub.to_string(),
+                    group: group.to_string(),
+                    version: version.to_string(),
+                    kind: r.kind.to_string(),
+                    verbs: list(r.verbs),
+                }),
+            }
+            continue;
+        }
+        let name_rule = NAME_RULES
+            .iter()
+            .find(|(g, p, _)| *g == r.group && *p == r.name)
+            .map(|(_, _, rule)| *rule)
+            .unwrap_or(NameRule::Subdomain);
+        defs.push(ResourceDef {
+            group: r.group.into(),
+            version: r.version.into(),
+            kind: r.kind.into(),
+            plural: r.name.into(),
+            singular: r.kind.to_ascii_lowercase(),
+            namespaced: r.namespaced,
+            short_names: list(r.short),
+            categories: list(r.categories),
+            verbs: static_verbs(r.verbs),
+            status: false,
+            scale: None,
+            subresources: Vec::new(),
+            storage_version_hash: (!r.hash.is_empty()).then(|| r.hash.to_string()),
+            name_rule,
+            root_only: false,
+            custom: None,
+        });
     }
+    defs
 }
 
 const DEFAULT_SCALE: ScaleDef = ScaleDef {
@@ -164,113 +278,6 @@ const DEFAULT_SCALE: ScaleDef = ScaleDef {
     selector: Cow::Borrowed("spec.selector"),
 };
 
-fn builtin_specs() -> Vec<Spec> {
-    use NameRule::*;
-    let mut v = vec![
-        Spec { short: &["ns"], status: true, name_rule: Label, ..rw("", "v1", "Namespace", "namespaces", false) },
-        Spec { short: &["cm"], ..rw("", "v1", "ConfigMap", "configmaps", true) },
-        rw("", "v1", "Secret", "secrets", true),
-        Spec { short: &["sa"], ..rw("", "v1", "ServiceAccount", "serviceaccounts", true) },
-        Spec {
-            short: &["svc"],
-            all: true,
-            status: true,
-            name_rule: Label,
-            ..rw("", "v1", "Service", "services", true)
-        },
-        Spec { short: &["ev"], ..rw("", "v1", "Event", "events", true) },
-        Spec { short: &["po"], all: true, status: true, ..rw("", "v1", "Pod", "pods", true) },
-        Spec { short: &["pvc"], status: true, ..rw("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true) },
-        Spec { short: &["quota"], status: true, ..rw("", "v1", "ResourceQuota", "resourcequotas", true) },
-        Spec { short: &["limits"], ..rw("", "v1", "LimitRange", "limitranges", true) },
-        Spec { short: &["ep"], ..rw("", "v1", "Endpoints", "endpoints", true) },
-        rw("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true),
-        Spec { short: &["ev"], ..rw("events.k8s.io", "v1", "Event", "events", true) },
-        rw("coordination.k8s.io", "v1", "Lease", "leases", true),
-        Spec { name_rule: PathSegment, ..rw("rbac.authorization.k8s.io", "v1", "Role", "roles", true) },
-        Spec { name_rule: PathSegment, ..rw("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true) },
-        Spec { name_rule: PathSegment, ..rw("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false) },
-        Spec {
-            name_rule: PathSegment,
-            ..rw("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false)
-        },
-        Spec {
-            short: &["crd", "crds"],
-            status: true,
-            ..rw("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false)
-        },
-        Spec {
-            short: &["deploy"],
-            all: true,
-            status: true,
-            scale: true,
-            ..rw("apps", "v1", "Deployment", "deployments", true)
-        },
-        Spec {
-            short: &["rs"],
-            all: true,
-            status: true,
-            scale: true,
-            ..rw("apps", "v1", "ReplicaSet", "replicasets", true)
-        },
-        Spec {
-            short: &["sts"],
-            all: true,
-            status: true,
-            scale: true,
-            ..rw("apps", "v1", "StatefulSet", "statefulsets", true)
-        },
-        Spec { short: &["ds"], all: true, status: true, ..rw("apps", "v1", "DaemonSet", "daemonsets", true) },
-        rw("apps", "v1", "ControllerRevision", "controllerrevisions", true),
-        Spec { all: true, status: true, ..rw("batch", "v1", "Job", "jobs", true) },
-        Spec { short: &["cj"], all: true, status: true, ..rw("batch", "v1", "CronJob", "cronjobs", true) },
-        Spec { short: &["ing"], status: true, ..rw("networking.k8s.io", "v1", "Ingress", "ingresses", true) },
-        Spec { short: &["netpol"], ..rw("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true) },
-        rw("networking.k8s.io", "v1", "IngressClass", "ingressclasses", false),
-        Spec {
-            short: &["hpa"],
-            all: true,
-            status: true,
-            ..rw("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true)
-        },
-        Spec {
-            short: &["pdb"],
-            status: true,
-            ..rw("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true)
-        },
-        Spec { short: &["pc"], ..rw("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", false) },
-        Spec { short: &["sc"], ..rw("storage.k8s.io", "v1", "StorageClass", "storageclasses", false) },
-    ];
-    for (group, kind, plural) in [
-        ("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews"),
-        ("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews"),
-        ("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews"),
-        ("authentication.k8s.io", "TokenReview", "tokenreviews"),
-    ] {
-        v.push(Spec { verbs: CREATE_ONLY, ..rw(group, "v1", kind, plural, false) });
-    }
-    v
-}
-
-fn build(spec: Spec, root_only: bool) -> ResourceDef {
-    ResourceDef {
-        group: spec.group.into(),
-        version: spec.version.into(),
-        kind: spec.kind.into(),
-        plural: spec.plural.into(),
-        singular: spec.kind.to_ascii_lowercase(),
-        namespaced: spec.namespaced,
-        short_names: spec.short.iter().map(|s| s.to_string()).collect(),
-        categories: if spec.all { vec!["all".into()] } else { vec![] },
-        verbs: spec.verbs,
-        status: spec.status,
-        scale: if spec.scale { Some(DEFAULT_SCALE) } else { None },
-        name_rule: spec.name_rule,
-        root_only,
-        custom: None,
-    }
-}
-
 /// The tenancy group's LogicalCluster type.
 pub const TENANCY_GROUP: &str = "tenancy.kgate.dev";
 
@@ -278,17 +285,36 @@ pub const TENANCY_GROUP: &str = "tenancy.kgate.dev";
 pub fn builtins() -> &'static [Arc<ResourceDef>] {
     static ALL: OnceLock<Vec<Arc<ResourceDef>>> = OnceLock::new();
     ALL.get_or_init(|| {
-        let mut defs: Vec<Arc<ResourceDef>> = builtin_specs().into_iter().map(|s| Arc::new(build(s, false))).collect();
-        defs.push(Arc::new(build(
-            Spec {
-                status: true,
-                name_rule: NameRule::Label,
-                ..rw(TENANCY_GROUP, "v1alpha1", "LogicalCluster", "logicalclusters", false)
-            },
-            true,
-        )));
+        let mut defs: Vec<Arc<ResourceDef>> = from_table(KUBE_TABLE).into_iter().map(Arc::new).collect();
+        defs.push(Arc::new(ResourceDef {
+            group: TENANCY_GROUP.into(),
+            version: "v1alpha1".into(),
+            kind: "LogicalCluster".into(),
+            plural: "logicalclusters".into(),
+            singular: "logicalcluster".into(),
+            namespaced: false,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            verbs: ALL_VERBS,
+            status: true,
+            scale: None,
+            subresources: Vec::new(),
+            storage_version_hash: None,
+            name_rule: NameRule::Label,
+            root_only: true,
+            custom: None,
+        }));
         defs
     })
+}
+
+/// kube's `storageVersionHash`: the first 8 bytes of the SHA-256 of `group/version/kind` of the
+/// version objects are stored in, in standard base64. Clients only compare it for changes.
+pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let sum = sha2::Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&sum[..8])
 }
 
 /// The built-in LogicalCluster definition.
@@ -331,6 +357,56 @@ mod tests {
         assert_eq!(find("apps", "v1", "deployments").unwrap().scale, Some(DEFAULT_SCALE));
         assert_eq!(find("", "v1", "configmaps").unwrap().storage_group(), "core");
         assert!(find("", "v1", "nope").is_none());
+    }
+
+    /// The table's hashes are kube's own: each is the hash of its row's kind in the version kube stores
+    /// it in (an older one for some: CRDs are stored as v1beta1) or of the kind it shares storage with
+    /// (events.k8s.io events are stored as core events). A row copied wrong fails here.
+    #[test]
+    fn storage_version_hashes_are_kubes() {
+        assert_eq!(storage_version_hash("apps", "v1", "Deployment"), "8aSe+NMegvE=");
+        let versions = ["v1", "v2", "v1beta1", "v1beta2", "v1beta3"];
+        let all: Vec<String> = builtins()
+            .iter()
+            .flat_map(|d| {
+                versions.iter().flat_map(move |v| {
+                    [storage_version_hash(&d.group, v, &d.kind), storage_version_hash("", v, &d.kind)]
+                })
+            })
+            .collect();
+        for d in builtins().iter().filter(|d| d.group != TENANCY_GROUP) {
+            let h = d.storage_version_hash.as_deref().unwrap_or_default();
+            if d.is_virtual() || d.plural == "bindings" || d.plural == "componentstatuses" {
+                assert_eq!(h, "", "{}", d.plural);
+            } else {
+                assert!(all.iter().any(|x| x == h), "{}/{}: {h}", d.group, d.plural);
+            }
+        }
+    }
+
+    #[test]
+    fn the_table_serves_kubes_default_apis() {
+        for (g, v, p) in [
+            ("", "v1", "nodes"),
+            ("", "v1", "replicationcontrollers"),
+            ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"),
+            ("apiregistration.k8s.io", "v1", "apiservices"),
+            ("networking.k8s.io", "v1", "servicecidrs"),
+        ] {
+            assert!(find(g, v, p).is_some(), "{p}");
+        }
+        let rc = find("", "v1", "replicationcontrollers").unwrap();
+        assert!(rc.status && rc.scale.is_some() && rc.categories == ["all"] && rc.short_names == ["rc"]);
+        let pods = find("", "v1", "pods").unwrap();
+        let eviction = pods.subresources.iter().find(|s| s.name == "eviction").unwrap();
+        assert_eq!(
+            (eviction.group.as_str(), eviction.version.as_str(), eviction.verbs.as_slice()),
+            ("policy", "v1", &["create".to_string()][..])
+        );
+        assert_eq!(find("", "v1", "namespaces").unwrap().name_rule, NameRule::Label);
+        assert_eq!(find("", "v1", "componentstatuses").unwrap().verbs, ["get", "list"]);
+        assert!(find("autoscaling", "v1", "horizontalpodautoscalers").is_none(), "needs conversion first");
+        assert!(find("", "v1", "pods").unwrap().subresources.iter().all(|s| s.name != "checkpoint"));
     }
 
     #[test]

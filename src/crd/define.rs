@@ -138,6 +138,12 @@ impl Crd {
             verbs: ALL_VERBS,
             status: version.status,
             scale: version.scale.clone(),
+            subresources: Vec::new(),
+            storage_version_hash: self
+                .versions
+                .iter()
+                .find(|v| v.storage)
+                .map(|v| crate::resources::storage_version_hash(&self.group, &v.name, &self.kind)),
             name_rule: NameRule::Subdomain,
             root_only: false,
             custom: Some(Arc::new(CustomInfo {

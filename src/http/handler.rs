@@ -606,14 +606,26 @@ async fn resource(
     };
     ctx.admit = escalation.as_ref().map(|e| e as &dyn crate::registry::Admit);
 
+    if def.group.is_empty() && def.plural == "bindings" {
+        let ct = content_type.as_deref();
+        return Ok((super::actions::create_binding(reg, &ctx, &q, ct, &body).await?, labels));
+    }
     if def.is_virtual() {
-        let work = review(state, &def, who, authz_cluster, content_type.as_deref(), &body);
+        let ns = rp.namespace.as_deref();
+        let work = review(state, &def, who, authz_cluster, ns, content_type.as_deref(), &body);
         return Ok((heavy_if(state, authz_cluster, body.len(), work).await?, labels));
     }
     let name = rp.name.as_deref();
     let sub = rp.subresource.as_deref();
     match sub {
         None | Some("status") | Some("scale") => {}
+        // Views of some of the object's fields: read and written like the object itself.
+        Some(s) if crate::registry::FIELD_SUBRESOURCES.contains(&s) && def.subresources.iter().any(|x| x.name == s) => {
+        }
+        Some(s) if def.subresources.iter().any(|x| x.name == s) && s != "token" => {
+            let ct = content_type.as_deref();
+            return Ok((super::actions::serve(reg, &ctx, verb, name, s, &q, (ct, &body)).await?, labels));
+        }
         Some("token") if def.group.is_empty() && def.plural == "serviceaccounts" => {
             return match (verb, name) {
                 ("create", Some(n)) => {
@@ -899,6 +911,7 @@ async fn review(
     def: &ResourceDef,
     who: &Identity,
     cluster: &str,
+    namespace: Option<&str>,
     content_type: Option<&str>,
     body: &[u8],
 ) -> ApiResult<Response<Body>> {
@@ -907,28 +920,55 @@ async fn review(
     obj["kind"] = json!(def.kind);
     match def.kind.as_str() {
         "SelfSubjectAccessReview" => {
-            let spec = obj.get("spec").cloned().unwrap_or(json!({}));
-            let allowed = match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
-                (Some(ra), _) => {
-                    let s = |k: &str| ra.get(k).and_then(Value::as_str).filter(|x| !x.is_empty());
-                    let attrs = auth::Attributes {
-                        verb: s("verb").unwrap_or("get"),
-                        group: s("group").unwrap_or(""),
-                        resource: s("resource").unwrap_or(""),
-                        subresource: s("subresource"),
-                        namespace: s("namespace"),
-                        name: s("name"),
-                    };
-                    state.authz.authorize(who, cluster, &attrs).await?.is_ok()
-                }
-                (None, Some(nra)) => {
-                    let verb = nra["verb"].as_str().unwrap_or("get");
-                    let path = nra["path"].as_str().unwrap_or("/");
-                    state.authz.authorize_path(who, cluster, verb, path).await?
-                }
-                (None, None) => who.is_master(),
-            };
+            let allowed = access(state, who, cluster, &obj["spec"]).await?;
             obj["status"] = json!({"allowed": allowed});
+        }
+        "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+            let spec = &obj["spec"];
+            let strs = |v: &Value| -> Vec<String> {
+                v.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+            };
+            let user = spec["user"].as_str().unwrap_or_default().to_string();
+            let groups = strs(&spec["groups"]);
+            if user.is_empty() && groups.is_empty() {
+                return Err(ApiError::invalid(
+                    &def.kind,
+                    &def.group,
+                    "",
+                    vec![crate::status::cause(
+                        "FieldValueRequired",
+                        "spec.user",
+                        "Required value: at least one of user or group must be specified",
+                    )],
+                ));
+            }
+            let attrs = &spec["resourceAttributes"];
+            if let Some(ns) = namespace {
+                // As kube: a local review asks about its own namespace only.
+                if attrs["namespace"].as_str().is_some_and(|n| !n.is_empty() && n != ns) {
+                    return Err(ApiError::invalid(
+                        &def.kind,
+                        &def.group,
+                        "",
+                        vec![crate::status::cause(
+                            "FieldValueInvalid",
+                            "spec.resourceAttributes.namespace",
+                            format!("Invalid value: {}: must match metadata.namespace", attrs["namespace"]),
+                        )],
+                    ));
+                }
+                if attrs.is_object() {
+                    obj["spec"]["resourceAttributes"]["namespace"] = json!(ns);
+                }
+                obj["metadata"]["namespace"] = json!(ns);
+            }
+            // The subject is taken as named: no group is added, as kube's review does not add one.
+            let subject = Identity { user, groups };
+            let allowed = access(state, &subject, cluster, &obj["spec"]).await?;
+            obj["status"] = json!({"allowed": allowed});
+            let ns = namespace.map(|n| json!({"namespace": n, "creationTimestamp": null}));
+            obj["metadata"] = ns.unwrap_or(json!({"creationTimestamp": null}));
+            return Ok(respond::json(201, &obj));
         }
         "SelfSubjectRulesReview" => {
             let ns = obj["spec"]["namespace"].as_str().unwrap_or("default").to_string();
@@ -944,4 +984,28 @@ async fn review(
     }
     obj["metadata"] = json!({"creationTimestamp": null});
     Ok(respond::json(201, &obj))
+}
+
+/// Whether `who` may do what an access review's spec asks about, by the cluster's RBAC.
+async fn access(state: &AppState, who: &Identity, cluster: &str, spec: &Value) -> ApiResult<bool> {
+    Ok(match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
+        (Some(ra), _) => {
+            let s = |k: &str| ra.get(k).and_then(Value::as_str).filter(|x| !x.is_empty());
+            let attrs = auth::Attributes {
+                verb: s("verb").unwrap_or("get"),
+                group: s("group").unwrap_or(""),
+                resource: s("resource").unwrap_or(""),
+                subresource: s("subresource"),
+                namespace: s("namespace"),
+                name: s("name"),
+            };
+            state.authz.authorize(who, cluster, &attrs).await?.is_ok()
+        }
+        (None, Some(nra)) => {
+            let verb = nra["verb"].as_str().unwrap_or("get");
+            let path = nra["path"].as_str().unwrap_or("/");
+            state.authz.authorize_path(who, cluster, verb, path).await?
+        }
+        (None, None) => who.is_master(),
+    })
 }

@@ -1,4 +1,5 @@
 //! The HTTP edge: TLS listener, request routing and response building.
+mod actions;
 pub mod body;
 pub mod coalesce;
 pub mod conn;

@@ -78,6 +78,37 @@ kinds! {
     "authentication.k8s.io" "v1" "SelfSubjectReview" false => api::authentication::v1::SelfSubjectReview;
     "authentication.k8s.io" "v1" "TokenRequest" false => api::authentication::v1::TokenRequest;
     "" "v1" "Status" false => meta::Status;
+    "" "v1" "Binding" false => api::core::v1::Binding;
+    "" "v1" "ComponentStatus" true => api::core::v1::ComponentStatus;
+    "" "v1" "Node" true => api::core::v1::Node;
+    "" "v1" "PersistentVolume" true => api::core::v1::PersistentVolume;
+    "" "v1" "PodTemplate" true => api::core::v1::PodTemplate;
+    "" "v1" "ReplicationController" true => api::core::v1::ReplicationController;
+    "policy" "v1" "Eviction" false => api::policy::v1::Eviction;
+    "admissionregistration.k8s.io" "v1" "MutatingWebhookConfiguration" true =>
+        api::admissionregistration::v1::MutatingWebhookConfiguration;
+    "admissionregistration.k8s.io" "v1" "ValidatingWebhookConfiguration" true =>
+        api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    "admissionregistration.k8s.io" "v1" "ValidatingAdmissionPolicy" true =>
+        api::admissionregistration::v1::ValidatingAdmissionPolicy;
+    "admissionregistration.k8s.io" "v1" "ValidatingAdmissionPolicyBinding" true =>
+        api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+    "apiregistration.k8s.io" "v1" "APIService" true =>
+        k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    "authentication.k8s.io" "v1" "TokenReview" false => api::authentication::v1::TokenReview;
+    "authorization.k8s.io" "v1" "SubjectAccessReview" false => api::authorization::v1::SubjectAccessReview;
+    "authorization.k8s.io" "v1" "LocalSubjectAccessReview" false => api::authorization::v1::LocalSubjectAccessReview;
+    "certificates.k8s.io" "v1" "CertificateSigningRequest" true => api::certificates::v1::CertificateSigningRequest;
+    "flowcontrol.apiserver.k8s.io" "v1" "FlowSchema" true => api::flowcontrol::v1::FlowSchema;
+    "flowcontrol.apiserver.k8s.io" "v1" "PriorityLevelConfiguration" true =>
+        api::flowcontrol::v1::PriorityLevelConfiguration;
+    "networking.k8s.io" "v1" "IPAddress" true => api::networking::v1::IPAddress;
+    "networking.k8s.io" "v1" "ServiceCIDR" true => api::networking::v1::ServiceCIDR;
+    "node.k8s.io" "v1" "RuntimeClass" true => api::node::v1::RuntimeClass;
+    "storage.k8s.io" "v1" "CSIDriver" true => api::storage::v1::CSIDriver;
+    "storage.k8s.io" "v1" "CSINode" true => api::storage::v1::CSINode;
+    "storage.k8s.io" "v1" "CSIStorageCapacity" true => api::storage::v1::CSIStorageCapacity;
+    "storage.k8s.io" "v1" "VolumeAttachment" true => api::storage::v1::VolumeAttachment;
 }
 
 /// Schemas every document may reference without them being kinds of their own.

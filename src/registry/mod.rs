@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 pub use options::{ClusterFilter, DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
 pub use read::{check_fields, matches, ListResult};
 pub(crate) use read::{decode_continue, encode_continue};
-pub use write::{scale_of, Finalizers, Sweep};
+pub use write::{scale_of, Finalizers, Sweep, FIELD_SUBRESOURCES};
 
 use crate::auth::Identity;
 use crate::cluster::CLUSTER_ANNOTATION;

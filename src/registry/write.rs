@@ -138,6 +138,9 @@ fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation)
             if !unknown.is_empty() && validation != FieldValidation::Strict {
                 schemas.prune(&def.group, &def.version, &def.kind, obj);
             }
+            if def.group.is_empty() && def.kind == "Secret" {
+                merge_string_data(obj);
+            }
             unknown.truncate(crate::codec::MAX_FIELD_ERRORS);
             unknown
         }
@@ -152,6 +155,45 @@ fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation)
         }
         FieldValidation::Warn => Ok(unknown.into_iter().map(|f| format!("unknown field \"{f}\"")).collect()),
         FieldValidation::Ignore => Ok(Vec::new()),
+    }
+}
+
+/// Whether an immediate delete answers the deleted object rather than a Status: the built-ins whose
+/// registry in kube-apiserver 1.33 sets `ReturnDeletedObject` (typed clients parse the answer as one).
+fn returns_deleted_object(def: &ResourceDef) -> bool {
+    const RETURNS_OBJECT: &[(&str, &str)] = &[
+        ("", "pods"),
+        ("", "services"),
+        ("", "namespaces"),
+        ("", "persistentvolumes"),
+        ("", "persistentvolumeclaims"),
+        ("", "serviceaccounts"),
+        ("", "podtemplates"),
+        ("", "resourcequotas"),
+        ("storage.k8s.io", "storageclasses"),
+        ("storage.k8s.io", "volumeattachments"),
+        ("storage.k8s.io", "csidrivers"),
+        ("storage.k8s.io", "csinodes"),
+    ];
+    def.custom.is_none() && RETURNS_OBJECT.iter().any(|(g, p)| *g == def.group && *p == def.plural)
+}
+
+/// A Secret's `stringData` goes into `data`, base64-encoded, over any key of the same name, and is never
+/// stored: kube's conversion of a v1 Secret does this on every write.
+fn merge_string_data(obj: &mut Value) {
+    use base64::Engine;
+    let Some(m) = obj.as_object_mut() else { return };
+    let Some(Value::Object(plain)) = m.remove("stringData") else { return };
+    if plain.is_empty() {
+        return;
+    }
+    if !m.get("data").is_some_and(Value::is_object) {
+        m.insert("data".into(), json!({}));
+    }
+    let data = m.get_mut("data").and_then(Value::as_object_mut).expect("set above");
+    for (k, v) in plain {
+        let text = v.as_str().unwrap_or_default();
+        data.insert(k, json!(base64::engine::general_purpose::STANDARD.encode(text)));
     }
 }
 
@@ -708,10 +750,7 @@ impl Registry {
         manager: &str,
     ) -> ApiResult<Value> {
         let def = ctx.def;
-        if subresource == Some("status") {
-            // Only status changes through /status.
-            let mut next = current.clone();
-            next["status"] = desired.get("status").cloned().unwrap_or(json!({}));
+        if let Some(next) = subresource.and_then(|s| through_subresource(s, current, &desired)) {
             desired = next;
         } else if def.status {
             match current.get("status") {
@@ -958,7 +997,9 @@ impl Registry {
                 let desired = if patch_type == PatchType::Apply {
                     // apply() already recorded managed fields; keep server metadata and status rules.
                     let mut d = patched;
-                    if def.status && subresource.is_none() {
+                    if let Some(next) = subresource.and_then(|s| through_subresource(s, current, &d)) {
+                        d = next;
+                    } else if def.status && subresource.is_none() {
                         if let Some(s) = current.get("status") {
                             d["status"] = s.clone();
                         }
@@ -1077,20 +1118,16 @@ impl Registry {
                     Err(e) => return Err(e.into()),
                 }
             }
+            let answer = || match returns_deleted_object(def) {
+                true => current.clone(),
+                false => success_status(&def.plural, &def.group, name, Some(&uid)),
+            };
             if opts.dry_run {
-                return Ok(Written {
-                    code: 200,
-                    body: success_status(&def.plural, &def.group, name, Some(&uid)),
-                    warnings: vec![],
-                });
+                return Ok(Written { code: 200, body: answer(), warnings: vec![] });
             }
             match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                 Ok(_) => {
-                    return Ok(Written {
-                        code: 200,
-                        body: success_status(&def.plural, &def.group, name, Some(&uid)),
-                        warnings: vec![],
-                    });
+                    return Ok(Written { code: 200, body: answer(), warnings: vec![] });
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(StoreError::NotFound) => return Err(ApiError::not_found(&def.plural, &def.group, name)),
@@ -1457,7 +1494,12 @@ fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
 /// Render a label selector object (`matchLabels`, `matchExpressions`) in its string form.
 fn selector_string(sel: &Value) -> String {
     let mut parts = Vec::new();
-    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+    // A ReplicationController's selector is a plain label map, not a LabelSelector.
+    let labels = match sel.get("matchLabels") {
+        None if sel.get("matchExpressions").is_none() => Some(sel),
+        labels => labels,
+    };
+    if let Some(m) = labels.and_then(Value::as_object) {
         for (k, v) in m {
             parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
         }
@@ -1477,6 +1519,62 @@ fn selector_string(sel: &Value) -> String {
         }
     }
     parts.join(",")
+}
+
+/// Subresources that are a view of some fields of their object: reads answer the whole object, and
+/// writes change those fields only, as kube's strategy for each resets the rest.
+pub const FIELD_SUBRESOURCES: &[&str] = &["status", "ephemeralcontainers", "resize", "approval", "finalize"];
+
+/// `current` with the fields that a write through `subresource` owns taken from `desired`; `None`
+/// when `subresource` is not one of [`FIELD_SUBRESOURCES`].
+fn through_subresource(subresource: &str, current: &Value, desired: &Value) -> Option<Value> {
+    let mut next = current.clone();
+    let take = |next: &mut Value, path: &[&str]| {
+        let from = path.iter().try_fold(desired, |v, k| v.get(*k));
+        let Some((last, parents)) = path.split_last() else { return };
+        let mut at = &mut *next;
+        for k in parents {
+            if !at.get(*k).is_some_and(Value::is_object) {
+                at[*k] = json!({});
+            }
+            at = &mut at[*k];
+        }
+        match (from, at.as_object_mut()) {
+            (Some(v), Some(m)) => {
+                m.insert(last.to_string(), v.clone());
+            }
+            (None, Some(m)) => {
+                m.remove(*last);
+            }
+            _ => {}
+        }
+    };
+    match subresource {
+        "status" => next["status"] = desired.get("status").cloned().unwrap_or(json!({})),
+        "ephemeralcontainers" => take(&mut next, &["spec", "ephemeralContainers"]),
+        "approval" => take(&mut next, &["status", "conditions"]),
+        "finalize" => take(&mut next, &["spec", "finalizers"]),
+        "resize" => {
+            // Only each container's resources and resize policy, matched by name.
+            let wanted = desired["spec"]["containers"].as_array().cloned().unwrap_or_default();
+            for c in next["spec"]["containers"].as_array_mut().into_iter().flatten() {
+                let Some(w) = wanted.iter().find(|w| w.get("name") == c.get("name")) else { continue };
+                for f in ["resources", "resizePolicy"] {
+                    match (w.get(f), c.as_object_mut()) {
+                        (Some(v), Some(m)) => {
+                            m.insert(f.into(), v.clone());
+                        }
+                        (None, Some(m)) => {
+                            m.remove(f);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        _ => return None,
+    }
+    Some(next)
 }
 
 /// The `autoscaling/v1` Scale view of an object.
