@@ -170,8 +170,7 @@ const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", 
 
 /// A verb list of the table as a `'static` slice: the table is read once per process.
 fn static_verbs(list: &str) -> &'static [&'static str] {
-    let verbs: Vec<&'static str> =
-        list.split(',').filter_map(|v| VERBS.iter().chain(["proxy"].iter()).find(|k| **k == v).copied()).collect();
+    let verbs: Vec<&'static str> = list.split(',').filter_map(|v| VERBS.iter().find(|k| **k == v).copied()).collect();
     match verbs.as_slice() {
         v if v == ALL_VERBS => ALL_VERBS,
         v if v == CREATE_ONLY => CREATE_ONLY,

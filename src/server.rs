@@ -97,7 +97,15 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     };
     let tls = crate::http::server::tls_config(&cert_pem, &key_pem, &pki.ca.cert_pem)?;
     let store = open_store(&config).await?;
-    let registry = Registry::new(store.clone(), config.etcd_prefix.clone());
+    // Clients in a cluster find the server through `default/kubernetes`; an unspecified listen address
+    // gives them loopback, as there is no one interface to name.
+    let ip = match addr.ip() {
+        ip if !ip.is_unspecified() => ip,
+        std::net::IpAddr::V4(_) => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        std::net::IpAddr::V6(_) => std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+    };
+    let published = crate::registry::Published { ca_pem: pki.ca.cert_pem.clone(), ip, port: addr.port() };
+    let registry = Registry::new(store.clone(), config.etcd_prefix.clone()).publishing(published);
     tenancy::reconcile_defaults(&registry, crate::cluster::ROOT)
         .await
         .map_err(|e| StartError::Bootstrap(e.message.clone()))?;

@@ -1,6 +1,7 @@
 //! Logical clusters: which exist (LogicalCluster objects in root), what a new one starts with
-//! (namespaces `default`, `kube-system`, `kube-public`, each with its `default` ServiceAccount, and kube's
-//! default RBAC), and the lifecycle of a LogicalCluster object:
+//! (kube's namespaces, each with its `default` ServiceAccount and `kube-root-ca.crt`, the
+//! `default/kubernetes` Service with its endpoints, and kube's default RBAC), and the lifecycle of a
+//! LogicalCluster object:
 //!
 //! - created `Initializing`, with the finalizer [`PURGE_FINALIZER`]; `Ready` once bootstrapped;
 //! - a DELETE marks it `Terminating` (deletionTimestamp set: the cluster answers 404 from then on), the
@@ -28,8 +29,14 @@ use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, StoreError, WatchEvent};
 
-/// Namespaces every logical cluster starts with.
-pub const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+/// Namespaces every logical cluster starts with, as a kube cluster does.
+pub const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Namespaces kube refuses to delete (its namespace lifecycle admission's immortal ones).
+pub const UNDELETABLE_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
+/// The `default/kubernetes` Service's cluster address: the first of kube's default service range.
+const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 
 /// Keeps a LogicalCluster until every key of its cluster has been removed.
 pub const PURGE_FINALIZER: &str = "tenancy.kgate.dev/purge";
@@ -190,7 +197,15 @@ async fn write_defaults(registry: &Registry, cluster: &str, fresh: bool) -> ApiR
             return Ok(());
         }
         // Guarded by its namespace, which a purge deletes.
-        registry.ensure_default_service_account(cluster, ns).await?;
+        registry.ensure_namespace_defaults(cluster, ns).await?;
+    }
+    if let Some(facts) = registry.published.clone() {
+        for (group, plural, name, obj) in api_service(&facts) {
+            let key = keys::object(&registry.prefix, group, plural, cluster, Some("default"), name);
+            if !reconcile_at(&mut writes, &key, (group, plural, name), &obj, same_content).await? {
+                return Ok(());
+            }
+        }
     }
     // kube-apiserver's bootstrap policy: cluster-admin for system:masters, admin/edit/view for
     // RoleBindings, discovery for everyone authenticated.
@@ -209,6 +224,67 @@ async fn write_defaults(registry: &Registry, cluster: &str, fresh: bool) -> ApiR
         }
     }
     Ok(())
+}
+
+/// The `default/kubernetes` Service and the Endpoints and EndpointSlice that point it at this server,
+/// as kube-apiserver keeps them: (storage group, plural, name, object).
+fn api_service(facts: &crate::registry::Published) -> Vec<(&'static str, &'static str, &'static str, Value)> {
+    let meta = |labels: Value| {
+        json!({"name": "kubernetes", "namespace": "default", "uid": uuid::Uuid::new_v4().to_string(),
+               "creationTimestamp": now_rfc3339(), "labels": labels})
+    };
+    let ip = facts.ip.to_string();
+    let family = if facts.ip.is_ipv4() { "IPv4" } else { "IPv6" };
+    let port = json!({"name": "https", "port": facts.port, "protocol": "TCP"});
+    let mut objects = vec![
+        (
+            "core",
+            "services",
+            json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": meta(json!({"component": "apiserver", "provider": "kubernetes"})),
+                "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": facts.port}],
+                         "clusterIP": KUBERNETES_SERVICE_IP, "clusterIPs": [KUBERNETES_SERVICE_IP], "type": "ClusterIP",
+                         "sessionAffinity": "None", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                         "internalTrafficPolicy": "Cluster"},
+                "status": {"loadBalancer": {}}}),
+        ),
+        (
+            "core",
+            "endpoints",
+            json!({"apiVersion": "v1", "kind": "Endpoints",
+                "metadata": meta(json!({"endpointslice.kubernetes.io/skip-mirror": "true"})),
+                "subsets": [{"addresses": [{"ip": ip}], "ports": [port]}]}),
+        ),
+        (
+            "discovery.k8s.io",
+            "endpointslices",
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": meta(json!({"kubernetes.io/service-name": "kubernetes"})),
+                "addressType": family,
+                "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
+                "ports": [port]}),
+        ),
+    ];
+    for (_, _, obj) in &mut objects {
+        let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
+        let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+        crate::proto::go_shape(&api_version, &kind, obj);
+    }
+    objects.into_iter().map(|(g, p, o)| (g, p, "kubernetes", o)).collect()
+}
+
+/// `expected`'s content over `existing`'s, keeping `existing`'s metadata; `None` when they agree
+/// already (the server's address may change between starts).
+fn same_content(existing: &Value, expected: &Value) -> Option<Value> {
+    let (Value::Object(have), Value::Object(want)) = (existing, expected) else { return None };
+    if want.iter().all(|(k, v)| k == "metadata" || have.get(k) == Some(v)) {
+        return None;
+    }
+    let mut updated = have.clone();
+    for (k, v) in want.iter().filter(|(k, _)| *k != "metadata") {
+        updated.insert(k.clone(), v.clone());
+    }
+    Some(Value::Object(updated))
 }
 
 /// What a guarded create of a default object did.
@@ -278,8 +354,21 @@ impl<'a> Defaults<'a> {
 /// False when the cluster stopped being live.
 async fn reconcile_default(writes: &mut Defaults<'_>, plural: &str, name: &str, expected: &Value) -> ApiResult<bool> {
     const GROUP: &str = "rbac.authorization.k8s.io";
+    let key = keys::object(&writes.registry.prefix, GROUP, plural, writes.cluster, None, name);
+    reconcile_at(writes, &key, (GROUP, plural, name), expected, crate::rbac::reconcile).await
+}
+
+/// Create `expected` at `key` (an object `what` = (group, plural, name)), or replace what is there with
+/// what `bring` makes of it and `expected` (`None`: it is fine as it is). False when the cluster
+/// stopped being live.
+async fn reconcile_at(
+    writes: &mut Defaults<'_>,
+    key: &str,
+    (group, plural, name): (&str, &str, &str),
+    expected: &Value,
+    bring: impl Fn(&Value, &Value) -> Option<Value>,
+) -> ApiResult<bool> {
     let store = &writes.registry.store;
-    let key = &keys::object(&writes.registry.prefix, GROUP, plural, writes.cluster, None, name);
     for _ in 0..MAX_RETRIES {
         let current = if writes.fresh { None } else { store.get(key).await? };
         let kv = match current {
@@ -299,14 +388,14 @@ async fn reconcile_default(writes: &mut Defaults<'_>, plural: &str, name: &str, 
             tracing::warn!(cluster = writes.cluster, name, "a default {plural} object is not JSON; left as it is");
             return Ok(true);
         };
-        let Some(updated) = crate::rbac::reconcile(&existing, expected) else { return Ok(true) };
+        let Some(updated) = bring(&existing, expected) else { return Ok(true) };
         match store.update(key, crate::registry::encode(&updated), kv.mod_revision).await {
             Ok(_) => return Ok(true),
             Err(StoreError::Conflict { .. } | StoreError::NotFound) => continue,
             Err(e) => return Err(e.into()),
         }
     }
-    Err(ApiError::conflict(plural, GROUP, name, "too many concurrent updates; try again"))
+    Err(ApiError::conflict(plural, group, name, "too many concurrent updates; try again"))
 }
 
 /// Key of a LogicalCluster object.

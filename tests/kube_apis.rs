@@ -260,7 +260,8 @@ async fn field_subresources_change_only_their_fields() {
     fin["metadata"]["labels"] = json!({"changed": "no"});
     let (code, r) = s.put("/api/v1/namespaces/held/finalize", &fin).await;
     assert_eq!(code, StatusCode::OK, "{r}");
-    assert_eq!(r["spec"]["finalizers"], json!([]));
+    // Go leaves an empty `finalizers` out (omitempty).
+    assert!(r["spec"].get("finalizers").is_none(), "{r}");
     assert!(r["metadata"]["labels"].get("changed").is_none(), "{r}");
 
     let rcs = "/api/v1/namespaces/default/replicationcontrollers";
@@ -342,5 +343,82 @@ async fn deletes_answer_the_object_where_kube_does() {
     assert_eq!(s.post("/api/v1/namespaces/default/configmaps", &cm).await.0, StatusCode::CREATED);
     let (code, r) = s.delete("/api/v1/namespaces/default/configmaps/c").await;
     assert_eq!((code, &r["kind"], &r["status"]), (StatusCode::OK, &json!("Status"), &json!("Success")), "{r}");
+    s.stop().await;
+}
+
+/// A new logical cluster holds what a new kube cluster does: its four namespaces, each with
+/// `kube-root-ca.crt`, and the `default/kubernetes` Service with endpoints at this server.
+#[tokio::test]
+async fn a_new_cluster_holds_what_a_kube_cluster_does() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("team-a").await;
+    let ca = std::fs::read_to_string(s.dir.path().join("ca.crt")).unwrap();
+    let port: u64 = s.url.rsplit(':').next().unwrap().parse().unwrap();
+    let base = "/clusters/team-a/api/v1";
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert_eq!(s.get(&format!("{base}/namespaces/{ns}")).await.0, StatusCode::OK, "{ns}");
+        let (code, cm) = s.get(&format!("{base}/namespaces/{ns}/configmaps/kube-root-ca.crt")).await;
+        assert_eq!((code, cm["data"]["ca.crt"].as_str()), (StatusCode::OK, Some(ca.as_str())), "{ns}");
+    }
+    let (code, svc) = s.get(&format!("{base}/namespaces/default/services/kubernetes")).await;
+    assert_eq!(code, StatusCode::OK, "{svc}");
+    assert_eq!((&svc["spec"]["ports"][0]["port"], &svc["spec"]["ports"][0]["targetPort"]), (&json!(443), &json!(port)));
+    assert_eq!(svc["spec"]["clusterIP"], "10.96.0.1");
+    let (_, ep) = s.get(&format!("{base}/namespaces/default/endpoints/kubernetes")).await;
+    assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "127.0.0.1", "{ep}");
+    assert_eq!(ep["subsets"][0]["ports"][0]["port"], json!(port));
+    let (_, eps) =
+        s.get("/clusters/team-a/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes").await;
+    assert_eq!(
+        (&eps["addressType"], &eps["endpoints"][0]["addresses"][0]),
+        (&json!("IPv4"), &json!("127.0.0.1")),
+        "{eps}"
+    );
+
+    // A namespace made later gets its CA ConfigMap too.
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "later"}});
+    assert_eq!(s.post(&format!("{base}/namespaces"), &ns).await.0, StatusCode::CREATED);
+    let (code, _) = s.get(&format!("{base}/namespaces/later/configmaps/kube-root-ca.crt")).await;
+    assert_eq!(code, StatusCode::OK);
+    // kube-node-lease may go; kube-public may not.
+    assert_eq!(s.delete(&format!("{base}/namespaces/kube-public")).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(s.delete(&format!("{base}/namespaces/kube-node-lease")).await.0, StatusCode::OK);
+    s.stop().await;
+}
+
+/// Every verb's answer is negotiated: a patch asked for as PartialObjectMetadata (kube-rs's
+/// `patch_metadata`) answers metadata only; objects carry Go's zero values.
+#[tokio::test]
+async fn writes_answer_in_the_negotiated_shape_with_gos_zero_values() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let path = "/apis/apps/v1/namespaces/default/daemonsets";
+    let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let (code, created) = s.post(path, &ds).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    for f in ["currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"] {
+        assert_eq!(created["status"][f], 0, "{f}: {}", created["status"]);
+    }
+    let accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let patch = json!({"metadata": {"labels": {"x": "y"}}});
+    let r = s
+        .client
+        .patch(format!("{}{path}/d", s.url))
+        .header("Content-Type", "application/merge-patch+json")
+        .header("Accept", accept)
+        .body(patch.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        (&body["kind"], &body["apiVersion"]),
+        (&json!("PartialObjectMetadata"), &json!("meta.k8s.io/v1")),
+        "{body}"
+    );
+    assert_eq!(body["metadata"]["labels"]["x"], "y");
+    assert!(body.get("spec").is_none(), "{body}");
     s.stop().await;
 }

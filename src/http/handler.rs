@@ -645,12 +645,23 @@ async fn resource(
     }
     // The revision of the last object written, for read-your-writes on CRDs.
     let mut last_rev: Option<i64> = None;
-    fn written(w: crate::registry::Written, last_rev: &mut Option<i64>) -> Response<Body> {
+    /// A write's answer, in the shape the client asked for (`as=PartialObjectMetadata`, `as=Table`) when
+    /// it is the object, as kube negotiates every verb's answer; a Status stays a Status.
+    fn written(
+        w: crate::registry::Written,
+        last_rev: &mut Option<i64>,
+        (def, shape, include): (&ResourceDef, respond::Shape, crate::table::IncludeObject),
+    ) -> Response<Body> {
         *last_rev = crate::meta::meta_str(&w.body, "resourceVersion").and_then(|r| r.parse().ok());
-        let mut r = respond::json(w.code, &w.body);
+        let mut r = if w.body["kind"] == def.kind.as_str() && !matches!(shape, respond::Shape::Plain) {
+            respond::json(w.code, &respond::render_object(def, &w.body, shape, include, true))
+        } else {
+            respond::json(w.code, &w.body)
+        };
         respond::add_warnings(&mut r, &w.warnings);
         r
     }
+    let view = (&*def, shape, include);
     let resp = match (verb, name, sub) {
         ("get", Some(n), Some("scale")) => {
             respond::json(200, &crate::registry::scale_of(&def, &reg.get(&ctx, n).await?)?)
@@ -739,7 +750,7 @@ async fn resource(
                 let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
                 Ok::<_, ApiError>(warn(reg.create(&ctx, obj, &opts).await?, warned))
             };
-            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev)
+            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev, view)
         }
         ("update", Some(n), Some("scale")) => {
             let opts = WriteOptions::from_query(&q)?;
@@ -747,7 +758,7 @@ async fn resource(
                 let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
                 Ok::<_, ApiError>(warn(reg.update_scale(&ctx, n, obj, &opts).await?, warned))
             };
-            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev)
+            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev, view)
         }
         ("update", Some(n), _) => {
             let opts = WriteOptions::from_query(&q)?;
@@ -755,7 +766,7 @@ async fn resource(
                 let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
                 Ok::<_, ApiError>(warn(reg.update(&ctx, n, obj, &opts, sub).await?, warned))
             };
-            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev)
+            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev, view)
         }
         ("patch", Some(n), _) => {
             let ct = content_type.as_deref().unwrap_or("");
@@ -771,6 +782,7 @@ async fn resource(
             written(
                 heavy_if(state, &cluster_str, body.len(), reg.patch(&ctx, n, pt, &body, &opts, sub)).await?,
                 &mut last_rev,
+                view,
             )
         }
         ("delete", Some(n), None) => {
@@ -779,7 +791,7 @@ async fn resource(
                 // Read-your-writes on this replica: the deleted cluster answers 404 from now on.
                 state.directory.refresh(n).await;
             }
-            written(w, &mut last_rev)
+            written(w, &mut last_rev, view)
         }
         ("deletecollection", None, None) if def.namespaced && rp.namespace.is_none() => {
             // As kube-apiserver: deletecollection of a namespaced resource needs a namespace.
@@ -794,7 +806,7 @@ async fn resource(
                     state.directory.refresh(crate::meta::meta_str(item, "name").unwrap_or_default()).await;
                 }
             }
-            written(w, &mut last_rev)
+            written(w, &mut last_rev, view)
         }
         _ => return Err(ApiError::method_not_allowed(method.as_str(), &def.plural)),
     };
@@ -928,39 +940,25 @@ async fn review(
             let strs = |v: &Value| -> Vec<String> {
                 v.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
             };
+            let invalid = |reason: &str, field: &str, message: String| {
+                ApiError::invalid(&def.kind, &def.group, "", vec![crate::status::cause(reason, field, message)])
+            };
             let user = spec["user"].as_str().unwrap_or_default().to_string();
             let groups = strs(&spec["groups"]);
             if user.is_empty() && groups.is_empty() {
-                return Err(ApiError::invalid(
-                    &def.kind,
-                    &def.group,
-                    "",
-                    vec![crate::status::cause(
-                        "FieldValueRequired",
-                        "spec.user",
-                        "Required value: at least one of user or group must be specified",
-                    )],
-                ));
+                let why = "Required value: at least one of user or group must be specified";
+                return Err(invalid("FieldValueRequired", "spec.user", why.into()));
             }
             let attrs = &spec["resourceAttributes"];
             if let Some(ns) = namespace {
                 // As kube: a local review asks about its own namespace only.
                 if attrs["namespace"].as_str().is_some_and(|n| !n.is_empty() && n != ns) {
-                    return Err(ApiError::invalid(
-                        &def.kind,
-                        &def.group,
-                        "",
-                        vec![crate::status::cause(
-                            "FieldValueInvalid",
-                            "spec.resourceAttributes.namespace",
-                            format!("Invalid value: {}: must match metadata.namespace", attrs["namespace"]),
-                        )],
-                    ));
+                    let why = format!("Invalid value: {}: must match metadata.namespace", attrs["namespace"]);
+                    return Err(invalid("FieldValueInvalid", "spec.resourceAttributes.namespace", why));
                 }
                 if attrs.is_object() {
                     obj["spec"]["resourceAttributes"]["namespace"] = json!(ns);
                 }
-                obj["metadata"]["namespace"] = json!(ns);
             }
             // The subject is taken as named: no group is added, as kube's review does not add one.
             let subject = Identity { user, groups };

@@ -25,10 +25,15 @@ pub(super) struct Budget(std::cell::Cell<usize>);
 impl Budget {
     /// The budget of a body of `len` bytes: one per eight bytes, and room for any small object.
     pub(super) fn of(len: usize) -> Budget {
-        Budget(std::cell::Cell::new(len / 8 + 10_000))
+        Budget::values(len / 8 + 10_000)
     }
 
-    fn spend(&self, n: usize) -> Result<(), ProtoError> {
+    /// A budget of `n` values.
+    pub(super) fn values(n: usize) -> Budget {
+        Budget(std::cell::Cell::new(n))
+    }
+
+    pub(super) fn spend(&self, n: usize) -> Result<(), ProtoError> {
         let left = self.0.get().checked_sub(n).ok_or(ProtoError::Expands)?;
         self.0.set(left);
         Ok(())
@@ -230,7 +235,7 @@ fn field_value(field: &Field, found: &[Wire<'_>], depth: usize, budget: &Budget)
 }
 
 /// A nil slice or map: dropped under omitempty, otherwise Go writes null.
-fn absent_collection(field: &Field) -> Option<Value> {
+pub(super) fn absent_collection(field: &Field) -> Option<Value> {
     if field.has(OMITEMPTY) {
         None
     } else {
@@ -238,7 +243,7 @@ fn absent_collection(field: &Field) -> Option<Value> {
     }
 }
 
-fn absent_single(field: &Field, depth: usize, budget: &Budget) -> Result<Option<Value>, ProtoError> {
+pub(super) fn absent_single(field: &Field, depth: usize, budget: &Budget) -> Result<Option<Value>, ProtoError> {
     if field.has(POINTER) {
         return Ok(if field.has(OMITEMPTY) { None } else { Some(Value::Null) });
     }
@@ -367,7 +372,7 @@ fn float(f: f64) -> Result<Value, ProtoError> {
     Number::from_f64(f).map(Value::Number).ok_or_else(|| ProtoError::Malformed(format!("unsupported float value {f}")))
 }
 
-fn is_zero(v: &Value) -> bool {
+pub(super) fn is_zero(v: &Value) -> bool {
     match v {
         Value::Null => true,
         Value::Bool(b) => !b,

@@ -10,12 +10,15 @@ mod convert;
 mod format;
 mod schema;
 mod schema_types;
+mod shape;
 mod wire;
 
 #[cfg(test)]
 mod tests;
 
 use serde_json::Value;
+
+pub use shape::go_shape;
 
 use wire::{Reader, Wire};
 

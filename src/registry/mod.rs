@@ -41,6 +41,25 @@ pub struct Registry {
     /// repeat must not add a task that sweeps every prefix again. One entry per terminating namespace,
     /// gone when its task ends.
     cleaning: Claims,
+    /// What the server publishes into every cluster (its CA, its address), when it is serving; `None`
+    /// for a registry used without a server (tools, tests).
+    pub published: Option<Arc<Published>>,
+}
+
+/// The name of the ConfigMap with the server's CA in every namespace, as kube publishes it.
+pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+
+/// What a serving kgate tells every logical cluster about itself, as kube-apiserver and
+/// kube-controller-manager do: the CA clients verify it with (`kube-root-ca.crt`) and the address
+/// behind the `default/kubernetes` Service.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// PEM of the CA that signs the serving certificate.
+    pub ca_pem: String,
+    /// The address clients reach the server at.
+    pub ip: std::net::IpAddr,
+    /// Its port.
+    pub port: u16,
 }
 
 /// Keys of background tasks that must run once at a time each (a namespace's cleanup, a CRD's): a
@@ -110,7 +129,20 @@ impl Registry {
     /// A registry over `store`, with every key under `prefix`.
     pub fn new(store: Arc<dyn Store>, prefix: impl Into<String>) -> Self {
         let closing = Arc::new(tokio::sync::watch::Sender::new(false));
-        Registry { store, prefix: prefix.into(), namespaces: Default::default(), closing, cleaning: Default::default() }
+        Registry {
+            store,
+            prefix: prefix.into(),
+            namespaces: Default::default(),
+            closing,
+            cleaning: Default::default(),
+            published: None,
+        }
+    }
+
+    /// This registry, publishing `facts` into the clusters it creates objects in.
+    pub fn publishing(mut self, facts: Published) -> Self {
+        self.published = Some(Arc::new(facts));
+        self
     }
 
     /// Stop background work that waits (see `closing`); the server calls this as it shuts down.

@@ -4,7 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use super::options::{DeleteOptions, FieldValidation, ListOptions, WriteOptions};
-use super::{Ctx, Registry, Written};
+use super::{Ctx, Registry, Written, ROOT_CA_CONFIGMAP};
 use crate::meta::{self, now_rfc3339};
 use crate::patch::{self, PatchType};
 use crate::resources::ResourceDef;
@@ -155,6 +155,13 @@ fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation)
         }
         FieldValidation::Warn => Ok(unknown.into_iter().map(|f| format!("unknown field \"{f}\"")).collect()),
         FieldValidation::Ignore => Ok(Vec::new()),
+    }
+}
+
+/// Built-ins are stored and answered as kube-apiserver writes them: as Go encodes the decoded object.
+fn go_shape(def: &ResourceDef, obj: &mut Value) {
+    if def.custom.is_none() {
+        crate::proto::go_shape(&def.api_version(), &def.kind, obj);
     }
 }
 
@@ -577,6 +584,7 @@ impl Registry {
         }
         let mut guard = self.namespace_guard(ctx, false).await?;
         apply_defaults(def, &mut obj);
+        go_shape(def, &mut obj);
         if def.group == crate::resources::TENANCY_GROUP {
             crate::tenancy::prepare_new(&mut obj);
         }
@@ -652,8 +660,8 @@ impl Registry {
     async fn after_create(&self, ctx: &Ctx<'_>, obj: Value) -> ApiResult<Value> {
         if ctx.def.group.is_empty() && ctx.def.kind == "Namespace" {
             let ns = meta::meta_str(&obj, "name").unwrap_or_default();
-            if let Err(e) = self.ensure_default_service_account(ctx.cluster, ns).await {
-                tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "creating default service account");
+            if let Err(e) = self.ensure_namespace_defaults(ctx.cluster, ns).await {
+                tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "creating a namespace's defaults");
             }
         }
         if ctx.def.group == crate::resources::TENANCY_GROUP {
@@ -662,20 +670,37 @@ impl Registry {
         Ok(obj)
     }
 
-    /// Create the `default` ServiceAccount in a namespace if it is missing.
-    pub async fn ensure_default_service_account(&self, cluster: &str, ns: &str) -> ApiResult<()> {
-        let key = crate::storage::keys::object(&self.prefix, "core", "serviceaccounts", cluster, Some(ns), "default");
-        let obj = json!({
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "default", "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339()}
-        });
-        // Only into the namespace while it is there and not terminating, checked in the create's own
-        // store step as every create is: a DELETE racing a new namespace must not leave this behind.
+    /// Create what controllers put in every namespace, if it is missing: the `default` ServiceAccount
+    /// and, when the server's CA is known, the `kube-root-ca.crt` ConfigMap kube's publisher keeps.
+    pub async fn ensure_namespace_defaults(&self, cluster: &str, ns: &str) -> ApiResult<()> {
+        let meta = |name: &str| json!({"name": name, "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339()});
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("default")});
+        self.create_in_namespace(cluster, ns, "serviceaccounts", "default", &sa).await?;
+        if let Some(facts) = &self.published {
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(ROOT_CA_CONFIGMAP),
+                            "data": {"ca.crt": facts.ca_pem}});
+            self.create_in_namespace(cluster, ns, "configmaps", ROOT_CA_CONFIGMAP, &cm).await?;
+        }
+        Ok(())
+    }
+
+    /// Create a core object in a namespace unless it is there. Only into the namespace while it is
+    /// there and not terminating, checked in the create's own store step as every create is: a DELETE
+    /// racing a new namespace must not leave this behind.
+    async fn create_in_namespace(
+        &self,
+        cluster: &str,
+        ns: &str,
+        plural: &str,
+        name: &str,
+        obj: &Value,
+    ) -> ApiResult<()> {
+        let key = crate::storage::keys::object(&self.prefix, "core", plural, cluster, Some(ns), name);
         for attempt in 0..MAX_RETRIES {
             let Namespace::Active(guard) = self.namespace_state(cluster, ns, attempt > 0).await? else {
                 return Ok(());
             };
-            match self.store.create_guarded(&key, super::encode(&obj), Some(&guard)).await {
+            match self.store.create_guarded(&key, super::encode(obj), Some(&guard)).await {
                 Ok(_) | Err(StoreError::AlreadyExists) => return Ok(()),
                 Err(StoreError::GuardChanged) => continue,
                 Err(e) => return Err(e.into()),
@@ -1073,7 +1098,7 @@ impl Registry {
                 }
             }
             let is_namespace = def.group.is_empty() && def.kind == "Namespace";
-            if is_namespace && crate::tenancy::INITIAL_NAMESPACES.contains(&name) {
+            if is_namespace && crate::tenancy::UNDELETABLE_NAMESPACES.contains(&name) {
                 let mut e = ApiError::forbidden(format!(
                     "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
                 ));
@@ -1644,6 +1669,7 @@ fn settle_update(ctx: &Ctx<'_>, current: &Value, desired: &mut Value, subresourc
     let def = ctx.def;
     keep_server_meta(current, desired);
     service_update(def, current, desired, subresource)?;
+    go_shape(def, desired);
     if def.group == "apiextensions.k8s.io" && subresource.is_none() {
         crate::crd::refresh_status(current, desired);
     }
@@ -1747,7 +1773,7 @@ mod tests {
         let going = json!({"metadata": {"name": "going", "deletionTimestamp": now_rfc3339()}, "status": {"phase": "Terminating"}});
         r.store.create(&ns_key("going"), super::super::encode(&going)).await.unwrap();
         for ns in ["live", "going", "absent"] {
-            r.ensure_default_service_account("root", ns).await.unwrap();
+            r.ensure_namespace_defaults("root", ns).await.unwrap();
         }
         assert!(r.store.get(&sa_key("live")).await.unwrap().is_some());
         assert!(r.store.get(&sa_key("going")).await.unwrap().is_none(), "not into a terminating namespace");

@@ -12,6 +12,17 @@ use kgate::server::Running;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
+/// Whether `obj` is one of what every namespace is made with (the `kube-root-ca.crt` ConfigMap), which
+/// tests that count or watch their own writes leave out.
+pub fn made_with_namespace(obj: &serde_json::Value) -> bool {
+    obj["metadata"]["name"] == "kube-root-ca.crt"
+}
+
+/// A list's items without what every namespace is made with.
+pub fn own_items(list: &serde_json::Value) -> Vec<serde_json::Value> {
+    list["items"].as_array().into_iter().flatten().filter(|i| !made_with_namespace(i)).cloned().collect()
+}
+
 /// A free loopback port.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -88,6 +88,28 @@ def custom_resources(cluster):
         check(type(e).__name__ == "ResourceNotFoundError", f"root: {e!r}")
 
 
+def typed_answers(api):
+    """The typed models (pydantic, strict) must take every answer: Go's zero values present, a deleted
+    Service answered as a Service, the cluster's `default/kubernetes` Service readable."""
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    labels = {"app": "typed"}
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "typed"},
+          "spec": {"selector": {"matchLabels": labels},
+                   "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    apps.create_namespaced_daemon_set("default", ds)
+    got = apps.read_namespaced_daemon_set("typed", "default")
+    check(got.status.current_number_scheduled == 0 and got.status.number_misscheduled == 0, f"DaemonSet status zeros: {got.status}")
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "typed"}, "spec": {"ports": [{"port": 80}]}}
+    core.create_namespaced_service("default", svc)
+    deleted = core.delete_namespaced_service("typed", "default")
+    check(deleted.metadata.name == "typed", f"delete answers the Service: {deleted}")
+    kubernetes_svc = core.read_namespaced_service("kubernetes", "default")
+    check(kubernetes_svc.spec.ports[0].port == 443, f"default/kubernetes: {kubernetes_svc.spec}")
+    ca = core.read_namespaced_config_map("kube-root-ca.crt", "kube-public")
+    check(ca.data["ca.crt"].startswith("-----BEGIN CERTIFICATE-----"), "kube-root-ca.crt holds the CA")
+    apps.delete_namespaced_daemon_set("typed", "default")
+
+
 def label_cluster(label):
     return "root" if label == "root" else os.environ["KGATE_CLUSTER"]
 
@@ -104,6 +126,7 @@ def main():
     via_path = client.CoreV1Api(api_client(cluster)).read_namespaced_config_map("by-header", "default")
     check(via_path.metadata.annotations["kgate.dev/cluster"] == cluster, "header and path reach the same cluster")
     custom_resources(cluster)
+    typed_answers(api_client(cluster))
     print("python clients: ok")
 
 
