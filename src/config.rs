@@ -38,6 +38,17 @@ pub struct Config {
     /// The audiences a ServiceAccount token must name one of to authenticate to the API (kube-apiserver's
     /// `--api-audiences`); TokenRequests without audiences get these.
     pub api_audiences: Vec<String>,
+    /// The audit log: its policy file and where events go (`--audit-policy-file`, `--audit-log-*`).
+    pub audit: Option<AuditConfig>,
+}
+
+/// Where the audit policy is and how its log is written.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    /// An `audit.k8s.io/v1` Policy (YAML or JSON).
+    pub policy_file: PathBuf,
+    /// The log file (`-` for stdout) and its rotation.
+    pub log: crate::audit::LogOptions,
 }
 
 impl Default for Config {
@@ -56,6 +67,7 @@ impl Default for Config {
             connections: Default::default(),
             bytes: Default::default(),
             api_audiences: crate::token::default_audiences(),
+            audit: None,
         }
     }
 }

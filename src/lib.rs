@@ -6,6 +6,7 @@
 //! `watch` for streams. `tenancy` knows which logical clusters exist.
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod auth;
 pub mod authz;
 pub mod budget;

@@ -26,6 +26,8 @@ pub struct Metrics {
     pub connections_refused: prometheus::IntCounter,
     /// Connections cut because their client stopped reading what was sent to it.
     pub connections_stalled: prometheus::IntCounter,
+    /// Audit events written and dropped.
+    pub audit: crate::audit::AuditMetrics,
 }
 
 /// What admission by requests in flight reports. No label names a cluster.
@@ -132,6 +134,18 @@ impl Metrics {
             "kgate_connections_stalled_total",
             "Connections cut because their client did not read what waited for it within the stall timeout.",
         )?;
+        let audit = crate::audit::AuditMetrics {
+            events: prometheus::IntCounter::new(
+                "apiserver_audit_event_total",
+                "Counter of audit events generated and sent to the audit backend.",
+            )?,
+            dropped: prometheus::IntCounter::new(
+                "kgate_audit_events_dropped_total",
+                "Audit events dropped because the log's buffer was full (its disk is slower than the requests).",
+            )?,
+        };
+        registry.register(Box::new(audit.events.clone()))?;
+        registry.register(Box::new(audit.dropped.clone()))?;
         registry.register(Box::new(connections.clone()))?;
         registry.register(Box::new(connections_refused.clone()))?;
         registry.register(Box::new(connections_stalled.clone()))?;
@@ -151,6 +165,7 @@ impl Metrics {
             bytes_in_flight,
             connections_refused,
             connections_stalled,
+            audit,
         })
     }
 

@@ -118,6 +118,14 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let directory = Directory::new(registry.clone());
     let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
+    let audit = match &config.audit {
+        Some(a) => {
+            let policy = crate::audit::Policy::load(&a.policy_file).map_err(|e| StartError::Io(e.to_string()))?;
+            let auditor = crate::audit::Auditor::start(policy, a.log.clone(), metrics.audit.clone());
+            Some(Arc::new(auditor.map_err(|e| StartError::Io(e.to_string()))?))
+        }
+        None => None,
+    };
     let signer = crate::token::Signer::load_or_create(store.as_ref(), &config.etcd_prefix).await?;
     let authz = Arc::new(crate::authz::Authorizer::new(registry.clone()));
     // Loaded before serving, so that every custom resource is served from the first request.
@@ -134,7 +142,8 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             crds.clone(),
         )
         .with_limits(config.inflight, config.bytes)
-        .with_audiences(config.api_audiences.clone()),
+        .with_audiences(config.api_audiences.clone())
+        .with_audit(audit),
     );
     // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut
     // short. It stops with the server (awaited below), so no purge outlives it.

@@ -59,6 +59,8 @@ pub struct AppState {
     pub heavy: super::heavy::Heavy,
     /// The audiences a ServiceAccount token must name one of to authenticate to the API.
     pub audiences: Vec<String>,
+    /// The audit log, when one is configured.
+    pub audit: Option<Arc<crate::audit::Auditor>>,
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
@@ -88,6 +90,8 @@ impl std::ops::Deref for Disc<'_> {
 pub struct ConnInfo {
     /// From a verified client certificate.
     pub identity: Option<Identity>,
+    /// The client's address.
+    pub peer: Option<std::net::SocketAddr>,
     /// The `host:port` clients reach us at (for `serverAddressByClientCIDRs`).
     pub server_address: String,
 }
@@ -113,6 +117,7 @@ impl AppState {
             ),
             heavy: Default::default(),
             audiences: super::tokens::default_audiences(),
+            audit: None,
             registry,
             directory,
             shutdown,
@@ -130,6 +135,12 @@ impl AppState {
         if !audiences.is_empty() {
             self.audiences = audiences;
         }
+        self
+    }
+
+    /// This audit log.
+    pub fn with_audit(mut self, audit: Option<Arc<crate::audit::Auditor>>) -> Self {
+        self.audit = audit;
         self
     }
 
@@ -174,6 +185,9 @@ pub async fn handle(
         Err(e) => (respond::error(&e), Labels::default()),
     };
     state.metrics.observe(&method, &labels.verb, &labels.resource, resp.status().as_u16(), started.elapsed());
+    if let Some(record) = &admission.audit {
+        record.responded(resp.status().as_u16(), labels.verb == "watch");
+    }
     tracing::debug!(%method, %path, status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request");
     super::meter::wrap(resp, request, admission)
 }
@@ -187,6 +201,8 @@ pub struct Admission {
     pub ticket: Option<inflight::Ticket>,
     /// What its answer holds in memory is charged here.
     pub account: Option<Arc<crate::budget::Account>>,
+    /// Its audit record, which writes `ResponseComplete` once the answer is sent.
+    pub audit: Option<Arc<crate::audit::Record>>,
 }
 
 #[derive(Default)]
@@ -202,7 +218,12 @@ fn plain(r: Response<Body>) -> Routed {
 }
 
 /// Route a request; what it is admitted with goes in `admission` (for its response to hold).
-async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>, admission: &mut Admission) -> Routed {
+async fn route(
+    state: &Arc<AppState>,
+    conn: &ConnInfo,
+    mut req: Request<Incoming>,
+    admission: &mut Admission,
+) -> Routed {
     let header_cluster = req.headers().get(cluster::CLUSTER_HEADER).map(|v| v.to_str().unwrap_or("\u{0}").to_string());
     let path = req.uri().path().to_string();
     let (target, rest) = cluster::resolve(&path, header_cluster.as_deref())?;
@@ -241,7 +262,15 @@ async fn route(state: &Arc<AppState>, conn: &ConnInfo, req: Request<Incoming>, a
     };
     // Who authenticated decides the exemption, not whom they impersonate.
     let exempt = inflight::exempt(&who);
+    let authenticated = state.audit.is_some().then(|| who.clone());
     let who = impersonate(state, req.headers(), who, target.name().unwrap_or(ROOT)).await?;
+    if let (Some(auditor), Some(authn)) = (&state.audit, &authenticated) {
+        admission.audit = audit_record(auditor, conn, &req, &route, &target, &path, authn, &who);
+        if let Some(record) = &admission.audit {
+            // The handler that reads the body keeps it for the record (level Request and above).
+            req.extensions_mut().insert(record.clone());
+        }
+    }
     // After authentication and impersonation, before any work, as kube-apiserver's max-in-flight
     // filter; the target decides whose share is charged.
     // Parsed once here, for the admission and for the handler.
@@ -489,6 +518,67 @@ const PATCH_TYPES: [&str; 4] = [
     "application/strategic-merge-patch+json",
 ];
 
+/// The audit record of a request, with its `RequestReceived` event written; `None` when the policy
+/// does not record it.
+#[allow(clippy::too_many_arguments)]
+fn audit_record(
+    auditor: &Arc<crate::audit::Auditor>,
+    conn: &ConnInfo,
+    req: &Request<Incoming>,
+    route: &Route,
+    target: &ClusterTarget,
+    path: &str,
+    authn: &Identity,
+    who: &Identity,
+) -> Option<Arc<crate::audit::Record>> {
+    let object = match route {
+        Route::Resource(rp) => Some(crate::audit::ObjectRef {
+            group: rp.group.clone(),
+            version: rp.version.clone(),
+            resource: rp.resource.clone(),
+            subresource: rp.subresource.clone().unwrap_or_default(),
+            namespace: rp.namespace.clone().unwrap_or_default(),
+            name: rp.name.clone().unwrap_or_default(),
+        }),
+        _ => None,
+    };
+    let verb = match route {
+        Route::Resource(rp) => {
+            let watch = rp.watch_path || Query::parse(req.uri().query()).flag("watch").unwrap_or(false);
+            verb_of(req.method(), rp, watch).unwrap_or("unknown")
+        }
+        // As kube: a non-resource request's verb is its method, lower-cased.
+        _ => match *req.method() {
+            Method::GET | Method::HEAD => "get",
+            Method::POST => "post",
+            Method::PUT => "put",
+            Method::PATCH => "patch",
+            Method::DELETE => "delete",
+            _ => "unknown",
+        },
+    };
+    // The request URI names the logical cluster even when the header chose it.
+    let query = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+    let uri = match target.name() {
+        Some(c) if !path.starts_with("/clusters/") && c != ROOT => format!("/clusters/{c}{path}{query}"),
+        _ => format!("{path}{query}"),
+    };
+    let impersonated = (authn.user != who.user || authn.groups != who.groups).then_some(who);
+    crate::audit::Record::begin(
+        auditor,
+        crate::audit::Received {
+            user: (&authn.user, &authn.groups),
+            impersonated: impersonated.map(|w| (w.user.as_str(), w.groups.as_slice())),
+            verb,
+            uri: &uri,
+            object: object.as_ref(),
+            cluster: target.name().unwrap_or("*"),
+            source_ip: conn.peer.map(|p| p.ip().to_string()),
+            user_agent: req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()),
+        },
+    )
+}
+
 /// The Kubernetes verb of a resource request.
 fn verb_of(method: &Method, rp: &ResourcePath, watch: bool) -> ApiResult<&'static str> {
     Ok(match (method.as_str(), rp.name.is_some()) {
@@ -579,7 +669,11 @@ async fn resource(
     let include = respond::include_object(&q);
     let reg = &state.registry;
     let method = req.method().clone();
+    let audit = req.extensions().get::<Arc<crate::audit::Record>>().cloned();
     let body = body::read(req.into_body()).await?;
+    if let Some(record) = audit {
+        record.request_body(&body);
+    }
     // Decoding a body into a tree takes many times its size (a small JSON object costs some hundreds of
     // bytes as a tree): charged while the request is handled, so a tenant's concurrent large writes
     // are bounded by its budget too. A bodiless read has nothing to decode and was checked at the door.

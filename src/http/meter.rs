@@ -55,6 +55,9 @@ impl http_body::Body for Metered {
         };
         let frame = match frame.into_data() {
             Ok(data) if !data.is_empty() => {
+                if let Some(record) = &self.admission.audit {
+                    record.sent(&data);
+                }
                 let conn = self.request.activity().clone();
                 let n = data.len() as u64;
                 conn.sent(n);

@@ -271,7 +271,7 @@ impl Connection {
         // As Go's server: HTTP/2 only when ALPN chose it. Guessing from the first bytes instead would
         // wait, with no deadline, for 24 bytes a silent client never sends.
         let h2 = session.alpn_protocol() == Some(b"h2");
-        let info = Arc::new(ConnInfo { identity, server_address: self.server_address.clone() });
+        let info = Arc::new(ConnInfo { identity, peer: Some(peer), server_address: self.server_address.clone() });
         let activity = Activity::new();
         let open = self.open.clone();
         let registered = open.add(activity.clone());

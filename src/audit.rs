@@ -1,0 +1,720 @@
+//! kube-apiserver's audit log: a policy (`audit.k8s.io/v1` Policy) gives each request a level, and
+//! events (`audit.k8s.io/v1` Event, one JSON line per stage) go to a file or stdout through a buffer
+//! bounded in bytes, so a slow disk never holds a request up: what does not fit is dropped and counted.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// Bytes of events waiting to be written before new ones are dropped.
+const QUEUE_BYTES: u64 = 64 << 20;
+/// The most of a request or response body an event carries; a larger one is left out of the event.
+pub const MAX_OBJECT_BYTES: usize = 1 << 20;
+
+/// Why the audit configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The policy file cannot be read.
+    #[error("audit policy {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The policy is not an `audit.k8s.io/v1` Policy kgate understands.
+    #[error("audit policy: {0}")]
+    Policy(String),
+    /// The log cannot be opened.
+    #[error("audit log {path}: {source}")]
+    Log {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// How much of a request is recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Nothing.
+    None,
+    /// Who, what, when and the answer's code.
+    Metadata,
+    /// And the request's object.
+    Request,
+    /// And the response's object.
+    RequestResponse,
+}
+
+impl Level {
+    fn parse(s: &str) -> Result<Level, AuditError> {
+        Ok(match s {
+            "None" => Level::None,
+            "Metadata" => Level::Metadata,
+            "Request" => Level::Request,
+            "RequestResponse" => Level::RequestResponse,
+            other => return Err(AuditError::Policy(format!("unknown level {other:?}"))),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::None => "None",
+            Level::Metadata => "Metadata",
+            Level::Request => "Request",
+            Level::RequestResponse => "RequestResponse",
+        }
+    }
+}
+
+/// When in a request's life an event is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Once it is authenticated, before anything else is done.
+    RequestReceived,
+    /// When a long-running answer (a watch) has sent its headers.
+    ResponseStarted,
+    /// Once the whole answer is sent.
+    ResponseComplete,
+    /// The handler panicked (kgate's do not answer from a panic; the stage may be named).
+    Panic,
+}
+
+impl Stage {
+    fn parse(s: &str) -> Result<Stage, AuditError> {
+        Ok(match s {
+            "RequestReceived" => Stage::RequestReceived,
+            "ResponseStarted" => Stage::ResponseStarted,
+            "ResponseComplete" => Stage::ResponseComplete,
+            "Panic" => Stage::Panic,
+            other => return Err(AuditError::Policy(format!("unknown stage {other:?}"))),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Stage::RequestReceived => "RequestReceived",
+            Stage::ResponseStarted => "ResponseStarted",
+            Stage::ResponseComplete => "ResponseComplete",
+            Stage::Panic => "Panic",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PolicyDoc {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    rules: Vec<RuleDoc>,
+    #[serde(default)]
+    omit_stages: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RuleDoc {
+    level: String,
+    #[serde(default)]
+    users: Vec<String>,
+    #[serde(default)]
+    user_groups: Vec<String>,
+    #[serde(default)]
+    verbs: Vec<String>,
+    #[serde(default)]
+    resources: Vec<GroupResources>,
+    #[serde(default)]
+    namespaces: Vec<String>,
+    #[serde(default, rename = "nonResourceURLs")]
+    non_resource_urls: Vec<String>,
+    #[serde(default)]
+    omit_stages: Vec<String>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+struct GroupResources {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    resources: Vec<String>,
+    #[serde(default)]
+    resource_names: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Rule {
+    level: Level,
+    users: Vec<String>,
+    user_groups: Vec<String>,
+    verbs: Vec<String>,
+    resources: Vec<GroupResources>,
+    namespaces: Vec<String>,
+    non_resource_urls: Vec<String>,
+    omit_stages: Vec<Stage>,
+}
+
+/// The resource a request is about.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectRef {
+    /// API group, `""` for core.
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Plural resource.
+    pub resource: String,
+    /// Subresource, `""` for none.
+    pub subresource: String,
+    /// Namespace, `""` for none.
+    pub namespace: String,
+    /// Name, `""` for a collection.
+    pub name: String,
+}
+
+/// What a policy decides on.
+pub struct Attributes<'a> {
+    /// The authenticated user.
+    pub user: &'a str,
+    /// Its groups.
+    pub groups: &'a [String],
+    /// The request's verb (`get`, `list`, `watch`, `create`, ...).
+    pub verb: &'a str,
+    /// The resource, for a resource request.
+    pub object: Option<&'a ObjectRef>,
+    /// The URL path, for a non-resource request.
+    pub path: &'a str,
+}
+
+/// An `audit.k8s.io/v1` Policy.
+#[derive(Debug)]
+pub struct Policy {
+    rules: Vec<Rule>,
+    omit_stages: Vec<Stage>,
+}
+
+/// What the policy says of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Its level.
+    pub level: Level,
+    /// The stages not to write.
+    pub omit: Vec<Stage>,
+}
+
+fn stages(names: &[String]) -> Result<Vec<Stage>, AuditError> {
+    names.iter().map(|s| Stage::parse(s)).collect()
+}
+
+impl Policy {
+    /// Reads a policy file (YAML or JSON).
+    pub fn load(path: &Path) -> Result<Policy, AuditError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AuditError::Read { path: path.into(), source })?;
+        Policy::parse(&text)
+    }
+
+    /// Parses a policy (YAML or JSON).
+    pub fn parse(text: &str) -> Result<Policy, AuditError> {
+        let doc: PolicyDoc = serde_yaml_ng::from_str(text).map_err(|e| AuditError::Policy(e.to_string()))?;
+        if doc.kind != "Policy" || !doc.api_version.starts_with("audit.k8s.io/") {
+            return Err(AuditError::Policy(format!(
+                "expected kind Policy of audit.k8s.io, got {:?} of {:?}",
+                doc.kind, doc.api_version
+            )));
+        }
+        let rules = doc
+            .rules
+            .into_iter()
+            .map(|r| {
+                Ok(Rule {
+                    level: Level::parse(&r.level)?,
+                    users: r.users,
+                    user_groups: r.user_groups,
+                    verbs: r.verbs,
+                    resources: r.resources,
+                    namespaces: r.namespaces,
+                    non_resource_urls: r.non_resource_urls,
+                    omit_stages: stages(&r.omit_stages)?,
+                })
+            })
+            .collect::<Result<_, AuditError>>()?;
+        Ok(Policy { rules, omit_stages: stages(&doc.omit_stages)? })
+    }
+
+    /// The first rule that matches decides, as kube's policy checker does; no rule means `None`.
+    pub fn decide(&self, a: &Attributes) -> Decision {
+        for r in &self.rules {
+            if matches(r, a) {
+                let mut omit = self.omit_stages.clone();
+                omit.extend(r.omit_stages.iter().copied());
+                return Decision { level: r.level, omit };
+            }
+        }
+        Decision { level: Level::None, omit: Vec::new() }
+    }
+}
+
+fn matches(r: &Rule, a: &Attributes) -> bool {
+    let has = |list: &[String], s: &str| list.iter().any(|x| x == s);
+    if !r.users.is_empty() && !has(&r.users, a.user) {
+        return false;
+    }
+    if !r.user_groups.is_empty() && !a.groups.iter().any(|g| has(&r.user_groups, g)) {
+        return false;
+    }
+    if !r.verbs.is_empty() && !has(&r.verbs, a.verb) {
+        return false;
+    }
+    // As kube's checker: resources or namespaces make a rule about resource requests only, and
+    // non-resource URLs one about the other requests only.
+    if !r.namespaces.is_empty() || !r.resources.is_empty() {
+        return a.object.is_some_and(|o| matches_resource(r, o));
+    }
+    if !r.non_resource_urls.is_empty() {
+        return a.object.is_none() && r.non_resource_urls.iter().any(|spec| path_matches(a.path, spec));
+    }
+    true
+}
+
+fn matches_resource(r: &Rule, o: &ObjectRef) -> bool {
+    if !r.namespaces.is_empty() && !r.namespaces.contains(&o.namespace) {
+        return false;
+    }
+    if r.resources.is_empty() {
+        return true;
+    }
+    let combined =
+        if o.subresource.is_empty() { o.resource.clone() } else { format!("{}/{}", o.resource, o.subresource) };
+    r.resources.iter().filter(|gr| gr.group == o.group).any(|gr| {
+        if gr.resources.is_empty() {
+            return true;
+        }
+        let named = gr.resource_names.is_empty() || gr.resource_names.contains(&o.name);
+        named
+            && gr.resources.iter().any(|res| {
+                res == "*"
+                    || *res == combined
+                    || (!o.subresource.is_empty() && res.strip_prefix("*/") == Some(o.subresource.as_str()))
+                    || res.strip_suffix("/*") == Some(o.resource.as_str())
+            })
+    })
+}
+
+fn path_matches(path: &str, spec: &str) -> bool {
+    spec == "*" || spec == path || spec.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix))
+}
+
+/// Where events go and how the file is rotated (kube's `--audit-log-*` flags).
+#[derive(Debug, Clone, Default)]
+pub struct LogOptions {
+    /// The file, or `-` for stdout.
+    pub path: String,
+    /// Rotate once the file would pass this many MiB; 0: never.
+    pub max_size_mb: u64,
+    /// Rotated files to keep; 0: all.
+    pub max_backup: usize,
+    /// Days to keep rotated files; 0: forever.
+    pub max_age_days: u64,
+}
+
+/// Counters of the audit log, for `/metrics`.
+#[derive(Clone)]
+pub struct AuditMetrics {
+    /// Events written or queued to be.
+    pub events: prometheus::IntCounter,
+    /// Events dropped because the buffer was full (the disk is slower than the requests).
+    pub dropped: prometheus::IntCounter,
+}
+
+/// The audit log of a server: its policy and the buffer its events go through.
+pub struct Auditor {
+    policy: Policy,
+    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+    queued: Arc<AtomicU64>,
+    metrics: AuditMetrics,
+}
+
+impl Auditor {
+    /// Opens the log and starts the thread that writes it.
+    pub fn start(policy: Policy, options: LogOptions, metrics: AuditMetrics) -> Result<Auditor, AuditError> {
+        let mut out = Output::open(options)?;
+        // The byte bound is `queued`; the channel's own bound only keeps empty events from piling up.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(65_536);
+        let queued = Arc::new(AtomicU64::new(0));
+        let done = queued.clone();
+        std::thread::Builder::new()
+            .name("kgate-audit".into())
+            .spawn(move || {
+                while let Ok(line) = rx.recv() {
+                    if let Err(e) = out.write(&line) {
+                        tracing::warn!(error = %e, "writing the audit log");
+                    }
+                    done.fetch_sub(line.len() as u64, Ordering::Relaxed);
+                }
+            })
+            .map_err(|source| AuditError::Log { path: "audit thread".into(), source })?;
+        Ok(Auditor { policy, tx, queued, metrics })
+    }
+
+    /// What the policy says of a request.
+    pub fn decide(&self, a: &Attributes) -> Decision {
+        self.policy.decide(a)
+    }
+
+    /// Queues one event; drops it (and counts it) when the buffer is full.
+    fn emit(&self, event: &Value) {
+        let mut line = serde_json::to_vec(event).expect("JSON serialises");
+        line.push(b'\n');
+        let n = line.len() as u64;
+        if self.queued.fetch_add(n, Ordering::Relaxed) + n > QUEUE_BYTES || self.tx.try_send(line).is_err() {
+            self.queued.fetch_sub(n, Ordering::Relaxed);
+            self.metrics.dropped.inc();
+            return;
+        }
+        self.metrics.events.inc();
+    }
+}
+
+/// The log file (or stdout), rotated by size as kube's lumberjack writer does.
+struct Output {
+    options: LogOptions,
+    file: Option<std::fs::File>,
+    size: u64,
+}
+
+impl Output {
+    fn open(options: LogOptions) -> Result<Output, AuditError> {
+        let mut out = Output { options, file: None, size: 0 };
+        if out.options.path != "-" {
+            out.reopen()?;
+        }
+        Ok(out)
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from(&self.options.path)
+    }
+
+    fn reopen(&mut self) -> Result<(), AuditError> {
+        let path = self.path();
+        let log = |source| AuditError::Log { path: path.clone(), source };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(log)?;
+        }
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(log)?;
+        self.size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        self.file = Some(file);
+        Ok(())
+    }
+
+    fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
+        let Some(file) = self.file.as_mut() else {
+            let mut out = std::io::stdout().lock();
+            return out.write_all(line);
+        };
+        let max = self.options.max_size_mb << 20;
+        if max > 0 && self.size > 0 && self.size + line.len() as u64 > max {
+            file.flush()?;
+            self.rotate()?;
+        }
+        let file = self.file.as_mut().expect("open after rotation");
+        file.write_all(line)?;
+        self.size += line.len() as u64;
+        Ok(())
+    }
+
+    /// Renames the file to `<name>-<time>.<ext>` and starts a new one; then drops the backups beyond
+    /// `max_backup` and older than `max_age_days`.
+    fn rotate(&mut self) -> std::io::Result<()> {
+        let path = self.path();
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("audit").to_string();
+        let ext = path.extension().and_then(|s| s.to_str()).map(|e| format!(".{e}")).unwrap_or_default();
+        let stamp = chrono::Utc::now().format("%Y-%m-%dT%H-%M-%S%.3f");
+        let backup = path.with_file_name(format!("{stem}-{stamp}{ext}"));
+        self.file = None;
+        std::fs::rename(&path, &backup)?;
+        self.reopen().map_err(|e| std::io::Error::other(e.to_string()))?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let prefix = format!("{stem}-");
+        let mut backups: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)?
+            .filter_map(Result::ok)
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with(&prefix) && name.ends_with(&ext)
+            })
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        backups.sort_by_key(|b| std::cmp::Reverse(b.0));
+        let max_age = std::time::Duration::from_secs(self.options.max_age_days * 86_400);
+        let now = std::time::SystemTime::now();
+        for (i, (modified, file)) in backups.iter().enumerate() {
+            let too_many = self.options.max_backup > 0 && i >= self.options.max_backup;
+            let too_old = self.options.max_age_days > 0 && now.duration_since(*modified).unwrap_or_default() > max_age;
+            if too_many || too_old {
+                let _ = std::fs::remove_file(file);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One audited request: what is known of it when it is received, and what its answer adds. It
+/// writes `ResponseComplete` when dropped, which its response body does once sent.
+pub struct Record {
+    auditor: Arc<Auditor>,
+    decision: Decision,
+    event: Value,
+    /// The request's object, kept at level Request and above.
+    request_object: Mutex<Option<Value>>,
+    /// The answer's code and, at level RequestResponse, its body as sent (up to `MAX_OBJECT_BYTES`).
+    response: Mutex<(u16, Option<Vec<u8>>)>,
+}
+
+/// What a record is made from.
+pub struct Received<'a> {
+    /// The authenticated user and groups.
+    pub user: (&'a str, &'a [String]),
+    /// Whom it acts as, when it impersonates.
+    pub impersonated: Option<(&'a str, &'a [String])>,
+    /// The verb.
+    pub verb: &'a str,
+    /// The URI as received, with the logical cluster's path prefix.
+    pub uri: &'a str,
+    /// The resource, for a resource request.
+    pub object: Option<&'a ObjectRef>,
+    /// The logical cluster.
+    pub cluster: &'a str,
+    /// The client's address.
+    pub source_ip: Option<String>,
+    /// Its User-Agent.
+    pub user_agent: Option<&'a str>,
+}
+
+fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+fn user_info((name, groups): (&str, &[String])) -> Value {
+    json!({"username": name, "groups": groups})
+}
+
+impl Record {
+    /// A record of a request, and its `RequestReceived` event; `None` at level None.
+    pub fn begin(auditor: &Arc<Auditor>, r: Received<'_>) -> Option<Arc<Record>> {
+        let path = r.uri.split('?').next().unwrap_or_default();
+        let decision =
+            auditor.decide(&Attributes { user: r.user.0, groups: r.user.1, verb: r.verb, object: r.object, path });
+        if decision.level == Level::None {
+            return None;
+        }
+        let mut event = json!({
+            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": decision.level.name(),
+            "auditID": uuid::Uuid::new_v4().to_string(), "requestURI": r.uri, "verb": r.verb,
+            "user": user_info(r.user), "sourceIPs": r.source_ip.into_iter().collect::<Vec<_>>(),
+            "requestReceivedTimestamp": now(),
+            "annotations": {"kgate.dev/cluster": r.cluster},
+        });
+        if let Some(imp) = r.impersonated {
+            event["impersonatedUser"] = user_info(imp);
+        }
+        if let Some(ua) = r.user_agent {
+            event["userAgent"] = json!(ua);
+        }
+        if let Some(o) = r.object {
+            let mut obj = json!({"resource": o.resource, "apiVersion": o.version});
+            for (k, v) in [
+                ("namespace", &o.namespace),
+                ("name", &o.name),
+                ("apiGroup", &o.group),
+                ("subresource", &o.subresource),
+            ] {
+                if !v.is_empty() {
+                    obj[k] = json!(v);
+                }
+            }
+            event["objectRef"] = obj;
+        }
+        let record = Arc::new(Record {
+            auditor: auditor.clone(),
+            decision,
+            event,
+            request_object: Mutex::new(None),
+            response: Mutex::new((0, None)),
+        });
+        record.write(Stage::RequestReceived);
+        Some(record)
+    }
+
+    /// Keeps the request's body as the event's `requestObject`, at level Request and above.
+    pub fn request_body(&self, body: &[u8]) {
+        if self.decision.level >= Level::Request && body.len() <= MAX_OBJECT_BYTES {
+            if let Ok(v) = serde_json::from_slice::<Value>(body) {
+                *self.request_object.lock().expect("not poisoned") = Some(v);
+            }
+        }
+    }
+
+    /// The answer's code; a long-running answer (a watch) writes `ResponseStarted` now.
+    pub fn responded(&self, code: u16, long_running: bool) {
+        let mut response = self.response.lock().expect("not poisoned");
+        response.0 = code;
+        if self.decision.level >= Level::RequestResponse && !long_running {
+            response.1 = Some(Vec::new());
+        }
+        drop(response);
+        if long_running {
+            self.write(Stage::ResponseStarted);
+        }
+    }
+
+    /// Keeps a chunk of the answer as it is sent, at level RequestResponse; an answer that grows past
+    /// `MAX_OBJECT_BYTES` is left out of the event.
+    pub fn sent(&self, chunk: &[u8]) {
+        let mut response = self.response.lock().expect("not poisoned");
+        if let Some(buf) = response.1.as_mut() {
+            if buf.len() + chunk.len() > MAX_OBJECT_BYTES {
+                response.1 = None;
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+    }
+
+    fn write(&self, stage: Stage) {
+        if self.decision.omit.contains(&stage) {
+            return;
+        }
+        let mut event = self.event.clone();
+        event["stage"] = json!(stage.name());
+        event["stageTimestamp"] = json!(now());
+        if stage == Stage::ResponseComplete || stage == Stage::ResponseStarted {
+            let response = self.response.lock().expect("not poisoned");
+            event["responseStatus"] = json!({"metadata": {}, "code": response.0});
+            if stage == Stage::ResponseComplete {
+                if let Some(v) = response.1.as_deref().and_then(|b| serde_json::from_slice::<Value>(b).ok()) {
+                    event["responseObject"] = v;
+                }
+            }
+        }
+        if let Some(v) = self.request_object.lock().expect("not poisoned").as_ref() {
+            event["requestObject"] = v.clone();
+        }
+        self.auditor.emit(&event);
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        self.write(Stage::ResponseComplete);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: &str = r#"
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  users: ["system:kube-proxy"]
+- level: None
+  nonResourceURLs: ["/healthz*", "/version"]
+- level: RequestResponse
+  resources: [{group: "", resources: ["secrets"]}]
+  namespaces: ["prod"]
+- level: Request
+  verbs: ["create", "update", "patch"]
+  resources: [{group: "apps", resources: ["deployments/*", "*/status"]}]
+- level: Metadata
+  userGroups: ["system:authenticated"]
+  omitStages: [ResponseStarted]
+"#;
+
+    fn obj(group: &str, resource: &str, sub: &str, ns: &str) -> ObjectRef {
+        ObjectRef {
+            group: group.into(),
+            version: "v1".into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            namespace: ns.into(),
+            name: "x".into(),
+        }
+    }
+
+    #[test]
+    fn the_first_matching_rule_decides_as_kubes_checker() {
+        let p = Policy::parse(POLICY).unwrap();
+        let groups = vec!["system:authenticated".to_string()];
+        let decide = |user: &str, verb: &str, o: Option<&ObjectRef>, path: &str| {
+            p.decide(&Attributes { user, groups: &groups, verb, object: o, path }).level
+        };
+        assert_eq!(decide("system:kube-proxy", "get", None, "/api"), Level::None);
+        assert_eq!(decide("alice", "get", None, "/healthz/ready"), Level::None);
+        assert_eq!(decide("alice", "get", None, "/version"), Level::None);
+        assert_eq!(decide("alice", "get", None, "/api"), Level::Metadata);
+        assert_eq!(decide("alice", "get", Some(&obj("", "secrets", "", "prod")), ""), Level::RequestResponse);
+        assert_eq!(decide("alice", "get", Some(&obj("", "secrets", "", "dev")), ""), Level::Metadata);
+        assert_eq!(decide("alice", "patch", Some(&obj("apps", "deployments", "scale", "a")), ""), Level::Request);
+        assert_eq!(decide("alice", "update", Some(&obj("apps", "statefulsets", "status", "a")), ""), Level::Request);
+        assert_eq!(decide("alice", "update", Some(&obj("apps", "statefulsets", "", "a")), ""), Level::Metadata);
+        let d = p.decide(&Attributes { user: "alice", groups: &groups, verb: "watch", object: None, path: "/api" });
+        assert_eq!(d.omit, vec![Stage::RequestReceived, Stage::ResponseStarted]);
+        // Nobody matched: not audited.
+        let d = p.decide(&Attributes { user: "bob", groups: &[], verb: "get", object: None, path: "/api" });
+        assert_eq!(d.level, Level::None);
+    }
+
+    /// The policy the deploy kit installs parses and audits as its comments say.
+    #[test]
+    fn the_deploy_kits_policy_is_valid() {
+        let p = Policy::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/audit-policy.yaml"))).unwrap();
+        let groups = vec!["system:authenticated".to_string()];
+        let level = |verb: &str, o: &ObjectRef| {
+            p.decide(&Attributes { user: "u", groups: &groups, verb, object: Some(o), path: "" }).level
+        };
+        assert_eq!(level("create", &obj("", "events", "", "a")), Level::None);
+        assert_eq!(level("create", &obj("", "secrets", "", "a")), Level::Metadata);
+        assert_eq!(level("create", &obj("rbac.authorization.k8s.io", "rolebindings", "", "a")), Level::RequestResponse);
+        assert_eq!(level("patch", &obj("apps", "deployments", "", "a")), Level::Request);
+        assert_eq!(level("list", &obj("apps", "deployments", "", "a")), Level::Metadata);
+    }
+
+    #[test]
+    fn bad_policies_are_refused_with_the_reason() {
+        assert!(Policy::parse("apiVersion: v1\nkind: ConfigMap\n").unwrap_err().to_string().contains("Policy"));
+        let bad = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: Loud}]\n";
+        assert!(Policy::parse(bad).unwrap_err().to_string().contains("Loud"));
+    }
+
+    #[test]
+    fn the_log_rotates_by_size_and_keeps_max_backup_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let options =
+            LogOptions { path: path.to_string_lossy().into_owned(), max_size_mb: 1, max_backup: 2, max_age_days: 0 };
+        let mut out = Output::open(options).unwrap();
+        let line = vec![b'x'; 300 << 10];
+        for _ in 0..12 {
+            out.write(&line).unwrap();
+            // Distinct backup names: the stamp has milliseconds.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 3, "the log and two backups: {names:?}");
+        assert!(std::fs::metadata(&path).unwrap().len() <= 1 << 20);
+    }
+}

@@ -1,0 +1,112 @@
+//! The audit log as kube-apiserver writes it: a policy picks each request's level, and every stage is
+//! one `audit.k8s.io/v1` Event JSON line naming the logical cluster.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Backend, TestServer};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const POLICY: &str = r#"
+apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+- level: None
+  resources: [{group: "", resources: ["secrets"]}]
+- level: RequestResponse
+  resources: [{group: "", resources: ["configmaps"]}]
+- level: Metadata
+  omitStages: [RequestReceived]
+"#;
+
+/// The events written so far, once `ready` holds for them (the log is written by its own thread).
+async fn events_until(path: &std::path::Path, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
+        if ready(&events) {
+            return events;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "audit events did not come: {events:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_policy_decides_and_each_stage_is_an_event_naming_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let log = dir.path().join("audit").join("audit.log");
+    let log_path = log.to_string_lossy().into_owned();
+    let s = TestServer::start_configured(Backend::Embedded, dir, "/registry".into(), move |c| {
+        c.audit = Some(kgate::config::AuditConfig {
+            policy_file: policy,
+            log: kgate::audit::LogOptions { path: log_path, ..Default::default() },
+        });
+    })
+    .await;
+    s.create_cluster("team-a").await;
+
+    // A ConfigMap created in team-a, the cluster chosen by header: RequestResponse.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "audited"}, "data": {"k": "v"}});
+    let r = s
+        .client
+        .post(format!("{}/api/v1/namespaces/default/configmaps", s.url))
+        .header("X-Kubernetes-Cluster", "team-a")
+        .json(&cm)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    // A Secret: level None, no event.
+    let secret =
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hidden"}, "stringData": {"p": "w"}});
+    assert_eq!(s.post("/clusters/team-a/api/v1/namespaces/default/secrets", &secret).await.0, StatusCode::CREATED);
+    // Impersonating alice: Metadata, without RequestReceived.
+    let r = s
+        .client
+        .get(format!("{}/clusters/team-a/apis", s.url))
+        .header("Impersonate-User", "alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+
+    let is_complete = |e: &Value, uri: &str| e["stage"] == "ResponseComplete" && e["requestURI"] == uri;
+    let cm_uri = "/clusters/team-a/api/v1/namespaces/default/configmaps";
+    let events = events_until(&log, |evs| {
+        evs.iter().any(|e| is_complete(e, cm_uri)) && evs.iter().any(|e| is_complete(e, "/clusters/team-a/apis"))
+    })
+    .await;
+    for e in &events {
+        assert_eq!((&e["kind"], &e["apiVersion"]), (&json!("Event"), &json!("audit.k8s.io/v1")), "{e}");
+        assert!(e["objectRef"]["resource"] != "secrets", "secrets are not audited: {e}");
+    }
+    let of = |uri: &str| events.iter().filter(|e| e["requestURI"] == uri).cloned().collect::<Vec<_>>();
+    let created = of(cm_uri);
+    let stages: Vec<&str> = created.iter().map(|e| e["stage"].as_str().unwrap()).collect();
+    assert_eq!(stages, ["RequestReceived", "ResponseComplete"]);
+    let done = &created[1];
+    assert_eq!(done["level"], "RequestResponse");
+    assert_eq!(done["verb"], "create");
+    assert_eq!(done["auditID"], created[0]["auditID"]);
+    assert_eq!(done["annotations"]["kgate.dev/cluster"], "team-a");
+    assert_eq!(done["objectRef"], json!({"resource": "configmaps", "namespace": "default", "apiVersion": "v1"}));
+    assert_eq!(done["responseStatus"]["code"], 201);
+    assert_eq!(done["requestObject"]["data"]["k"], "v");
+    assert_eq!(done["responseObject"]["metadata"]["name"], "audited");
+    assert_eq!(done["sourceIPs"], json!(["127.0.0.1"]));
+    assert_eq!(done["user"]["groups"], json!(["system:masters", "system:authenticated"]));
+
+    let apis = of("/clusters/team-a/apis");
+    assert_eq!(apis.len(), 1, "RequestReceived is omitted at this rule: {apis:#?}");
+    assert_eq!((&apis[0]["level"], &apis[0]["verb"]), (&json!("Metadata"), &json!("get")));
+    assert_eq!(apis[0]["impersonatedUser"]["username"], "alice");
+    assert!(apis[0].get("requestObject").is_none() && apis[0].get("responseObject").is_none());
+    assert_eq!(s.metric("kgate_audit_events_dropped_total").await, 0.0);
+    s.stop().await;
+}
