@@ -553,13 +553,17 @@ impl Record {
         Some(record)
     }
 
-    /// Keeps the request's body as the event's `requestObject`, at level Request and above.
+    /// Keeps the request's body (JSON, or kube's protobuf, as kubectl sends built-ins) as the event's
+    /// `requestObject`, at level Request and above.
     pub fn request_body(&self, body: &[u8]) {
-        if self.decision.level >= Level::Request && body.len() <= MAX_OBJECT_BYTES {
-            if let Ok(v) = serde_json::from_slice::<Value>(body) {
-                *self.request_object.lock().expect("not poisoned") = Some(v);
-            }
+        if self.decision.level < Level::Request || body.is_empty() || body.len() > MAX_OBJECT_BYTES {
+            return;
         }
+        let object = match body.starts_with(&crate::proto::MAGIC) {
+            true => crate::proto::decode(body).ok(),
+            false => serde_json::from_slice::<Value>(body).ok(),
+        };
+        *self.request_object.lock().expect("not poisoned") = object;
     }
 
     /// The answer's code; a long-running answer (a watch) writes `ResponseStarted` now.

@@ -8,6 +8,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+mod infra;
+
 /// What `rows[].object` carries (`?includeObject=`); the default is `Metadata`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IncludeObject {
@@ -152,6 +154,9 @@ fn binding_cols(what: &str) -> Vec<Value> {
 /// kube-apiserver prints, with name/type/format/description/priority as there.
 /// Unknown resources get Name + Age (a `date` column, as for custom resources).
 pub fn column_definitions(group: &str, plural: &str) -> Vec<Value> {
+    if let Some(kind) = infra::Infra::of(group, plural) {
+        return kind.columns();
+    }
     let wide = |n: &str, d: &str| col(n, "string", d, 1);
     match kind_of(group, plural) {
         Kind::Namespace => vec![
@@ -1135,7 +1140,12 @@ fn event_cells(obj: &Value, now: DateTime<Utc>, v1: bool) -> Vec<Value> {
 }
 
 fn access_modes(obj: &Value) -> String {
-    let modes: Vec<&str> = arr(obj, &["status", "accessModes"]).iter().filter_map(Value::as_str).collect();
+    access_modes_at(obj, &["status", "accessModes"])
+}
+
+/// kube's short forms of the access modes at `path` (`RWO,ROX`).
+fn access_modes_at(obj: &Value, path: &[&str]) -> String {
+    let modes: Vec<&str> = arr(obj, path).iter().filter_map(Value::as_str).collect();
     [("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"), ("ReadWriteOncePod", "RWOP")]
         .iter()
         .filter(|(long, _)| modes.contains(long))
@@ -1489,6 +1499,9 @@ fn created_at(obj: &Value) -> Value {
 }
 
 fn cells(group: &str, plural: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    if let Some(kind) = infra::Infra::of(group, plural) {
+        return kind.cells(obj, now);
+    }
     let or = |v: &str, d: &str| {
         if v.is_empty() {
             d.to_string()

@@ -128,6 +128,21 @@ async fn webhook_configurations_are_stored_and_type_checked() {
     assert!(err["message"].as_str().unwrap().contains("cannot unmarshal string"), "{err}");
     let (code, _) = s.get(&format!("{path}/bad")).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
+    // kubectl get prints kube's columns for it.
+    let table: serde_json::Value = s
+        .client
+        .get(format!("{}{path}", s.url))
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> =
+        table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Name", "Webhooks", "Age"]);
+    assert_eq!((&table["rows"][0]["cells"][0], &table["rows"][0]["cells"][1]), (&json!("guard"), &json!(1)), "{table}");
     s.stop().await;
 }
 

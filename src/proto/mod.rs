@@ -26,7 +26,7 @@ use wire::{Reader, Wire};
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 /// Prefix of every Kubernetes protobuf body: `k8s\0`.
-const MAGIC: [u8; 4] = [0x6b, 0x38, 0x73, 0x00];
+pub const MAGIC: [u8; 4] = [0x6b, 0x38, 0x73, 0x00];
 
 /// Why a protobuf body could not be decoded; the message is fit to return to the client.
 #[derive(Debug, thiserror::Error)]
