@@ -14,6 +14,8 @@ use serde_json::{json, Value};
 const QUEUE_BYTES: u64 = 64 << 20;
 /// The most of a request or response body an event carries; a larger one is left out of the event.
 pub const MAX_OBJECT_BYTES: usize = 1 << 20;
+/// The time in a rotated log's name, as lumberjack writes it.
+const BACKUP_TIME: &str = "%Y-%m-%dT%H-%M-%S%.3f";
 
 /// Why the audit configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -416,16 +418,18 @@ impl Output {
     }
 
     fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
-        let Some(file) = self.file.as_mut() else {
-            let mut out = std::io::stdout().lock();
-            return out.write_all(line);
-        };
+        if self.options.path == "-" {
+            return std::io::stdout().lock().write_all(line);
+        }
+        // A log that could not be reopened after a rotation is tried again; events never go elsewhere.
+        if self.file.is_none() {
+            self.reopen().map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
         let max = self.options.max_size_mb << 20;
         if max > 0 && self.size > 0 && self.size + line.len() as u64 > max {
-            file.flush()?;
             self.rotate()?;
         }
-        let file = self.file.as_mut().expect("open after rotation");
+        let file = self.file.as_mut().ok_or_else(|| std::io::Error::other("audit log is not open"))?;
         file.write_all(line)?;
         self.size += line.len() as u64;
         Ok(())
@@ -437,18 +441,24 @@ impl Output {
         let path = self.path();
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("audit").to_string();
         let ext = path.extension().and_then(|s| s.to_str()).map(|e| format!(".{e}")).unwrap_or_default();
-        let stamp = chrono::Utc::now().format("%Y-%m-%dT%H-%M-%S%.3f");
+        let stamp = chrono::Utc::now().format(BACKUP_TIME);
         let backup = path.with_file_name(format!("{stem}-{stamp}{ext}"));
-        self.file = None;
+        if let Some(f) = self.file.as_mut() {
+            f.flush()?;
+        }
+        // A failed rename leaves the open file as it is, to be written on.
         std::fs::rename(&path, &backup)?;
+        self.file = None;
         self.reopen().map_err(|e| std::io::Error::other(e.to_string()))?;
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let prefix = format!("{stem}-");
         let mut backups: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)?
             .filter_map(Result::ok)
             .filter(|e| {
+                // Only this log's own backups: `<stem>-<time><ext>` with a time that parses.
                 let name = e.file_name().to_string_lossy().into_owned();
-                name.starts_with(&prefix) && name.ends_with(&ext)
+                let stamp = name.strip_prefix(&prefix).and_then(|rest| rest.strip_suffix(ext.as_str()));
+                stamp.is_some_and(|t| chrono::NaiveDateTime::parse_from_str(t, BACKUP_TIME).is_ok())
             })
             .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
             .collect();
@@ -471,7 +481,8 @@ impl Output {
 pub struct Record {
     auditor: Arc<Auditor>,
     decision: Decision,
-    event: Value,
+    /// The event's fields so far; impersonation adds to them after `RequestReceived`.
+    event: Mutex<Value>,
     /// The request's object, kept at level Request and above.
     request_object: Mutex<Option<Value>>,
     /// The answer's code and, at level RequestResponse, its body as sent (up to `MAX_OBJECT_BYTES`).
@@ -482,8 +493,6 @@ pub struct Record {
 pub struct Received<'a> {
     /// The authenticated user and groups.
     pub user: (&'a str, &'a [String]),
-    /// Whom it acts as, when it impersonates.
-    pub impersonated: Option<(&'a str, &'a [String])>,
     /// The verb.
     pub verb: &'a str,
     /// The URI as received, with the logical cluster's path prefix.
@@ -522,9 +531,6 @@ impl Record {
             "requestReceivedTimestamp": now(),
             "annotations": {"kgate.dev/cluster": r.cluster},
         });
-        if let Some(imp) = r.impersonated {
-            event["impersonatedUser"] = user_info(imp);
-        }
         if let Some(ua) = r.user_agent {
             event["userAgent"] = json!(ua);
         }
@@ -545,12 +551,17 @@ impl Record {
         let record = Arc::new(Record {
             auditor: auditor.clone(),
             decision,
-            event,
+            event: Mutex::new(event),
             request_object: Mutex::new(None),
             response: Mutex::new((0, None)),
         });
         record.write(Stage::RequestReceived);
         Some(record)
+    }
+
+    /// Whom the request acts as, once its impersonation is allowed; later stages name it.
+    pub fn impersonating(&self, user: &str, groups: &[String]) {
+        self.event.lock().expect("not poisoned")["impersonatedUser"] = user_info((user, groups));
     }
 
     /// Keeps the request's body (JSON, or kube's protobuf, as kubectl sends built-ins) as the event's
@@ -596,7 +607,7 @@ impl Record {
         if self.decision.omit.contains(&stage) {
             return;
         }
-        let mut event = self.event.clone();
+        let mut event = self.event.lock().expect("not poisoned").clone();
         event["stage"] = json!(stage.name());
         event["stageTimestamp"] = json!(now());
         if stage == Stage::ResponseComplete || stage == Stage::ResponseStarted {
@@ -708,6 +719,8 @@ rules:
         let options =
             LogOptions { path: path.to_string_lossy().into_owned(), max_size_mb: 1, max_backup: 2, max_age_days: 0 };
         let mut out = Output::open(options).unwrap();
+        // Not one of the log's backups: rotation never deletes it.
+        std::fs::write(dir.path().join("audit-notes.log"), "mine").unwrap();
         let line = vec![b'x'; 300 << 10];
         for _ in 0..12 {
             out.write(&line).unwrap();
@@ -718,7 +731,8 @@ rules:
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names.len(), 3, "the log and two backups: {names:?}");
+        assert_eq!(names.len(), 4, "the log, two backups and the unrelated file: {names:?}");
+        assert!(names.contains(&"audit-notes.log".to_string()));
         assert!(std::fs::metadata(&path).unwrap().len() <= 1 << 20);
     }
 }

@@ -76,10 +76,22 @@ async fn the_policy_decides_and_each_stage_is_an_event_naming_the_cluster() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 
+    // A refused impersonation is recorded too, as the authenticated user.
+    let viewer = s.tenant_token("team-a", "viewer", "view").await;
+    let r = s
+        .anonymous
+        .get(format!("{}/clusters/team-a/api", s.url))
+        .bearer_auth(&viewer)
+        .header("Impersonate-User", "admin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
     let is_complete = |e: &Value, uri: &str| e["stage"] == "ResponseComplete" && e["requestURI"] == uri;
     let cm_uri = "/clusters/team-a/api/v1/namespaces/default/configmaps";
     let events = events_until(&log, |evs| {
-        evs.iter().any(|e| is_complete(e, cm_uri)) && evs.iter().any(|e| is_complete(e, "/clusters/team-a/apis"))
+        ["/clusters/team-a/apis", "/clusters/team-a/api", cm_uri].iter().all(|u| evs.iter().any(|e| is_complete(e, u)))
     })
     .await;
     for e in &events {
@@ -107,6 +119,11 @@ async fn the_policy_decides_and_each_stage_is_an_event_naming_the_cluster() {
     assert_eq!((&apis[0]["level"], &apis[0]["verb"]), (&json!("Metadata"), &json!("get")));
     assert_eq!(apis[0]["impersonatedUser"]["username"], "alice");
     assert!(apis[0].get("requestObject").is_none() && apis[0].get("responseObject").is_none());
+    let refused = of("/clusters/team-a/api");
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert_eq!(refused[0]["responseStatus"]["code"], 403);
+    assert_eq!(refused[0]["user"]["username"], "system:serviceaccount:default:viewer");
+    assert!(refused[0].get("impersonatedUser").is_none(), "{}", refused[0]);
     assert_eq!(s.metric("kgate_audit_events_dropped_total").await, 0.0);
     s.stop().await;
 }

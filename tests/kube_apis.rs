@@ -162,7 +162,15 @@ async fn pods_are_bound_and_evicted_and_what_needs_a_kubelet_is_refused_clearly(
     let (code, st) = s.post(&format!("{pods}/a/binding"), &binding("a", "n2")).await;
     assert_eq!(code, StatusCode::CONFLICT, "{st}");
     assert_eq!(s.get(&format!("{pods}/a")).await.1["spec"]["nodeName"], "n1");
-    // The older form names the pod in the Binding.
+    // The older form names the pod in the Binding; any other shape of its URL binds nothing (RBAC
+    // checked the verb that URL asked for, so it must not act).
+    for path in ["/api/v1/namespaces/default/bindings/b", "/api/v1/namespaces/default/bindings/b/status"] {
+        let (code, _) = s.post(path, &binding("b", "n9")).await;
+        assert!(code == StatusCode::NOT_FOUND || code == StatusCode::METHOD_NOT_ALLOWED, "{path}: {code}");
+    }
+    let (code, _) = s.put("/api/v1/namespaces/default/bindings/b/x", &binding("b", "n9")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert!(s.get(&format!("{pods}/b")).await.1["spec"].get("nodeName").is_none());
     let (code, _) = s.post("/api/v1/namespaces/default/bindings", &binding("b", "n3")).await;
     assert_eq!(code, StatusCode::CREATED);
     assert_eq!(s.get(&format!("{pods}/b")).await.1["spec"]["nodeName"], "n3");
@@ -273,6 +281,10 @@ async fn field_subresources_change_only_their_fields() {
     assert_eq!(fin["spec"]["finalizers"], json!(["kubernetes"]));
     fin["spec"]["finalizers"] = json!([]);
     fin["metadata"]["labels"] = json!({"changed": "no"});
+    // finalize serves update only, as kube.
+    let merge = json!({"spec": {"finalizers": []}});
+    let (code, _) = s.patch("/api/v1/namespaces/held/finalize", "application/merge-patch+json", &merge).await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
     let (code, r) = s.put("/api/v1/namespaces/held/finalize", &fin).await;
     assert_eq!(code, StatusCode::OK, "{r}");
     // Go leaves an empty `finalizers` out (omitempty).

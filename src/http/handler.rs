@@ -262,13 +262,20 @@ async fn route(
     };
     // Who authenticated decides the exemption, not whom they impersonate.
     let exempt = inflight::exempt(&who);
-    let authenticated = state.audit.is_some().then(|| who.clone());
-    let who = impersonate(state, req.headers(), who, target.name().unwrap_or(ROOT)).await?;
-    if let (Some(auditor), Some(authn)) = (&state.audit, &authenticated) {
-        admission.audit = audit_record(auditor, conn, &req, &route, &target, &path, authn, &who);
+    // As kube's filter chain: audited as the authenticated user, before impersonation is tried, so a
+    // refused impersonation is recorded too.
+    if let Some(auditor) = &state.audit {
+        admission.audit = audit_record(auditor, conn, &req, &route, &target, &path, &who);
         if let Some(record) = &admission.audit {
             // The handler that reads the body keeps it for the record (level Request and above).
             req.extensions_mut().insert(record.clone());
+        }
+    }
+    let authenticated = admission.audit.is_some().then(|| who.clone());
+    let who = impersonate(state, req.headers(), who, target.name().unwrap_or(ROOT)).await?;
+    if let (Some(record), Some(authn)) = (&admission.audit, &authenticated) {
+        if authn.user != who.user || authn.groups != who.groups {
+            record.impersonating(&who.user, &who.groups);
         }
     }
     // After authentication and impersonation, before any work, as kube-apiserver's max-in-flight
@@ -529,7 +536,6 @@ fn audit_record(
     target: &ClusterTarget,
     path: &str,
     authn: &Identity,
-    who: &Identity,
 ) -> Option<Arc<crate::audit::Record>> {
     let object = match route {
         Route::Resource(rp) => Some(crate::audit::ObjectRef {
@@ -537,7 +543,11 @@ fn audit_record(
             version: rp.version.clone(),
             resource: rp.resource.clone(),
             subresource: rp.subresource.clone().unwrap_or_default(),
-            namespace: rp.namespace.clone().unwrap_or_default(),
+            // As kube's request info: a namespace object is in its own namespace.
+            namespace: match (&rp.namespace, rp.group.as_str(), rp.resource.as_str(), &rp.name) {
+                (None, "", "namespaces", Some(n)) => n.clone(),
+                (ns, ..) => ns.clone().unwrap_or_default(),
+            },
             name: rp.name.clone().unwrap_or_default(),
         }),
         _ => None,
@@ -549,7 +559,8 @@ fn audit_record(
         }
         // As kube: a non-resource request's verb is its method, lower-cased.
         _ => match *req.method() {
-            Method::GET | Method::HEAD => "get",
+            Method::GET => "get",
+            Method::HEAD => "head",
             Method::POST => "post",
             Method::PUT => "put",
             Method::PATCH => "patch",
@@ -563,12 +574,10 @@ fn audit_record(
         Some(c) if !path.starts_with("/clusters/") && c != ROOT => format!("/clusters/{c}{path}{query}"),
         _ => format!("{path}{query}"),
     };
-    let impersonated = (authn.user != who.user || authn.groups != who.groups).then_some(who);
     crate::audit::Record::begin(
         auditor,
         crate::audit::Received {
             user: (&authn.user, &authn.groups),
-            impersonated: impersonated.map(|w| (w.user.as_str(), w.groups.as_slice())),
             verb,
             uri: &uri,
             object: object.as_ref(),
@@ -700,6 +709,16 @@ async fn resource(
     };
     ctx.admit = escalation.as_ref().map(|e| e as &dyn crate::registry::Admit);
 
+    if def.is_virtual() {
+        // Reviews and bindings are created at their collection's URL and nothing else: authorization
+        // above checked the verb the URL asked for, so any other shape must not act.
+        if rp.name.is_some() || rp.subresource.is_some() {
+            return Err(ApiError::path_not_found());
+        }
+        if verb != "create" {
+            return Err(ApiError::method_not_allowed(verb, &def.plural));
+        }
+    }
     if def.group.is_empty() && def.plural == "bindings" {
         let ct = content_type.as_deref();
         return Ok((super::actions::create_binding(reg, &ctx, &q, ct, &body).await?, labels));
@@ -715,6 +734,10 @@ async fn resource(
         None | Some("status") | Some("scale") => {}
         // Views of some of the object's fields: read and written like the object itself.
         Some(s) if crate::registry::FIELD_SUBRESOURCES.contains(&s) && def.subresources.iter().any(|x| x.name == s) => {
+            let served = def.subresources.iter().any(|x| x.name == s && x.verbs.iter().any(|v| v == verb));
+            if !served {
+                return Err(ApiError::method_not_allowed(verb, &format!("{}/{s}", def.plural)));
+            }
         }
         Some(s) if def.subresources.iter().any(|x| x.name == s) && s != "token" => {
             let ct = content_type.as_deref();
