@@ -161,6 +161,8 @@ async fn pods_are_bound_and_evicted_and_what_needs_a_kubelet_is_refused_clearly(
     assert_eq!(s.get(&format!("{pods}/a")).await.1["spec"]["nodeName"], "n1");
     let (code, st) = s.post(&format!("{pods}/a/binding"), &binding("a", "n2")).await;
     assert_eq!(code, StatusCode::CONFLICT, "{st}");
+    let (code, st) = s.post(&format!("{pods}/b/binding"), &binding("a", "n2")).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "the Binding names another pod: {st}");
     assert_eq!(s.get(&format!("{pods}/a")).await.1["spec"]["nodeName"], "n1");
     // The older form names the pod in the Binding; any other shape of its URL binds nothing (RBAC
     // checked the verb that URL asked for, so it must not act).
@@ -234,6 +236,14 @@ async fn access_reviews_answer_from_the_clusters_rbac() {
     let (code, r) = s.post(&local, &lsar).await;
     assert_eq!((code, &r["status"]["allowed"]), (StatusCode::CREATED, &json!(true)), "{r}");
     assert_eq!(r["spec"]["resourceAttributes"]["namespace"], "default");
+    let mut non_resource = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+        "spec": {"user": "alice", "nonResourceAttributes": {"verb": "get", "path": "/healthz"}}});
+    assert_eq!(s.post(&local, &non_resource).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    non_resource["kind"] = json!("SubjectAccessReview");
+    assert_eq!(
+        s.post(&format!("{base}/authorization.k8s.io/v1/subjectaccessreviews"), &non_resource).await.0,
+        StatusCode::CREATED
+    );
     let mut elsewhere = sar("alice", "get", "kube-system");
     elsewhere["kind"] = json!("LocalSubjectAccessReview");
     assert_eq!(s.post(&local, &elsewhere).await.0, StatusCode::UNPROCESSABLE_ENTITY);
@@ -259,6 +269,22 @@ async fn field_subresources_change_only_their_fields() {
     assert_eq!(code, StatusCode::OK, "{r}");
     assert_eq!(r["spec"]["ephemeralContainers"][0]["name"], "debug");
     assert_eq!(r["spec"]["containers"][0]["image"], "nginx");
+    // As kube: ephemeral containers are added, never changed or removed.
+    let mut changed = r.clone();
+    changed["spec"]["ephemeralContainers"][0]["image"] = json!("other");
+    let (code, st) = s.put(&format!("{pods}/p/ephemeralcontainers"), &changed).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert!(st["message"].as_str().unwrap().contains("may not be changed"), "{st}");
+    // An update of the pod itself keeps them, whatever it sends.
+    let mut plain = r.clone();
+    plain["spec"].as_object_mut().unwrap().remove("ephemeralContainers");
+    let (code, st) = s.put(&format!("{pods}/p"), &plain).await;
+    assert_eq!((code, &st["spec"]["ephemeralContainers"][0]["name"]), (StatusCode::OK, &json!("debug")), "{st}");
+    let mut removed = st.clone();
+    removed["spec"]["ephemeralContainers"] = json!([]);
+    let (code, st) = s.put(&format!("{pods}/p/ephemeralcontainers"), &removed).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert!(st["message"].as_str().unwrap().contains("may not be removed"), "{st}");
 
     let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
     let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",

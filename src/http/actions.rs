@@ -101,6 +101,17 @@ pub(super) async fn bind(
             vec![crate::status::cause("FieldValueRequired", "target.name", "Required value")],
         ));
     }
+    if crate::meta::meta_str(binding, "name").is_some_and(|n| n != name) {
+        return Err(ApiError::bad_request("name in URL does not match name in Binding object"));
+    }
+    if crate::meta::meta_str(pod, "deletionTimestamp").is_some() {
+        return Err(ApiError::conflict(
+            "pods",
+            "",
+            name,
+            &format!("pod {name} is being deleted, cannot be assigned to a host"),
+        ));
+    }
     if let Some(on) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
         return Err(ApiError::conflict("pods", "", name, &format!("pod {name} is already assigned to node \"{on}\"")));
     }

@@ -1067,6 +1067,10 @@ async fn review(
                 return Err(invalid("FieldValueRequired", "spec.user", why.into()));
             }
             let attrs = &spec["resourceAttributes"];
+            if namespace.is_some() && spec.get("nonResourceAttributes").is_some_and(|v| !v.is_null()) {
+                let why = "Invalid value: \"\": disallowed on this kind of request".to_string();
+                return Err(invalid("FieldValueInvalid", "spec.nonResourceAttributes", why));
+            }
             if let Some(ns) = namespace {
                 // As kube: a local review asks about its own namespace only.
                 if attrs["namespace"].as_str().is_some_and(|n| !n.is_empty() && n != ns) {

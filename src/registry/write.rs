@@ -211,6 +211,9 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResu
         None if def.group == "apiextensions.k8s.io" && def.kind == "CustomResourceDefinition" => {
             crate::crd::define::validate(obj, old)
         }
+        None if def.group.is_empty() && def.kind == "Pod" => {
+            old.map(|o| ephemeral_container_changes(o, obj)).unwrap_or_default()
+        }
         None => Vec::new(),
     };
     if causes.is_empty() {
@@ -218,6 +221,24 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResu
     } else {
         Err(invalid(def, meta::meta_str(obj, "name").unwrap_or_default(), causes))
     }
+}
+
+/// kube's rule for a pod's ephemeral containers: they are added, never removed or changed.
+fn ephemeral_container_changes(old: &Value, new: &Value) -> Vec<crate::status::Cause> {
+    let list = |v: &Value| v["spec"]["ephemeralContainers"].as_array().cloned().unwrap_or_default();
+    let new = list(new);
+    let mut causes = Vec::new();
+    for before in list(old) {
+        let name = before["name"].as_str().unwrap_or_default();
+        let why = match new.iter().find(|c| c["name"] == before["name"]) {
+            None => "may not be removed",
+            Some(after) if *after != before => "may not be changed",
+            Some(_) => continue,
+        };
+        let message = format!("Forbidden: existing ephemeral containers \"{name}\" {why}");
+        causes.push(cause("FieldValueForbidden", "spec.ephemeralContainers", message));
+    }
+    causes
 }
 
 /// A Service's update rules (kept addresses, a refused new one), on every update path but status.
@@ -1669,6 +1690,15 @@ fn settle_update(ctx: &Ctx<'_>, current: &Value, desired: &mut Value, subresourc
     let def = ctx.def;
     keep_server_meta(current, desired);
     service_update(def, current, desired, subresource)?;
+    if def.group.is_empty() && def.kind == "Pod" && subresource != Some("ephemeralcontainers") {
+        // As kube's pod strategy: only the ephemeralcontainers subresource changes them.
+        match current["spec"].get("ephemeralContainers") {
+            Some(kept) if desired["spec"].is_object() => desired["spec"]["ephemeralContainers"] = kept.clone(),
+            _ => {
+                desired["spec"].as_object_mut().map(|m| m.remove("ephemeralContainers"));
+            }
+        }
+    }
     go_shape(def, desired);
     if def.group == "apiextensions.k8s.io" && subresource.is_none() {
         crate::crd::refresh_status(current, desired);
