@@ -450,9 +450,18 @@ async fn a_packed_list_across_clusters_is_what_the_store_holds() {
     assert_eq!(code, 200);
     let (code, _) = s.post(&format!("/clusters/pc/{CM}"), &json!({"metadata": {"name": "o0302x"}})).await;
     assert_eq!(code, 201);
-    let (cached, stored) = store_and_cache(s.clone()).await;
-    assert_eq!(common::own_items(&json!({"items": cached})).len(), 1500);
-    assert_eq!(cached, stored);
+    // resourceVersion=0 is any recent state: the cache may not have applied the create yet, and
+    // whichever state it serves must be exactly the store's at that revision.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let cached = loop {
+        let (cached, stored) = store_and_cache(s.clone()).await;
+        assert_eq!(cached, stored);
+        if common::own_items(&json!({"items": cached})).len() == 1500 {
+            break cached;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the cache applied the last writes");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(cached.as_array().unwrap().iter().any(|o| o["data"]["i"] == "changed"));
     Arc::try_unwrap(s).ok().expect("no other handle").stop().await;
 }
