@@ -487,6 +487,8 @@ pub struct Record {
     request_object: Mutex<Option<Value>>,
     /// The answer's code and, at level RequestResponse, its body as sent (up to `MAX_OBJECT_BYTES`).
     response: Mutex<(u16, Option<Vec<u8>>)>,
+    /// What the kept body costs, charged to the tenant's bytes in flight like the answer itself.
+    charge: Mutex<Option<crate::budget::Charge>>,
 }
 
 /// What a record is made from.
@@ -554,6 +556,7 @@ impl Record {
             event: Mutex::new(event),
             request_object: Mutex::new(None),
             response: Mutex::new((0, None)),
+            charge: Mutex::new(None),
         });
         record.write(Stage::RequestReceived);
         Some(record)
@@ -590,16 +593,25 @@ impl Record {
         }
     }
 
-    /// Keeps a chunk of the answer as it is sent, at level RequestResponse; an answer that grows past
-    /// `MAX_OBJECT_BYTES` is left out of the event.
-    pub fn sent(&self, chunk: &[u8]) {
+    /// Keeps a chunk of the answer as it is sent, at level RequestResponse, charged to `account` (the
+    /// tenant's bytes in flight); an answer that grows past `MAX_OBJECT_BYTES`, or that the tenant's
+    /// budget cannot hold, is left out of the event.
+    pub fn sent(&self, chunk: &[u8], account: Option<&Arc<crate::budget::Account>>) {
         let mut response = self.response.lock().expect("not poisoned");
-        if let Some(buf) = response.1.as_mut() {
-            if buf.len() + chunk.len() > MAX_OBJECT_BYTES {
-                response.1 = None;
-            } else {
+        let Some(buf) = response.1.as_mut() else { return };
+        let total = buf.len() + chunk.len();
+        let charged = account.map(|a| a.try_charge(total as u64));
+        match charged {
+            Some(Err(_)) => response.1 = None,
+            _ if total > MAX_OBJECT_BYTES => response.1 = None,
+            Some(Ok(c)) => {
                 buf.extend_from_slice(chunk);
+                *self.charge.lock().expect("not poisoned") = Some(c);
             }
+            None => buf.extend_from_slice(chunk),
+        }
+        if response.1.is_none() {
+            *self.charge.lock().expect("not poisoned") = None;
         }
     }
 

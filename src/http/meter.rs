@@ -56,7 +56,7 @@ impl http_body::Body for Metered {
         let frame = match frame.into_data() {
             Ok(data) if !data.is_empty() => {
                 if let Some(record) = &self.admission.audit {
-                    record.sent(&data);
+                    record.sent(&data, self.admission.account.as_ref());
                 }
                 let conn = self.request.activity().clone();
                 let n = data.len() as u64;
