@@ -51,6 +51,16 @@ pub fn body(data: &[u8]) {
     for ct in ["application/json", "application/yaml", "application/apply-patch+yaml", "text/plain"] {
         let _ = crate::http::body::decode_object(Some(ct), data);
     }
+    // What every built-in write does to a decoded body: Go's zero values, by the body's own kind and
+    // by a few deep ones.
+    if let Ok(decoded) = crate::http::body::decode_object(Some("application/json"), data) {
+        let own = (decoded.value["apiVersion"].as_str(), decoded.value["kind"].as_str());
+        let own = (own.0.unwrap_or("v1").to_string(), own.1.unwrap_or("Pod").to_string());
+        for (api_version, kind) in [(own.0.as_str(), own.1.as_str()), ("apps/v1", "DaemonSet"), ("v1", "Pod")] {
+            let mut v = decoded.value.clone();
+            crate::proto::go_shape(api_version, kind, &mut v);
+        }
+    }
 }
 
 /// A Kubernetes protobuf body (`k8s\0` envelope), with and without its prefix.
@@ -58,7 +68,11 @@ pub fn protobuf(data: &[u8]) {
     let _ = crate::proto::decode(data);
     let mut prefixed = b"k8s\0".to_vec();
     prefixed.extend_from_slice(data);
-    let _ = crate::proto::decode(&prefixed);
+    if let Ok(mut v) = crate::proto::decode(&prefixed) {
+        let (api_version, kind) =
+            (v["apiVersion"].as_str().map(str::to_string), v["kind"].as_str().map(str::to_string));
+        crate::proto::go_shape(api_version.as_deref().unwrap_or(""), kind.as_deref().unwrap_or(""), &mut v);
+    }
 }
 
 /// Label and field selectors, parsed and matched against an object.

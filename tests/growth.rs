@@ -146,6 +146,24 @@ fn schemas_and_objects_with_many_properties() {
 }
 
 #[test]
+fn go_zero_values_of_many_empty_structs() {
+    // Each empty container gains the fields Go writes for it, up to the bound on what is added.
+    grows_linearly(
+        "go_shape of a pod of empty containers",
+        2_000,
+        |n| {
+            json(
+                serde_json::json!({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": vec![serde_json::json!({}); n]}}),
+            )
+        },
+        |b| {
+            let mut v: serde_json::Value = serde_json::from_slice(b).unwrap();
+            kgate::proto::go_shape("v1", "Pod", &mut v);
+        },
+    );
+}
+
+#[test]
 fn bodies_of_repeated_keys_deep_down() {
     grows_linearly(
         "body: n repeated keys at depth 100",
