@@ -148,13 +148,6 @@ pub const KUBE_MINOR: &str = "1.33";
 /// `resources/gen_kube_api.py`. Following a newer minor is a new table, not new code.
 const KUBE_TABLE: &str = include_str!("resources/kube-1.33.tsv");
 
-/// Rows of the table kgate does not serve yet, and why.
-const NOT_SERVED: &[(&str, &str, &str)] = &[
-    // A second version of a stored type needs conversion (v1's targetCPUUtilizationPercentage to v2's
-    // metrics); serving it unconverted would hand v1 clients v2 objects.
-    ("autoscaling", "v1", "horizontalpodautoscalers"),
-];
-
 /// Name validation that kube's registry applies beyond the default DNS subdomain rule.
 const NAME_RULES: &[(&str, &str, NameRule)] = &[
     ("", "namespaces", NameRule::Label),
@@ -219,12 +212,6 @@ fn list(s: &str) -> Vec<String> {
 fn from_table(table: &str) -> Vec<ResourceDef> {
     let mut defs: Vec<ResourceDef> = Vec::new();
     for r in rows(table) {
-        if NOT_SERVED
-            .iter()
-            .any(|(g, v, n)| *g == r.group && *v == r.version && *n == r.name.split('/').next().unwrap_or_default())
-        {
-            continue;
-        }
         if let Some((parent, sub)) = r.name.split_once('/') {
             let Some(d) = defs.iter_mut().find(|d| d.group == r.group && d.version == r.version && d.plural == parent)
             else {
@@ -331,11 +318,6 @@ pub fn is_builtin_group(group: &str) -> bool {
     group == "core" || builtins().iter().any(|d| d.group == group)
 }
 
-/// Look a built-in up by group and kind, any version.
-pub fn find_kind(group: &str, kind: &str) -> Option<Arc<ResourceDef>> {
-    builtins().iter().find(|d| d.group == group && d.kind == kind).cloned()
-}
-
 /// The resources one cluster serves: root also serves the tenancy types.
 pub fn for_cluster(cluster: &str) -> impl Iterator<Item = &'static Arc<ResourceDef>> {
     let root = cluster == crate::cluster::ROOT;
@@ -404,7 +386,8 @@ mod tests {
         );
         assert_eq!(find("", "v1", "namespaces").unwrap().name_rule, NameRule::Label);
         assert_eq!(find("", "v1", "componentstatuses").unwrap().verbs, ["get", "list"]);
-        assert!(find("autoscaling", "v1", "horizontalpodautoscalers").is_none(), "needs conversion first");
+        let hpa = find("autoscaling", "v1", "horizontalpodautoscalers").unwrap();
+        assert!(hpa.status && hpa.categories == ["all"] && hpa.short_names == ["hpa"]);
         assert!(find("", "v1", "pods").unwrap().subresources.iter().all(|s| s.name != "checkpoint"));
     }
 

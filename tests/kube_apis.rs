@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{Backend, TestServer};
+use common::{kubectl_ok, Backend, TestServer};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -473,5 +473,87 @@ async fn writes_answer_in_the_negotiated_shape_with_gos_zero_values() {
     );
     assert_eq!(body["metadata"]["labels"]["x"], "y");
     assert!(body.get("spec").is_none(), "{body}");
+    s.stop().await;
+}
+
+/// autoscaling/v1 HorizontalPodAutoscalers are stored as v2, as kube stores them: each version reads
+/// every write of the other, through reads, lists and watches from the cache, and kubectl's columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autoscaling_v1_and_v2_read_each_others_autoscalers() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let v1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+    let v2 = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers";
+    let mut watch = s.watch(&format!("{v1}?watch=true")).await;
+    let hpa = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                 "minReplicas": 1, "maxReplicas": 5, "targetCPUUtilizationPercentage": 60}});
+    let (code, created) = s.post(v1, &hpa).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        (&created["apiVersion"], &created["spec"]["targetCPUUtilizationPercentage"]),
+        (&json!("autoscaling/v1"), &json!(60))
+    );
+    let (_, as_v2) = s.get(&format!("{v2}/web")).await;
+    assert_eq!(as_v2["apiVersion"], "autoscaling/v2");
+    assert_eq!(
+        as_v2["spec"]["metrics"],
+        json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}])
+    );
+    assert!(as_v2["spec"].get("targetCPUUtilizationPercentage").is_none(), "{as_v2}");
+
+    // A metric v1 cannot say survives a v1 update, carried in kube's annotation.
+    let mut more = as_v2.clone();
+    more["spec"]["metrics"].as_array_mut().unwrap().insert(
+        0,
+        json!({"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}}),
+    );
+    assert_eq!(s.put(&format!("{v2}/web"), &more).await.0, StatusCode::OK);
+    let (_, read) = s.get(&format!("{v1}/web")).await;
+    let carried = read["metadata"]["annotations"]["autoscaling.alpha.kubernetes.io/metrics"].as_str().unwrap();
+    assert!(carried.contains("memory") && carried.contains("targetAverageValue"), "{carried}");
+    let mut update = read.clone();
+    update["spec"]["maxReplicas"] = json!(7);
+    let (code, updated) = s.put(&format!("{v1}/web"), &update).await;
+    assert_eq!((code, &updated["spec"]["maxReplicas"]), (StatusCode::OK, &json!(7)), "{updated}");
+    let (_, as_v2) = s.get(&format!("{v2}/web")).await;
+    assert_eq!(as_v2["spec"]["metrics"], more["spec"]["metrics"], "{as_v2}");
+    assert!(as_v2["metadata"]["annotations"].get("autoscaling.alpha.kubernetes.io/metrics").is_none(), "{as_v2}");
+
+    // Reads from the watch cache convert too: a list, a resourceVersion=0 get, a watch.
+    let (_, list) = s.get(&format!("{v1}?resourceVersion=0")).await;
+    assert_eq!(list["kind"], "HorizontalPodAutoscalerList");
+    assert_eq!(
+        (&list["items"][0]["apiVersion"], &list["items"][0]["spec"]["maxReplicas"]),
+        (&json!("autoscaling/v1"), &json!(7))
+    );
+    assert_eq!(list["items"][0]["spec"]["targetCPUUtilizationPercentage"], 60, "{list}");
+    let (_, any) = s.get(&format!("{v1}/web?resourceVersion=0")).await;
+    assert_eq!(
+        (&any["apiVersion"], &any["spec"]["targetCPUUtilizationPercentage"]),
+        (&json!("autoscaling/v1"), &json!(60))
+    );
+    let added = tokio::time::timeout(std::time::Duration::from_secs(10), watch.recv()).await.unwrap().unwrap();
+    assert_eq!(added["type"], "ADDED");
+    assert_eq!(added["object"]["apiVersion"], "autoscaling/v1", "{added}");
+    assert_eq!(added["object"]["spec"]["targetCPUUtilizationPercentage"], 60, "{added}");
+    assert!(added["object"]["spec"].get("metrics").is_none(), "{added}");
+
+    // What cannot be converted is refused and not stored.
+    let mut broken = hpa.clone();
+    broken["metadata"] = json!({"name": "broken", "annotations": {"autoscaling.alpha.kubernetes.io/metrics": "abc"}});
+    let (code, err) = s.post(v1, &broken).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{err}");
+    assert_eq!(s.get(&format!("{v2}/broken")).await.0, StatusCode::NOT_FOUND);
+
+    // kubectl reads it in either version with kube's columns, the targets taken from every metric.
+    let kc = s.kubeconfig();
+    let out = kubectl_ok(&kc, &["get", "horizontalpodautoscalers.v1.autoscaling", "web", "-n", "default"]);
+    assert!(out.contains("memory: <unknown>/500Mi, cpu: <unknown>/60%"), "{out}");
+    let out = kubectl_ok(
+        &kc,
+        &["get", "horizontalpodautoscalers.v1.autoscaling", "web", "-n", "default", "-o", "jsonpath={.apiVersion}"],
+    );
+    assert_eq!(out, "autoscaling/v1");
     s.stop().await;
 }

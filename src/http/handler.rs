@@ -785,13 +785,17 @@ async fn resource(
         }
         ("get", Some(n), None) if q.get("resourceVersion") == Some("0") => {
             // Any recent state will do: the watch cache answers without a store read.
-            let Some(json) = crate::watch::read::get_any(&state.cache, &def, &reg.key(&ctx, n)).await? else {
+            let stored = crate::registry::stored_def(&def);
+            let Some(json) = crate::watch::read::get_any(&state.cache, &stored, &reg.key(&ctx, n)).await? else {
                 return Err(ApiError::not_found(&def.plural, &def.group, n));
             };
             match shape {
-                respond::Shape::Plain => respond::bytes(200, "application/json", json),
+                respond::Shape::Plain if !crate::registry::converts(&def) => {
+                    respond::bytes(200, "application/json", json)
+                }
                 _ => {
-                    let obj: Value = serde_json::from_slice(&json).map_err(ApiError::internal)?;
+                    let mut obj: Value = serde_json::from_slice(&json).map_err(ApiError::internal)?;
+                    crate::registry::from_storage(&def, &mut obj);
                     respond::json(200, &respond::render_object(&def, &obj, shape, include, true))
                 }
             }
@@ -803,8 +807,10 @@ async fn resource(
         ("list", None, None) => {
             let opts = ListOptions { clusters: cluster_filter, ..ListOptions::from_query(&q, false)? };
             let ns = rp.namespace.as_deref();
+            // The cache holds objects as stored; a version stored as another converts each.
+            let stored = crate::registry::stored_def(&def);
             let cached =
-                crate::watch::read::list(&state.cache, reg, &def, cluster.as_deref(), ns, &opts, Some(account));
+                crate::watch::read::list(&state.cache, reg, &stored, cluster.as_deref(), ns, &opts, Some(account));
             if let Some(l) = cached.await? {
                 let mut meta = json!({"resourceVersion": l.revision.to_string()});
                 if let Some(c) = l.continue_token {
@@ -812,11 +818,15 @@ async fn resource(
                 }
                 return Ok((
                     match shape {
-                        respond::Shape::Plain => {
+                        respond::Shape::Plain if !crate::registry::converts(&def) => {
                             let mut items = l.items;
                             respond::raw_list(&def, &meta, move |take| items.fill(take))
                         }
-                        _ => respond::json(200, &respond::render_list(&def, l.items.values()?, meta, shape, include)),
+                        _ => {
+                            let mut items = l.items.values()?;
+                            items.iter_mut().for_each(|o| crate::registry::from_storage(&def, o));
+                            respond::json(200, &respond::render_list(&def, items, meta, shape, include))
+                        }
                     },
                     labels,
                 ));

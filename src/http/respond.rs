@@ -334,6 +334,27 @@ fn table(
     let now = chrono::Utc::now();
     match &def.custom {
         Some(c) => crate::table::custom_table(&c.columns, items, list_meta, include, with_columns, now),
+        None if crate::registry::converts(def) => {
+            // Columns from the object as stored, as kube prints from its internal form (a v1
+            // autoscaler's targets are all in v2's metrics); a row's object stays the one asked for.
+            let stored: Vec<Value> = items
+                .iter()
+                .map(|o| {
+                    let mut o = o.clone();
+                    // An object that was stored converts back; were it not to, its row shows less.
+                    let _ = crate::registry::to_storage(def, &mut o);
+                    o
+                })
+                .collect();
+            let mut t = crate::table::table(&def.group, &def.plural, &stored, list_meta, include, with_columns, now);
+            if include == crate::table::IncludeObject::Object {
+                let rows = t["rows"].as_array_mut().into_iter().flatten();
+                for (row, item) in rows.zip(items) {
+                    row["object"] = item.clone();
+                }
+            }
+            t
+        }
         None => crate::table::table(&def.group, &def.plural, items, list_meta, include, with_columns, now),
     }
 }

@@ -69,6 +69,7 @@ kinds! {
     "networking.k8s.io" "v1" "NetworkPolicy" true => api::networking::v1::NetworkPolicy;
     "networking.k8s.io" "v1" "IngressClass" true => api::networking::v1::IngressClass;
     "autoscaling" "v2" "HorizontalPodAutoscaler" true => api::autoscaling::v2::HorizontalPodAutoscaler;
+    "autoscaling" "v1" "HorizontalPodAutoscaler" true => api::autoscaling::v1::HorizontalPodAutoscaler;
     "autoscaling" "v1" "Scale" false => api::autoscaling::v1::Scale;
     "policy" "v1" "PodDisruptionBudget" true => api::policy::v1::PodDisruptionBudget;
     "scheduling.k8s.io" "v1" "PriorityClass" true => api::scheduling::v1::PriorityClass;

@@ -3,6 +3,7 @@
 //! It owns the rules kube-apiserver's generic registry applies (server-set metadata, resourceVersion
 //! preconditions, status and scale subresources, finalizers, dry run) so handlers only translate HTTP.
 
+mod convert;
 mod namespaces;
 mod options;
 mod read;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+pub use convert::{converts, from_storage, stored_def, to_storage};
 pub use options::{ClusterFilter, DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
 pub use read::{check_fields, matches, ListResult};
 pub(crate) use read::{decode_continue, encode_continue};
@@ -170,6 +172,7 @@ impl Registry {
         if !obj.is_object() {
             return Err(ApiError::internal(format!("corrupt object at {}", kv.key)));
         }
+        convert::from_storage(def, &mut obj);
         decorate(&mut obj, def, cluster, kv.mod_revision);
         Ok(obj)
     }
@@ -225,6 +228,17 @@ pub fn encode(obj: &Value) -> Vec<u8> {
         holder["metadata"].take()
     });
     serde_json::to_vec(&Stored(map, meta.as_ref())).expect("JSON values always serialise")
+}
+
+/// The bytes to store for an object of `def`'s version: `encode` of its storage form. Fails when the
+/// object cannot be converted to it (see `convert::to_storage`).
+pub fn encode_for(def: &ResourceDef, obj: &Value) -> ApiResult<Vec<u8>> {
+    if !convert::converts(def) {
+        return Ok(encode(obj));
+    }
+    let mut stored = obj.clone();
+    convert::to_storage(def, &mut stored)?;
+    Ok(encode(&stored))
 }
 
 /// Remove what `decorate` adds.

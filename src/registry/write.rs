@@ -206,6 +206,10 @@ fn merge_string_data(obj: &mut Value) {
 
 /// Checks of one type beyond metadata: a CRD's definition, a custom object's values against its schema.
 fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+    if super::converts(def) {
+        // What cannot be stored is refused before anything is written, dry run or not.
+        super::convert::to_storage(def, &mut obj.clone())?;
+    }
     let causes = match &def.custom {
         Some(c) => c.schema.as_deref().map(|s| crate::crd::schema::value_errors(s, obj)).unwrap_or_default(),
         None if def.group == "apiextensions.k8s.io" && def.kind == "CustomResourceDefinition" => {
@@ -642,7 +646,7 @@ impl Registry {
         loop {
             let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
             let key = self.key(ctx, &name);
-            match self.store.create_guarded(&key, super::encode(&obj), guard.as_ref()).await {
+            match self.store.create_guarded(&key, super::encode_for(def, &obj)?, guard.as_ref()).await {
                 Ok(rev) => {
                     super::decorate(&mut obj, def, ctx.cluster, rev);
                     let obj = self.after_create(ctx, obj).await?;
@@ -773,7 +777,7 @@ impl Registry {
                     Err(e) => return Err(e.into()),
                 }
             }
-            match self.store.update(&kv.key, super::encode(&desired), kv.mod_revision).await {
+            match self.store.update(&kv.key, super::encode_for(ctx.def, &desired)?, kv.mod_revision).await {
                 Ok(rev) => {
                     super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
                     return Ok((desired, true));
@@ -968,7 +972,7 @@ impl Registry {
                     let mut with_apply = w.body.clone();
                     set_meta(&mut with_apply, "managedFields", mf);
                     let kv_rev = meta::meta_str(&w.body, "resourceVersion").and_then(|r| r.parse().ok()).unwrap_or(0);
-                    if let Ok(rev) = self.store.update(&key, super::encode(&with_apply), kv_rev).await {
+                    if let Ok(rev) = self.store.update(&key, super::encode_for(def, &with_apply)?, kv_rev).await {
                         super::decorate(&mut with_apply, def, ctx.cluster, rev);
                         w.body = with_apply;
                     }
@@ -1152,7 +1156,7 @@ impl Registry {
                 if opts.dry_run {
                     return Ok(Written { code: 200, body: next, warnings: vec![] });
                 }
-                match self.store.update(&kv.key, super::encode(&next), kv.mod_revision).await {
+                match self.store.update(&kv.key, super::encode_for(def, &next)?, kv.mod_revision).await {
                     Ok(rev) => {
                         super::decorate(&mut next, def, ctx.cluster, rev);
                         if is_namespace {
@@ -1327,7 +1331,7 @@ impl Registry {
                 self.store.delete(&key, Some(kv.mod_revision)).await.map(|_| ())
             } else {
                 meta::metadata_mut(&mut obj).insert("finalizers".into(), json!(rest));
-                self.store.update(&key, super::encode(&obj), kv.mod_revision).await.map(|_| ())
+                self.store.update(&key, super::encode_for(def, &obj)?, kv.mod_revision).await.map(|_| ())
             };
             match res {
                 Ok(()) | Err(StoreError::NotFound) => return Ok(true),
@@ -1346,7 +1350,7 @@ impl Registry {
         let mut prefixes = crate::crd::custom_prefixes(self, cluster, Some(namespace)).await?;
         prefixes.extend(
             crate::resources::for_cluster(cluster)
-                .filter(|d| d.namespaced && !d.is_virtual())
+                .filter(|d| d.namespaced && !d.is_virtual() && !super::converts(d))
                 .map(|d| self.collection(d, Some(cluster), Some(namespace))),
         );
         let resources: Vec<String> = prefixes.iter().map(|p| self.group_resource(p)).collect();

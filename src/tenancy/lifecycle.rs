@@ -211,7 +211,11 @@ pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
     // cut short and resumed must still find the CRDs.
     let mut prefixes = crate::crd::custom_prefixes(registry, cluster, None).await?;
     prefixes.extend(
-        resources::builtins().iter().filter(|d| !d.is_virtual()).map(|d| registry.collection(d, Some(cluster), None)),
+        resources::builtins()
+            .iter()
+            // A version stored as another shares that one's keys.
+            .filter(|d| !d.is_virtual() && !crate::registry::converts(d))
+            .map(|d| registry.collection(d, Some(cluster), None)),
     );
     let sweep = registry
         .delete_prefixes(&prefixes, Finalizers::Ignore, move || async move { Ok(!is_live(registry, cluster).await?) })

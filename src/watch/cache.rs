@@ -1068,8 +1068,11 @@ impl WatchCache {
         cache
     }
 
-    /// The cache of a resource type, started if needed; waits (up to `patience`) until it serves.
+    /// The cache of a resource type, started if needed; waits (up to `patience`) until it serves. A
+    /// version stored as another gets that one's cache: it holds objects as stored, and readers of the
+    /// other version convert what they take (see `registry::from_storage`).
     pub async fn cacher(&self, def: &Arc<ResourceDef>, patience: Duration) -> ApiResult<Arc<Cacher>> {
+        let def = &crate::registry::stored_def(def);
         let key = self.key(def);
         for _ in 0..3 {
             let prefix = self.registry.collection(def, None, None);

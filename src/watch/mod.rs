@@ -160,7 +160,10 @@ pub async fn start(
     req: WatchRequest,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> ApiResult<WatchBody> {
-    let def = req.def.clone();
+    // The cache and the store hold a version stored as another in that one's form: the watch runs on
+    // it, and each object sent is converted to the version asked for.
+    let def = crate::registry::stored_def(&req.def);
+    let served = crate::registry::converts(&req.def).then(|| req.def.clone());
     crate::registry::check_fields(&def, &req.opts)?;
     let opts = &req.opts;
     let rv = opts.resource_version.as_deref();
@@ -265,6 +268,7 @@ pub async fn start(
     };
     let pump = Pump {
         def,
+        served,
         head,
         opts: req.opts,
         render: req.render,
@@ -378,6 +382,8 @@ struct Pump {
     last: Revision,
     /// Initial state still to send.
     initial: Initial,
+    /// The definition objects are sent as, when it is a version stored as `def`'s (each is converted).
+    served: Option<Arc<ResourceDef>>,
     /// What `initial` keeps alive, charged to `account` until sent.
     charge: Option<Charge>,
     /// Who pays for this watcher's memory (its queue, when it registers again).
@@ -400,14 +406,21 @@ impl Pump {
     fn encode(&mut self, kind: &str, p: Payload) -> Bytes {
         let first = std::mem::replace(&mut self.first, false);
         let parsed = |json: &[u8]| serde_json::from_slice::<Value>(json).map_err(ApiError::internal);
-        let value = match (&self.render, p) {
-            (None, Payload::Cached(b)) => return raw_line(kind, &self.head, &b, &mut self.pieces),
-            (None, Payload::Json(b)) => return raw_line(kind, &Head::empty(), &b, &mut self.pieces),
-            (None, Payload::Value(v)) => return line(kind, v),
-            (Some(_), Payload::Cached(b)) => parsed(&[self.head.bytes(), &b].concat()),
-            (Some(_), Payload::Json(b)) => parsed(&b),
-            (Some(_), Payload::Value(v)) => Ok(v),
+        let as_stored = self.render.is_none() && self.served.is_none();
+        let value = match (as_stored, p) {
+            (true, Payload::Cached(b)) => return raw_line(kind, &self.head, &b, &mut self.pieces),
+            (true, Payload::Json(b)) => return raw_line(kind, &Head::empty(), &b, &mut self.pieces),
+            (true, Payload::Value(v)) => return line(kind, v),
+            (false, Payload::Cached(b)) => parsed(&[self.head.bytes(), &b].concat()),
+            (false, Payload::Json(b)) => parsed(&b),
+            (false, Payload::Value(v)) => Ok(v),
         };
+        let value = value.map(|mut v| {
+            if let Some(served) = &self.served {
+                crate::registry::from_storage(served, &mut v);
+            }
+            v
+        });
         match (value, &self.render) {
             (Ok(v), Some(r)) => line(kind, r(&v, first)),
             (Ok(v), None) => line(kind, v),
@@ -476,7 +489,7 @@ impl Pump {
 
     fn bookmark_line(&mut self, rev: Revision, initial_end: bool) -> Bytes {
         self.last = self.last.max(rev);
-        line("BOOKMARK", bookmark(&self.def, self.last, initial_end))
+        line("BOOKMARK", bookmark(self.served.as_ref().unwrap_or(&self.def), self.last, initial_end))
     }
 
     /// The revision a bookmark may claim: the cache's, when everything it applied has reached us.

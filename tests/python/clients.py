@@ -108,6 +108,17 @@ def typed_answers(api):
     ca = core.read_namespaced_config_map("kube-root-ca.crt", "kube-public")
     check(ca.data["ca.crt"].startswith("-----BEGIN CERTIFICATE-----"), "kube-root-ca.crt holds the CA")
     apps.delete_namespaced_daemon_set("typed", "default")
+    # autoscaling/v1 is kube's oldest autoscaler API and still what many charts create; v2 reads it.
+    v1, v2 = client.AutoscalingV1Api(api), client.AutoscalingV2Api(api)
+    hpa = {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "typed"},
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "typed"},
+                    "maxReplicas": 4, "targetCPUUtilizationPercentage": 70}}
+    v1.create_namespaced_horizontal_pod_autoscaler("default", hpa)
+    got = v1.read_namespaced_horizontal_pod_autoscaler("typed", "default")
+    check(got.spec.target_cpu_utilization_percentage == 70, f"autoscaling/v1 read: {got.spec}")
+    as_v2 = v2.read_namespaced_horizontal_pod_autoscaler("typed", "default")
+    check(as_v2.spec.metrics[0].resource.target.average_utilization == 70, f"autoscaling/v2 read: {as_v2.spec}")
+    v1.delete_namespaced_horizontal_pod_autoscaler("typed", "default")
 
 
 def label_cluster(label):
