@@ -48,9 +48,22 @@ pub const PHASE_READY: &str = "Ready";
 /// `status.phase` from the DELETE until the object is gone.
 pub const PHASE_TERMINATING: &str = "Terminating";
 
-/// Records, on a LogicalCluster, the bootstrap RBAC policy its cluster was last brought up to
-/// (`rbac::policy_revision`), so that a start reconciles only clusters an older kgate made.
+/// Records, on a LogicalCluster, the defaults its cluster was last brought up to (`defaults_revision`),
+/// so that a start reconciles only clusters an older kgate, or one with another CA, made. (Named for
+/// the RBAC policy, which was all it covered at first.)
 pub const POLICY_ANNOTATION: &str = "tenancy.kgate.dev/rbac-policy";
+
+/// A digest of the defaults this server gives a cluster: the bootstrap RBAC policy
+/// (`rbac::policy_revision`) and the CA it publishes into every namespace, so that a new CA reaches
+/// every cluster's `kube-root-ca.crt` as kube's publisher would bring it.
+pub fn defaults_revision(registry: &Registry) -> String {
+    use sha2::{Digest, Sha256};
+    let policy = crate::rbac::policy_revision();
+    match &registry.published {
+        Some(facts) => format!("{policy}-{}", hex::encode(&Sha256::digest(facts.ca_pem.as_bytes())[..4])),
+        None => policy.to_string(),
+    }
+}
 
 /// LogicalClusters read per store round trip when listing them all.
 const PAGE: usize = 1_000;
@@ -184,6 +197,10 @@ pub async fn reconcile_defaults(registry: &Registry, cluster: &str) -> ApiResult
 
 async fn write_defaults(registry: &Registry, cluster: &str, fresh: bool) -> ApiResult<()> {
     let Some(mut writes) = Defaults::new(registry, cluster, fresh).await? else { return Ok(()) };
+    if !fresh {
+        // Namespaces made since hold the CA of their day: bring them all to this server's.
+        registry.republish(cluster).await?;
+    }
     for ns in INITIAL_NAMESPACES {
         let key = keys::object(&registry.prefix, "core", "namespaces", cluster, None, ns);
         let obj = json!({
@@ -494,10 +511,10 @@ async fn refresh(registry: &Registry, name: &str, uid: &str) -> ApiResult<()> {
 
 /// Whether a LogicalCluster is Ready, holds the purge finalizer, and its cluster has this kgate's
 /// bootstrap policy: nothing for the lifecycle controller to finish.
-fn is_current(obj: &Value) -> bool {
+fn is_current(obj: &Value, revision: &str) -> bool {
     obj["status"]["phase"] == PHASE_READY
         && crate::meta::finalizers(obj).iter().any(|f| f == PURGE_FINALIZER)
-        && obj["metadata"]["annotations"][POLICY_ANNOTATION] == crate::rbac::policy_revision()
+        && obj["metadata"]["annotations"][POLICY_ANNOTATION] == revision
 }
 
 /// Record Ready on the LogicalCluster `name` with this uid (and give it the purge finalizer if it was created
@@ -512,7 +529,8 @@ async fn mark_ready(registry: &Registry, name: &str, uid: &str) -> ApiResult<Opt
         if crate::meta::meta_str(&obj, "uid").unwrap_or_default() != uid {
             return Ok(None);
         }
-        if is_current(&obj) || crate::meta::meta_str(&obj, "deletionTimestamp").is_some() {
+        let revision = defaults_revision(registry);
+        if is_current(&obj, &revision) || crate::meta::meta_str(&obj, "deletionTimestamp").is_some() {
             return Ok(Some(obj));
         }
         obj["status"] = with_phase(&obj, PHASE_READY, true, "Initialized", "the logical cluster is serving");
@@ -522,7 +540,7 @@ async fn mark_ready(registry: &Registry, name: &str, uid: &str) -> ApiResult<Opt
             .or_insert_with(|| json!({}))
             .as_object_mut()
             .ok_or_else(|| ApiError::internal(format!("LogicalCluster {name:?}: annotations are not an object")))?
-            .insert(POLICY_ANNOTATION.into(), json!(crate::rbac::policy_revision()));
+            .insert(POLICY_ANNOTATION.into(), json!(revision));
         match registry.store.update(&key, crate::registry::encode(&obj), kv.mod_revision).await {
             Ok(rev) => {
                 crate::registry::decorate(&mut obj, &def, ROOT, rev);

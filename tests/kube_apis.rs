@@ -557,3 +557,58 @@ async fn autoscaling_v1_and_v2_read_each_others_autoscalers() {
     assert_eq!(out, "autoscaling/v1");
     s.stop().await;
 }
+
+/// `kube-root-ca.crt` is kept as kube-controller-manager's publisher keeps it: remade when deleted,
+/// set back when changed, and rewritten in every namespace of every cluster when the CA changes.
+#[tokio::test]
+async fn kube_root_ca_is_kept_as_kubes_publisher_keeps_it() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("team-a").await;
+    let base = "/clusters/team-a/api/v1/namespaces";
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}});
+    assert_eq!(s.post(base, &ns).await.0, StatusCode::CREATED);
+    let cm = format!("{base}/apps/configmaps/kube-root-ca.crt");
+    let ca = std::fs::read_to_string(s.dir.path().join("ca.crt")).unwrap();
+    let (code, _) = s.delete(&cm).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, back) = s.get(&cm).await;
+    assert_eq!((code, back["data"]["ca.crt"].as_str()), (StatusCode::OK, Some(ca.as_str())), "{back}");
+    assert!(back["metadata"]["annotations"]["kubernetes.io/description"]
+        .as_str()
+        .is_some_and(|d| d.contains("CA bundle")));
+    let forged = json!({"metadata": {"labels": {"team": "a"}}, "data": {"ca.crt": "forged", "extra": "x"}});
+    let (code, patched) = s.patch(&cm, "application/merge-patch+json", &forged).await;
+    assert_eq!(code, StatusCode::OK, "{patched}");
+    assert_eq!(patched["data"], json!({"ca.crt": ca}), "the data is the publisher's");
+    assert_eq!(patched["metadata"]["labels"]["team"], "a", "the rest is the tenant's");
+    // Other ConfigMaps are the tenant's own.
+    let mine = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine"}, "data": {"ca.crt": "x"}});
+    let (_, made) = s.post(&format!("{base}/apps/configmaps"), &mine).await;
+    assert_eq!(made["data"]["ca.crt"], "x");
+
+    // A new CA: every namespace of every cluster gets it after the restart.
+    let prefix = s.prefix.clone();
+    let dir = s.stop().await;
+    for f in ["ca.crt", "ca.key", "serving.crt", "serving.key", "admin.kubeconfig"] {
+        std::fs::remove_file(dir.path().join(f)).unwrap();
+    }
+    let s = TestServer::start_in(Backend::Embedded, dir, prefix).await;
+    let new_ca = std::fs::read_to_string(s.dir.path().join("ca.crt")).unwrap();
+    assert_ne!(new_ca, ca);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for path in [
+        cm.clone(),
+        format!("{base}/default/configmaps/kube-root-ca.crt"),
+        "/api/v1/namespaces/default/configmaps/kube-root-ca.crt".into(),
+    ] {
+        loop {
+            let (_, got) = s.get(&path).await;
+            if got["data"]["ca.crt"].as_str() == Some(new_ca.as_str()) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{path} still holds the old CA: {got}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    s.stop().await;
+}

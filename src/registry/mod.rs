@@ -6,6 +6,7 @@
 mod convert;
 mod namespaces;
 mod options;
+mod publish;
 mod read;
 mod services;
 mod write;

@@ -12,7 +12,7 @@ use crate::status::{cause, success_status, ApiError, ApiResult};
 use crate::storage::{keys, Guard, KeyValue, StoreError};
 
 /// How many times a read-modify-write retries after losing a compare-and-swap.
-const MAX_RETRIES: usize = 16;
+pub(super) const MAX_RETRIES: usize = 16;
 
 /// Keys read per page by a sweep: bounds the memory and the size of each store read.
 const SWEEP_PAGE: usize = 500;
@@ -331,12 +331,54 @@ fn type_defaults(def: &ResourceDef, obj: &mut Value) {
             }
         }
         ("discovery.k8s.io", "EndpointSlice") => default_protocols(m.get_mut("ports")),
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            if let Some(spec) = spec_of(m) {
+                autoscaler_defaults(spec, def.version == "v2");
+            }
+        }
         _ if def.scale.is_some() => {
             if let Some(spec) = spec_of(m) {
                 default_to(spec, "replicas", json!(1));
             }
         }
         _ => {}
+    }
+}
+
+/// kube's autoscaling defaults: one replica at least; in v2 (where v1's implied target is explicit in
+/// conversion) a CPU target of 80%, and a behavior given in part completed with the controller's
+/// historic rules, as `pkg/apis/autoscaling/v2/defaults.go` has them.
+fn autoscaler_defaults(spec: &mut Map<String, Value>, v2: bool) {
+    default_to(spec, "minReplicas", json!(1));
+    if !v2 {
+        return;
+    }
+    if spec.get("metrics").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+        spec.insert(
+            "metrics".into(),
+            json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+        );
+    }
+    let Some(behavior) = spec.get_mut("behavior").filter(|b| b.is_object()).and_then(Value::as_object_mut) else {
+        return;
+    };
+    let rules = [
+        (
+            "scaleUp",
+            json!({"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
+            {"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]}),
+        ),
+        // No stabilization window: the controller's flag decides it.
+        (
+            "scaleDown",
+            json!({"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}),
+        ),
+    ];
+    for (which, defaults) in rules {
+        let Some(given) = object_or_null(behavior.entry(which).or_insert(Value::Null)) else { continue };
+        for (field, value) in defaults.as_object().into_iter().flatten() {
+            default_to(given, field, value.clone());
+        }
     }
 }
 
@@ -609,6 +651,7 @@ impl Registry {
         }
         let mut guard = self.namespace_guard(ctx, false).await?;
         apply_defaults(def, &mut obj);
+        self.keep_published(def, &mut obj);
         go_shape(def, &mut obj);
         if def.group == crate::resources::TENANCY_GROUP {
             crate::tenancy::prepare_new(&mut obj);
@@ -701,9 +744,7 @@ impl Registry {
         let meta = |name: &str| json!({"name": name, "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339()});
         let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("default")});
         self.create_in_namespace(cluster, ns, "serviceaccounts", "default", &sa).await?;
-        if let Some(facts) = &self.published {
-            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(ROOT_CA_CONFIGMAP),
-                            "data": {"ca.crt": facts.ca_pem}});
+        if let Some(cm) = self.root_ca_configmap(ns) {
             self.create_in_namespace(cluster, ns, "configmaps", ROOT_CA_CONFIGMAP, &cm).await?;
         }
         Ok(())
@@ -712,7 +753,7 @@ impl Registry {
     /// Create a core object in a namespace unless it is there. Only into the namespace while it is
     /// there and not terminating, checked in the create's own store step as every create is: a DELETE
     /// racing a new namespace must not leave this behind.
-    async fn create_in_namespace(
+    pub(super) async fn create_in_namespace(
         &self,
         cluster: &str,
         ns: &str,
@@ -813,6 +854,7 @@ impl Registry {
         if let Some(a) = ctx.admit {
             a.admit(Some(current), &desired)?;
         }
+        self.keep_published(def, &mut desired);
         settle_update(ctx, current, &mut desired, subresource)?;
         if !same_object(current, &desired) {
             patch::managed::record_update(
@@ -1177,6 +1219,7 @@ impl Registry {
             }
             match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                 Ok(_) => {
+                    self.republish_deleted(ctx, name).await;
                     return Ok(Written { code: 200, body: answer(), warnings: vec![] });
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -1736,6 +1779,28 @@ fn settle_update(ctx: &Ctx<'_>, current: &Value, desired: &mut Value, subresourc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn autoscalers_get_kubes_defaults_and_keep_what_they_set() {
+        let v2 = crate::resources::find("autoscaling", "v2", "horizontalpodautoscalers").unwrap();
+        let mut hpa =
+            json!({"spec": {"maxReplicas": 3, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}}});
+        type_defaults(&v2, &mut hpa);
+        let spec = &hpa["spec"];
+        assert_eq!(spec["minReplicas"], 1);
+        assert_eq!(spec["metrics"][0]["resource"]["target"]["averageUtilization"], 80);
+        assert_eq!(spec["behavior"]["scaleUp"]["policies"].as_array().unwrap().len(), 2);
+        assert_eq!(spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"], 60, "what was set stays: {spec}");
+        assert_eq!(spec["behavior"]["scaleDown"]["selectPolicy"], "Max");
+        let mut plain = json!({"spec": {"maxReplicas": 3, "minReplicas": 2}});
+        type_defaults(&v2, &mut plain);
+        assert!(plain["spec"].get("behavior").is_none(), "no behavior is made up: {plain}");
+        assert_eq!(plain["spec"]["minReplicas"], 2);
+        let v1 = crate::resources::find("autoscaling", "v1", "horizontalpodautoscalers").unwrap();
+        let mut old = json!({"spec": {"maxReplicas": 3}});
+        type_defaults(&v1, &mut old);
+        assert_eq!(old["spec"], json!({"maxReplicas": 3, "minReplicas": 1}), "v1's target stays implied");
+    }
 
     /// Type defaults fill what a write leaves out or sends as null, and leave what is of the wrong
     /// shape to the type check rather than failing on it or copying it.

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{initialize, is_current, is_live, refresh, PHASE_READY, PURGE_FINALIZER};
+use super::{defaults_revision, initialize, is_current, is_live, refresh, PHASE_READY, PURGE_FINALIZER};
 use crate::cluster::ROOT;
 use crate::registry::{Finalizers, Registry, Sweep};
 use crate::resources;
@@ -117,8 +117,8 @@ impl Lifecycle {
                 // Ready (or without the finalizer, made before kgate set one) had its bootstrap cut short.
                 let has_finalizer = crate::meta::finalizers(&obj).iter().any(|f| f == PURGE_FINALIZER);
                 if obj["status"]["phase"] == PHASE_READY && has_finalizer {
-                    // Made by a kgate with an older bootstrap policy: reconciled below, a few at a time.
-                    if !is_current(&obj) {
+                    // Made by a kgate with an older bootstrap policy or another CA: reconciled below, a few at a time.
+                    if !is_current(&obj, &defaults_revision(&self.registry)) {
                         let uid = crate::meta::meta_str(&obj, "uid").unwrap_or_default().to_string();
                         stale.push((name, uid));
                     }
