@@ -299,7 +299,26 @@ async fn field_subresources_change_only_their_fields() {
     let (code, r) = s.put(&format!("{csrs}/c1/approval"), &approve).await;
     assert_eq!(code, StatusCode::OK, "{r}");
     assert_eq!(r["status"]["conditions"][0]["type"], "Approved");
+    assert!(r["status"]["conditions"][0]["lastUpdateTime"].is_string(), "stamped as kube stamps it: {r}");
     assert_eq!(r["spec"]["signerName"], "example.com/signer");
+    // The signer's status write issues the certificate; it cannot undo the approver's decision.
+    let mut issue = r.clone();
+    issue["status"] = json!({"certificate": "Y2VydA==",
+        "conditions": [{"type": "Failed", "status": "True", "reason": "Signer", "message": "partly"}]});
+    let (code, r) = s.put(&format!("{csrs}/c1/status"), &issue).await;
+    assert_eq!(code, StatusCode::OK, "{r}");
+    let kinds: Vec<&str> =
+        r["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!((kinds, &r["status"]["certificate"]), (vec!["Failed", "Approved"], &json!("Y2VydA==")), "{r}");
+    // Nor can an approval be withdrawn, or turned into a denial as well.
+    let mut undo = r.clone();
+    undo["status"]["conditions"] = json!([]);
+    assert_eq!(s.put(&format!("{csrs}/c1/approval"), &undo).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    let mut both = r.clone();
+    both["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": "Denied", "status": "True"}));
+    let (code, err) = s.put(&format!("{csrs}/c1/approval"), &both).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(err["message"].as_str().unwrap().contains("mutually exclusive"), "{err}");
 
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "held"}});
     assert_eq!(s.post("/api/v1/namespaces", &ns).await.0, StatusCode::CREATED);

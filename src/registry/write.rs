@@ -218,6 +218,9 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResu
         None if def.group.is_empty() && def.kind == "Pod" => {
             old.map(|o| ephemeral_container_changes(o, obj)).unwrap_or_default()
         }
+        None if def.group == "certificates.k8s.io" && def.kind == "CertificateSigningRequest" => {
+            csr_decision_errors(obj, old)
+        }
         None => Vec::new(),
     };
     if causes.is_empty() {
@@ -225,6 +228,39 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResu
     } else {
         Err(invalid(def, meta::meta_str(obj, "name").unwrap_or_default(), causes))
     }
+}
+
+/// The decisions on a CertificateSigningRequest: an `Approved` or `Denied` condition is there to stay
+/// once given, and never both, as kube validates them.
+fn csr_decision_errors(new: &Value, old: Option<&Value>) -> Vec<crate::status::Cause> {
+    let types = |v: &Value| -> Vec<String> {
+        v["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["type"].as_str())
+            .map(str::to_string)
+            .collect()
+    };
+    let now = types(new);
+    let mut causes = Vec::new();
+    if now.iter().any(|t| t == "Approved") && now.iter().any(|t| t == "Denied") {
+        causes.push(cause(
+            "FieldValueInvalid",
+            "status.conditions",
+            "Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive",
+        ));
+    }
+    for decided in old.map(types).unwrap_or_default() {
+        if (decided == "Approved" || decided == "Denied") && !now.contains(&decided) {
+            causes.push(cause(
+                "FieldValueForbidden",
+                "status.conditions",
+                format!("Forbidden: updates may not remove a condition of type {decided:?}"),
+            ));
+        }
+    }
+    causes
 }
 
 /// kube's rule for a pod's ephemeral containers: they are added, never removed or changed.
@@ -1618,6 +1654,30 @@ fn selector_string(sel: &Value) -> String {
 /// writes change those fields only, as kube's strategy for each resets the rest.
 pub const FIELD_SUBRESOURCES: &[&str] = &["status", "ephemeralcontainers", "resize", "approval", "finalize"];
 
+/// `next`'s CSR conditions with the `Approved` and `Denied` ones `current` has in place of its own.
+fn keep_decisions(current: &Value, next: &mut Value) {
+    let decision = |c: &Value| c["type"] == "Approved" || c["type"] == "Denied";
+    let mut conditions: Vec<Value> =
+        next["status"]["conditions"].as_array().into_iter().flatten().filter(|c| !decision(c)).cloned().collect();
+    conditions
+        .extend(current["status"]["conditions"].as_array().into_iter().flatten().filter(|c| decision(c)).cloned());
+    if let Some(status) = next.get_mut("status").and_then(Value::as_object_mut) {
+        status.insert("conditions".into(), Value::Array(conditions));
+    }
+    stamp_conditions(next);
+}
+
+/// CSR conditions without times get the time of the write, as kube stamps them.
+fn stamp_conditions(obj: &mut Value) {
+    let now = now_rfc3339();
+    for c in obj.pointer_mut("/status/conditions").and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(c) = c.as_object_mut() {
+            default_to(c, "lastUpdateTime", json!(now));
+            default_to(c, "lastTransitionTime", json!(now));
+        }
+    }
+}
+
 /// `current` with the fields that a write through `subresource` owns taken from `desired`; `None`
 /// when `subresource` is not one of [`FIELD_SUBRESOURCES`].
 fn through_subresource(subresource: &str, current: &Value, desired: &Value) -> Option<Value> {
@@ -1643,9 +1703,18 @@ fn through_subresource(subresource: &str, current: &Value, desired: &Value) -> O
         }
     };
     match subresource {
-        "status" => next["status"] = desired.get("status").cloned().unwrap_or(json!({})),
+        "status" => {
+            next["status"] = desired.get("status").cloned().unwrap_or(json!({}));
+            if current["kind"] == "CertificateSigningRequest" {
+                // A signer writes the certificate and its own conditions; the decision is the approver's.
+                keep_decisions(current, &mut next);
+            }
+        }
         "ephemeralcontainers" => take(&mut next, &["spec", "ephemeralContainers"]),
-        "approval" => take(&mut next, &["status", "conditions"]),
+        "approval" => {
+            take(&mut next, &["status", "conditions"]);
+            stamp_conditions(&mut next);
+        }
         "finalize" => take(&mut next, &["spec", "finalizers"]),
         "resize" => {
             // Only each container's resources and resize policy, matched by name.
