@@ -418,6 +418,9 @@ impl CrdIndex {
         // As kube's CRD finalizer does: an object with finalizers is marked deleted and waited for.
         match self.registry.delete_prefixes(&[prefix], Finalizers::Honor, still).await? {
             Sweep::Empty => {
+                // The objects went without a delete each: quotas counting them count again.
+                let counted = format!("count/{}.{}", crd.plural, crd.group);
+                self.registry.recount_quotas_counting(cluster, &counted).await?;
                 self.registry.remove_finalizer(&def, cluster, name, CLEANUP_FINALIZER).await?;
                 Ok(true)
             }

@@ -7,6 +7,7 @@ mod convert;
 mod namespaces;
 mod options;
 mod publish;
+mod quota;
 mod read;
 mod services;
 mod write;

@@ -685,7 +685,7 @@ impl Registry {
                 )],
             ));
         }
-        let mut guard = self.namespace_guard(ctx, false).await?;
+        let guard = self.namespace_guard(ctx, false).await?;
         apply_defaults(def, &mut obj);
         self.keep_published(def, &mut obj);
         go_shape(def, &mut obj);
@@ -718,9 +718,34 @@ impl Registry {
             None,
             &kind_key(def),
         );
+        // Quota admission, as kube's runs last: dry runs are checked too, and charged nowhere.
+        let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+        let charged = self.charge_quota(ctx, &name, opts.dry_run).await?;
         if opts.dry_run {
             return Ok(Written { code: 201, body: obj, warnings });
         }
+        match self.store_new(ctx, obj, guard, generate).await {
+            Ok(obj) => {
+                let obj = self.after_create(ctx, obj).await?;
+                Ok(Written { code: 201, body: obj, warnings })
+            }
+            Err(e) => {
+                self.release(ctx, &charged).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The store step of a create: the object, decorated, once written; a generated name is tried
+    /// again if taken, and a namespace that changed meanwhile is checked again.
+    async fn store_new(
+        &self,
+        ctx: &Ctx<'_>,
+        mut obj: Value,
+        mut guard: Option<Guard>,
+        generate: bool,
+    ) -> ApiResult<Value> {
+        let def = ctx.def;
         let (mut attempts, mut guard_changes) = (0, 0);
         loop {
             let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
@@ -728,8 +753,7 @@ impl Registry {
             match self.store.create_guarded(&key, super::encode_for(def, &obj)?, guard.as_ref()).await {
                 Ok(rev) => {
                     super::decorate(&mut obj, def, ctx.cluster, rev);
-                    let obj = self.after_create(ctx, obj).await?;
-                    return Ok(Written { code: 201, body: obj, warnings });
+                    return Ok(obj);
                 }
                 Err(StoreError::AlreadyExists) if generate && attempts < 8 => {
                     attempts += 1;
@@ -762,6 +786,7 @@ impl Registry {
     /// Side effects controllers would produce at once, on every create path (POST and apply): a
     /// `default` ServiceAccount per namespace; a new logical cluster's namespaces and its Ready status.
     async fn after_create(&self, ctx: &Ctx<'_>, obj: Value) -> ApiResult<Value> {
+        self.after_write(ctx, &obj).await;
         if ctx.def.group.is_empty() && ctx.def.kind == "Namespace" {
             let ns = meta::meta_str(&obj, "name").unwrap_or_default();
             if let Err(e) = self.ensure_namespace_defaults(ctx.cluster, ns).await {
@@ -772,6 +797,16 @@ impl Registry {
             return crate::tenancy::initialize(self, obj).await;
         }
         Ok(obj)
+    }
+
+    /// What a controller does at once after a write: a ResourceQuota written is counted afresh.
+    async fn after_write(&self, ctx: &Ctx<'_>, obj: &Value) {
+        let (Some(ns), Some(name)) = (ctx.namespace, meta::meta_str(obj, "name")) else { return };
+        if ctx.def.group.is_empty() && ctx.def.plural == "resourcequotas" {
+            if let Err(e) = self.recount_quota(ctx.cluster, ns, name).await {
+                tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, quota = name, "counting a quota's usage");
+            }
+        }
     }
 
     /// Create what controllers put in every namespace, if it is missing: the `default` ServiceAccount
@@ -845,6 +880,7 @@ impl Registry {
                 match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                     Ok((rev, _)) => {
                         super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
+                        self.released(ctx).await;
                         return Ok((desired, true));
                     }
                     Err(StoreError::Conflict { .. }) => continue,
@@ -932,7 +968,7 @@ impl Registry {
         let wanted_rv = meta::meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty()).map(str::to_string);
         let wanted_uid = meta::meta_str(&obj, "uid").filter(|s| !s.is_empty()).map(str::to_string);
         let manager = opts.manager(ctx.user_agent);
-        let (body, _) = self
+        let (body, changed) = self
             .guaranteed_update(ctx, name, opts.dry_run, |current| {
                 if let Some(rv) = &wanted_rv {
                     if meta::meta_str(current, "resourceVersion") != Some(rv.as_str()) {
@@ -951,6 +987,9 @@ impl Registry {
                 self.prepare_update(ctx, current, obj.clone(), subresource, &manager).map(Some)
             })
             .await?;
+        if changed && !opts.dry_run {
+            self.after_write(ctx, &body).await;
+        }
         Ok(Written { code: 200, body, warnings })
     }
 
@@ -1060,7 +1099,7 @@ impl Registry {
             }
         }
         let mut warnings = Vec::new();
-        let (body, _) = self
+        let (body, changed) = self
             .guaranteed_update(ctx, name, opts.dry_run, |current| {
                 let base = if subresource == Some("scale") { scale_of(def, current)? } else { current.clone() };
                 let mut doc = || match fresh.take() {
@@ -1135,6 +1174,7 @@ impl Registry {
                     if let Some(a) = ctx.admit {
                         a.admit(Some(current), &d)?;
                     }
+                    self.keep_published(def, &mut d);
                     settle_update(ctx, current, &mut d, subresource)?;
                     d
                 } else {
@@ -1143,6 +1183,9 @@ impl Registry {
                 Ok(Some(desired))
             })
             .await?;
+        if changed && !opts.dry_run {
+            self.after_write(ctx, &body).await;
+        }
         let body = if subresource == Some("scale") { scale_of(def, &body)? } else { body };
         duplicate_warnings.append(&mut warnings);
         Ok(Written { code: 200, body, warnings: duplicate_warnings })
@@ -1255,6 +1298,7 @@ impl Registry {
             }
             match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                 Ok(_) => {
+                    self.released(ctx).await;
                     self.republish_deleted(ctx, name).await;
                     return Ok(Written { code: 200, body: answer(), warnings: vec![] });
                 }

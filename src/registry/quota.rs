@@ -1,0 +1,327 @@
+//! kube's ResourceQuota for object counts, as its quota admission and quota controller keep it: a
+//! create in a namespace is charged to every quota there that limits its resource (`count/<resource>`,
+//! `count/<resource>.<group>`, and the older names `pods`, `services`, `configmaps`, `secrets`,
+//! `replicationcontrollers`, `resourcequotas`, `persistentvolumeclaims`), refused with kube's words
+//! when one would exceed its limit, and released when the object is deleted or the create fails.
+//!
+//! The charge is a compare-and-swap of the quota's `status.used`, as in kube, so concurrent creates on
+//! any replica never pass a limit together. Instead of kube's periodic resync, usage is counted afresh
+//! where it could drift: when a quota is written, and when a CRD's deletion takes its objects.
+//!
+//! Not enforced (they need a kubelet's view or are not counts): compute and storage quantities
+//! (`cpu`, `memory`, `requests.*`, `limits.*`, `*.storageclass.storage.k8s.io/*`, `ephemeral-storage`),
+//! `services.nodeports` and `services.loadbalancers`, and quotas with `scopes` or a `scopeSelector`.
+
+use serde_json::{json, Map, Value};
+
+use super::{Ctx, Registry};
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, ApiResult};
+use crate::storage::{keys, KeyValue, RangeRequest, StoreError};
+
+/// The older quota names, each counting the core resource of that plural.
+const LEGACY: &[&str] = &[
+    "pods",
+    "services",
+    "replicationcontrollers",
+    "resourcequotas",
+    "secrets",
+    "configmaps",
+    "persistentvolumeclaims",
+];
+
+/// Keys read per store round trip when objects are counted.
+const COUNT_PAGE: usize = 1_000;
+
+/// The quota names that count objects of `def`.
+fn count_names(def: &ResourceDef) -> Vec<String> {
+    if def.group.is_empty() {
+        let mut names = vec![format!("count/{}", def.plural)];
+        if LEGACY.contains(&def.plural.as_str()) {
+            names.push(def.plural.clone());
+        }
+        names
+    } else {
+        vec![format!("count/{}.{}", def.plural, def.group)]
+    }
+}
+
+/// The storage group and plural a count name counts, if it is one.
+fn counted(name: &str) -> Option<(String, String)> {
+    if LEGACY.contains(&name) {
+        return Some(("core".into(), name.into()));
+    }
+    let rest = name.strip_prefix("count/")?;
+    Some(match rest.split_once('.') {
+        Some((plural, group)) => (group.into(), plural.into()),
+        None => ("core".into(), rest.into()),
+    })
+}
+
+/// A quantity as a whole count, rounded up as kube's `Quantity.Value` rounds.
+fn count_of(q: &Value) -> Option<i64> {
+    let s = match q {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(s.len());
+    let (num, suffix) = s.split_at(split);
+    let factor: f64 = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        _ => return None,
+    };
+    let v = (num.parse::<f64>().ok()? * factor).ceil();
+    (v.is_finite() && v.abs() < 9.0e18).then_some(v as i64)
+}
+
+/// Whether a quota selects objects by scope: kgate enforces none of those.
+fn scoped(q: &Value) -> bool {
+    q["spec"]["scopes"].as_array().is_some_and(|s| !s.is_empty())
+        || q["spec"].get("scopeSelector").is_some_and(|s| !s.is_null())
+}
+
+/// A quota's limits on counts, by name.
+fn hard_counts(q: &Value) -> Vec<(String, i64)> {
+    let Some(hard) = q["spec"]["hard"].as_object() else { return Vec::new() };
+    hard.iter().filter(|(k, _)| counted(k).is_some()).filter_map(|(k, v)| Some((k.clone(), count_of(v)?))).collect()
+}
+
+impl Registry {
+    /// Admission of a create of `name` (a `ctx.def` object in `ctx`'s namespace): charge it to each
+    /// quota that limits its resource there, or refuse it (403) naming the first quota it would exceed.
+    /// A dry run is checked and charged nowhere. Returns the keys of the quotas charged, to `release`
+    /// if the create does not happen.
+    pub(super) async fn charge_quota(&self, ctx: &Ctx<'_>, name: &str, dry_run: bool) -> ApiResult<Vec<String>> {
+        let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else { return Ok(Vec::new()) };
+        let names = count_names(ctx.def);
+        let prefix = keys::collection(&self.prefix, "core", "resourcequotas", Some(ctx.cluster), Some(ns));
+        let quotas = self.store.range(RangeRequest { prefix, ..Default::default() }).await?.kvs;
+        let mut charged = Vec::new();
+        for kv in quotas {
+            match self.adjust(ctx.cluster, ns, kv, &names, 1, dry_run).await {
+                Ok(Some(key)) => charged.push(key),
+                Ok(None) => {}
+                Err(e) => {
+                    self.release(ctx, &charged).await;
+                    return Err(match e.code {
+                        403 => ApiError::forbidden_object(&ctx.def.plural, &ctx.def.group, name, &e.message),
+                        _ => e,
+                    });
+                }
+            }
+        }
+        Ok(charged)
+    }
+
+    /// Give one object of `ctx.def` back to the quotas at `quota_keys` (a create that failed).
+    pub(super) async fn release(&self, ctx: &Ctx<'_>, quota_keys: &[String]) {
+        let (Some(ns), names) = (ctx.namespace, count_names(ctx.def)) else { return };
+        for key in quota_keys {
+            let kv = match self.store.get(key).await {
+                Ok(Some(kv)) => kv,
+                _ => continue,
+            };
+            if let Err(e) = self.adjust(ctx.cluster, ns, kv, &names, -1, false).await {
+                tracing::warn!(error = %e, quota = %key, "giving a failed create back to its quota");
+            }
+        }
+    }
+
+    /// An object of `ctx.def` named in `ctx` was deleted: every quota counting it there counts one less.
+    pub(super) async fn released(&self, ctx: &Ctx<'_>) {
+        let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else { return };
+        let prefix = keys::collection(&self.prefix, "core", "resourcequotas", Some(ctx.cluster), Some(ns));
+        let Ok(page) = self.store.range(RangeRequest { prefix, ..Default::default() }).await else { return };
+        let names = count_names(ctx.def);
+        for kv in page.kvs {
+            if let Err(e) = self.adjust(ctx.cluster, ns, kv, &names, -1, false).await {
+                tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "releasing a deleted object's quota");
+            }
+        }
+    }
+
+    /// Bring the quota at `kv` (in `cluster`/`ns`) to count `delta` more of the objects `names` count,
+    /// retrying on conflicts; refuses (403) a positive delta that would pass a limit. Returns the
+    /// quota's key when it was charged.
+    async fn adjust(
+        &self,
+        cluster: &str,
+        ns: &str,
+        mut kv: KeyValue,
+        names: &[String],
+        delta: i64,
+        dry_run: bool,
+    ) -> ApiResult<Option<String>> {
+        for _ in 0..super::write::MAX_RETRIES {
+            let Ok(mut quota) = serde_json::from_slice::<Value>(&kv.value) else { return Ok(None) };
+            let limits: Vec<(String, i64)> =
+                hard_counts(&quota).into_iter().filter(|(k, _)| names.contains(k)).collect();
+            if limits.is_empty() || scoped(&quota) {
+                return Ok(None);
+            }
+            let mut used = used_of(&quota);
+            // Counted now rather than kept: a later release must not take the object off again.
+            let mut fresh = Vec::new();
+            for (k, _) in &limits {
+                if !used.contains_key(k) {
+                    used.insert(k.clone(), self.count(cluster, ns, k).await?);
+                    fresh.push(k.clone());
+                }
+            }
+            // The count kept, not a fresh one: creates charged and not yet stored are in it.
+            if let Some((k, hard)) = limits.iter().find(|(k, hard)| delta > 0 && used[k] + delta > *hard) {
+                let name = crate::meta::meta_str(&quota, "name").unwrap_or_default();
+                return Err(ApiError::forbidden(format!(
+                    "exceeded quota: {name}, requested: {k}={delta}, used: {k}={}, limited: {k}={hard}",
+                    used[k]
+                )));
+            }
+            if dry_run {
+                return Ok(None);
+            }
+            for (k, _) in &limits {
+                // A fresh count already tells what was given back; a create is still to come.
+                if delta > 0 || !fresh.contains(k) {
+                    let n = used[k];
+                    used.insert(k.clone(), (n + delta).max(0));
+                }
+            }
+            set_status(&mut quota, &used);
+            match self.store.update(&kv.key, super::encode(&quota), kv.mod_revision).await {
+                Ok(_) => return Ok(Some(kv.key)),
+                Err(StoreError::Conflict { .. }) => match self.store.get(&kv.key).await? {
+                    Some(fresh) => kv = fresh,
+                    None => return Ok(None),
+                },
+                Err(StoreError::NotFound) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::conflict("resourcequotas", "", "", "too many concurrent updates; try again"))
+    }
+
+    /// How many objects the count name `name` counts in `cluster`/`ns` now.
+    async fn count(&self, cluster: &str, ns: &str, name: &str) -> ApiResult<i64> {
+        let Some((group, plural)) = counted(name) else { return Ok(0) };
+        let prefix = keys::collection(&self.prefix, &group, &plural, Some(cluster), Some(ns));
+        let mut n = 0i64;
+        crate::storage::range_pages::<StoreError>(&*self.store, &prefix, COUNT_PAGE, |kvs| {
+            n += kvs.len() as i64;
+            Ok(())
+        })
+        .await?;
+        Ok(n)
+    }
+
+    /// Count afresh every quota of `cluster` that limits the count name `name` (its objects went
+    /// without a delete of each: a CRD's deletion).
+    pub async fn recount_quotas_counting(&self, cluster: &str, name: &str) -> ApiResult<()> {
+        let prefix = keys::collection(&self.prefix, "core", "resourcequotas", Some(cluster), None);
+        let mut found = Vec::new();
+        crate::storage::range_pages::<StoreError>(&*self.store, &prefix, COUNT_PAGE, |kvs| {
+            for kv in kvs {
+                let Ok(q) = serde_json::from_slice::<Value>(&kv.value) else { continue };
+                if q["spec"]["hard"].get(name).is_some() {
+                    let (ns, quota) = (q["metadata"]["namespace"].as_str(), q["metadata"]["name"].as_str());
+                    if let (Some(ns), Some(quota)) = (ns, quota) {
+                        found.push((ns.to_string(), quota.to_string()));
+                    }
+                }
+            }
+            Ok(())
+        })
+        .await?;
+        for (ns, quota) in found {
+            self.recount_quota(cluster, &ns, &quota).await?;
+        }
+        Ok(())
+    }
+
+    /// What kube's quota controller does when a quota is written: its `status.hard` from its spec and
+    /// its `status.used` counted afresh.
+    pub(super) async fn recount_quota(&self, cluster: &str, ns: &str, name: &str) -> ApiResult<()> {
+        let key = keys::object(&self.prefix, "core", "resourcequotas", cluster, Some(ns), name);
+        for _ in 0..super::write::MAX_RETRIES {
+            let Some(kv) = self.store.get(&key).await? else { return Ok(()) };
+            let Ok(mut quota) = serde_json::from_slice::<Value>(&kv.value) else { return Ok(()) };
+            let mut used = Map::new();
+            for (k, _) in hard_counts(&quota) {
+                if !scoped(&quota) {
+                    used.insert(k.clone(), json!(self.count(cluster, ns, &k).await?.to_string()));
+                }
+            }
+            let before = (quota["status"]["hard"].clone(), quota["status"]["used"].clone());
+            quota["status"] = json!({"hard": quota["spec"]["hard"].clone(), "used": used});
+            if (&quota["status"]["hard"], &quota["status"]["used"]) == (&before.0, &before.1) {
+                return Ok(());
+            }
+            match self.store.update(&key, super::encode(&quota), kv.mod_revision).await {
+                Ok(_) | Err(StoreError::NotFound) => return Ok(()),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A quota's `status.used` counts, by name.
+fn used_of(q: &Value) -> std::collections::HashMap<String, i64> {
+    q["status"]["used"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| counted(k).is_some())
+        .filter_map(|(k, v)| Some((k.clone(), count_of(v)?)))
+        .collect()
+}
+
+/// Write `used` into the quota's status, with `status.hard` from its spec; other used entries stay.
+fn set_status(q: &mut Value, used: &std::collections::HashMap<String, i64>) {
+    let hard = q["spec"]["hard"].clone();
+    if !q.get("status").is_some_and(Value::is_object) {
+        q["status"] = json!({});
+    }
+    q["status"]["hard"] = hard;
+    if !q["status"].get("used").is_some_and(Value::is_object) {
+        q["status"]["used"] = json!({});
+    }
+    for (k, n) in used {
+        q["status"]["used"][k] = json!(n.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_names_and_quantities_read_as_kube_reads_them() {
+        let cms = crate::resources::find("", "v1", "configmaps").unwrap();
+        assert_eq!(count_names(&cms), ["count/configmaps", "configmaps"]);
+        let deploys = crate::resources::find("apps", "v1", "deployments").unwrap();
+        assert_eq!(count_names(&deploys), ["count/deployments.apps"]);
+        assert_eq!(counted("count/widgets.example.com"), Some(("example.com".into(), "widgets".into())));
+        assert_eq!(counted("secrets"), Some(("core".into(), "secrets".into())));
+        assert_eq!(counted("requests.cpu"), None);
+        assert_eq!(count_of(&json!("10")), Some(10));
+        assert_eq!(count_of(&json!("1k")), Some(1000));
+        assert_eq!(count_of(&json!("1500m")), Some(2), "rounded up");
+        assert_eq!(count_of(&json!(3)), Some(3));
+        assert_eq!(count_of(&json!("ten")), None);
+    }
+}

@@ -1,0 +1,125 @@
+//! ResourceQuota object counts enforced as kube-apiserver's quota admission enforces them, with
+//! `status.used` kept as kube-controller-manager keeps it: through kubectl, on both stores, and under
+//! concurrent creates.
+
+mod common;
+
+use common::{kubectl, kubectl_ok, Backend, TestServer};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+async fn used(s: &TestServer, path: &str) -> Value {
+    s.get(path).await.1["status"]["used"].clone()
+}
+
+async fn quotas_count_and_refuse(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    s.create_cluster("team-a").await;
+    let kc = s.kubeconfig_for("team-a");
+    let run = |args: &'static [&'static str]| {
+        let kc = kc.clone();
+        tokio::task::spawn_blocking(move || kubectl(&kc, args))
+    };
+    let ok = |args: &'static [&'static str]| {
+        let kc = kc.clone();
+        tokio::task::spawn_blocking(move || kubectl_ok(&kc, args))
+    };
+    ok(&["create", "namespace", "q"]).await.unwrap();
+    ok(&["create", "quota", "objs", "-n", "q", "--hard=count/configmaps=3,secrets=1,count/deployments.apps=1"])
+        .await
+        .unwrap();
+    let quota = "/clusters/team-a/api/v1/namespaces/q/resourcequotas/objs";
+    // Counted as the quota controller counts: kube-root-ca.crt is a ConfigMap of the namespace.
+    assert_eq!(
+        used(&s, quota).await,
+        json!({"count/configmaps": "1", "secrets": "0", "count/deployments.apps": "0"}),
+        "{}",
+        s.get(quota).await.1
+    );
+    ok(&["create", "configmap", "a", "-n", "q"]).await.unwrap();
+    ok(&["create", "configmap", "b", "-n", "q"]).await.unwrap();
+    let (made, _, err) = run(&["create", "configmap", "c", "-n", "q"]).await.unwrap();
+    assert!(!made);
+    assert!(
+        err.contains(
+            "configmaps \"c\" is forbidden: exceeded quota: objs, requested: count/configmaps=1, used: count/configmaps=3, limited: count/configmaps=3"
+        ),
+        "{err}"
+    );
+    // A dry run is judged the same and charges nothing.
+    let (made, _, err) = run(&["create", "configmap", "c", "-n", "q", "--dry-run=server"]).await.unwrap();
+    assert!(!made && err.contains("exceeded quota"), "{err}");
+    assert_eq!(used(&s, quota).await["count/configmaps"], "3");
+    // A delete gives its count back at once.
+    ok(&["delete", "configmap", "a", "-n", "q"]).await.unwrap();
+    assert_eq!(used(&s, quota).await["count/configmaps"], "2");
+    ok(&["create", "configmap", "c", "-n", "q"]).await.unwrap();
+    // A create that fails for another reason gives its charge back.
+    let (made, _, _) = run(&["create", "configmap", "c", "-n", "q"]).await.unwrap();
+    assert!(!made);
+    assert_eq!(used(&s, quota).await["count/configmaps"], "3");
+    // Other resources and other namespaces are not counted.
+    ok(&["create", "configmap", "free", "-n", "default"]).await.unwrap();
+    ok(&["create", "serviceaccount", "sa", "-n", "q"]).await.unwrap();
+
+    // Concurrent creates never pass the limit together: one secret of ten.
+    let secrets = "/clusters/team-a/api/v1/namespaces/q/secrets";
+    let creates = (0..10).map(|i| {
+        let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("s{i}")}});
+        let (client, url) = (s.client.clone(), format!("{}{secrets}", s.url));
+        tokio::spawn(async move { client.post(url).json(&body).send().await.unwrap().status() })
+    });
+    let codes: Vec<StatusCode> = futures::future::join_all(creates).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(codes.iter().filter(|c| **c == StatusCode::CREATED).count(), 1, "{codes:?}");
+    assert!(codes.iter().all(|c| *c == StatusCode::CREATED || *c == StatusCode::FORBIDDEN), "{codes:?}");
+    assert_eq!(used(&s, quota).await["secrets"], "1");
+
+    // Raising the limit is counted afresh, as the controller recounts a changed quota.
+    ok(&["patch", "quota", "objs", "-n", "q", "--type=merge", "-p", r#"{"spec":{"hard":{"secrets":"5"}}}"#])
+        .await
+        .unwrap();
+    let (_, q) = s.get(quota).await;
+    assert_eq!((&q["status"]["hard"]["secrets"], &q["status"]["used"]["secrets"]), (&json!("5"), &json!("1")), "{q}");
+    ok(&["create", "secret", "generic", "more", "-n", "q"]).await.unwrap();
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_count_and_refuse_on_the_embedded_store() {
+    quotas_count_and_refuse(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_count_and_refuse_on_etcd() {
+    quotas_count_and_refuse(Backend::Etcd).await;
+}
+
+/// A custom resource is counted under `count/<plural>.<group>`, as kube counts them.
+#[tokio::test]
+async fn custom_resources_are_counted_by_their_group() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    assert_eq!(s.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await.0, StatusCode::CREATED);
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "w"},
+        "spec": {"hard": {"count/widgets.example.com": "1"}}});
+    assert_eq!(s.post("/api/v1/namespaces/default/resourcequotas", &quota).await.0, StatusCode::CREATED);
+    let widget = |n: &str| json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": n}});
+    let path = "/apis/example.com/v1/namespaces/default/widgets";
+    assert_eq!(s.post(path, &widget("one")).await.0, StatusCode::CREATED);
+    let (code, err) = s.post(path, &widget("two")).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{err}");
+    assert_eq!((&err["reason"], &err["details"]["name"]), (&json!("Forbidden"), &json!("two")), "{err}");
+    // The CRD's deletion takes its objects without a delete each; the quota counts them again.
+    let (code, _) = s.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com").await;
+    assert_eq!(code, StatusCode::OK);
+    common::eventually(30, "the deleted CRD's objects to leave the quota", || async {
+        used(&s, "/api/v1/namespaces/default/resourcequotas/w").await["count/widgets.example.com"] == "0"
+    })
+    .await;
+    s.stop().await;
+}
