@@ -125,6 +125,10 @@ struct ServeArgs {
     /// Watches open in one logical cluster, before 429 (0: no limit).
     #[arg(long, default_value_t = Limits::default().watches_per_cluster)]
     max_watches_per_cluster: usize,
+    /// Seconds a request may wait for its turn when the server-wide budget of its kind is spent,
+    /// before 429; waiting requests are served by turns over their logical clusters (0: refuse at once).
+    #[arg(long, default_value_t = Limits::default().queue_wait.as_secs_f64())]
+    inflight_queue_wait_seconds: f64,
     /// Client connections open at once; more are closed as soon as accepted (0: as many as the
     /// open-file limit allows).
     #[arg(long, default_value_t = kgate::http::server::ConnLimits::default().max)]
@@ -235,6 +239,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
             mutating: a.max_mutating_requests_inflight,
             per_cluster: a.max_requests_inflight_per_cluster,
             watches_per_cluster: a.max_watches_per_cluster,
+            queue_wait: std::time::Duration::try_from_secs_f64(a.inflight_queue_wait_seconds)
+                .map_err(|e| anyhow::anyhow!("--inflight-queue-wait-seconds: {e}"))?,
         },
         connections: kgate::http::server::ConnLimits { max: a.max_connections, ..Default::default() },
         bytes: kgate::budget::Limits {

@@ -35,7 +35,7 @@ pub struct Metrics {
 pub struct InFlightMetrics {
     /// Requests counted against the server-wide budgets now, by kind (`readOnly`, `mutating`).
     pub current: IntGaugeVec,
-    /// Requests answered 429, by which limit refused them (`server`, `cluster`, `watches`).
+    /// Requests answered 429, by which limit refused them (`server`, `queue`, `cluster`, `watches`).
     pub refused: IntCounterVec,
 }
 

@@ -152,6 +152,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         tokio::spawn(authz.watch_invalidations()),
         tokio::spawn(crds.clone().run(crds_revision, shutdown_rx.clone())),
         tokio::spawn(crds.clean_deleted()),
+        tokio::spawn(registry.clone().run_quota_index()),
         tokio::spawn(directory.run()),
         tokio::spawn(compactor(store.clone(), config.compaction_interval)),
         tokio::spawn(resume_namespace_deletions(registry.clone())),

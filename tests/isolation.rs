@@ -329,7 +329,15 @@ async fn server_metrics_are_root_only_and_do_not_name_tenant_types() {
 /// comes back when its request ends, and a refused write changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_past_its_in_flight_share_gets_429_and_the_others_are_served() {
-    let limits = kgate::http::inflight::Limits { requests: 100, mutating: 3, per_cluster: 2, watches_per_cluster: 2 };
+    // A write that finds the server's budget spent waits its turn this long, then is refused.
+    let queue_wait = std::time::Duration::from_millis(500);
+    let limits = kgate::http::inflight::Limits {
+        requests: 100,
+        mutating: 3,
+        per_cluster: 2,
+        watches_per_cluster: 2,
+        queue_wait,
+    };
     let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
     let s = TestServer::start_configured(Backend::Embedded, tempfile::tempdir().unwrap(), prefix, |c| {
         c.inflight = limits;
@@ -381,8 +389,8 @@ async fn a_tenant_past_its_in_flight_share_gets_429_and_the_others_are_served() 
     assert_eq!(get(1).await.unwrap().status(), StatusCode::OK);
     assert_eq!(s.get("/clusters/fl-a/api/v1/namespaces/default/configmaps").await.0, StatusCode::OK);
 
-    // The server's budget of writes is three: with fl-b holding the last, fl-c is refused although
-    // its own share is free, and its write is not made; the admin's is.
+    // The server's budget of writes is three: with fl-b holding the last, fl-c waits its turn, and
+    // when none comes is refused although its own share is free; its write is not made; the admin's is.
     let b1 = hang(1);
     common::eventually(10, "three writes in flight", || async { writes_in_flight().await == 3.0 }).await;
     let r = s.anonymous.post(cms(2)).bearer_auth(&tokens[2]).json(&json!({"metadata": {"name": "refused"}}));

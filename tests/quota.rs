@@ -123,3 +123,27 @@ async fn custom_resources_are_counted_by_their_group() {
     .await;
     s.stop().await;
 }
+
+/// A quota written through one replica binds creates through another on the same etcd: each replica's
+/// index of namespaces with quotas follows the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_binds_every_replica() {
+    let one = TestServer::start(Backend::Etcd).await;
+    let two = TestServer::start_in(Backend::Etcd, tempfile::tempdir().unwrap(), one.prefix.clone()).await;
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-secret"},
+        "spec": {"hard": {"secrets": "1"}}});
+    assert_eq!(one.post("/api/v1/namespaces/default/resourcequotas", &quota).await.0, StatusCode::CREATED);
+    let secret = |n: usize| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("s{n}")}});
+    let mut made = 0;
+    common::eventually(10, "the second replica to refuse past the quota", || {
+        made += 1;
+        let body = secret(made);
+        let two = &two;
+        async move { two.post("/api/v1/namespaces/default/secrets", &body).await.0 == StatusCode::FORBIDDEN }
+    })
+    .await;
+    let (_, q) = one.get("/api/v1/namespaces/default/resourcequotas/one-secret").await;
+    assert_eq!(q["status"]["used"]["secrets"], "1", "{q}");
+    one.stop().await;
+    two.stop().await;
+}

@@ -288,7 +288,7 @@ async fn route(
         _ => false,
     };
     let kind = inflight::Kind::of(req.method(), watch);
-    admission.ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind)?;
+    admission.ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind).await?;
     let account = state.budgets.account(target.name(), exempt)?;
     admission.account = Some(account.clone());
     let work = admitted(state, conn, &who, target, route, q, req, &account);

@@ -45,6 +45,8 @@ pub struct Registry {
     /// repeat must not add a task that sweeps every prefix again. One entry per terminating namespace,
     /// gone when its task ends.
     cleaning: Claims,
+    /// The namespaces holding ResourceQuotas, shared by the clones of one registry (see `quota`).
+    quota_index: Arc<quota::QuotaIndex>,
     /// What the server publishes into every cluster (its CA, its address), when it is serving; `None`
     /// for a registry used without a server (tools, tests).
     pub published: Option<Arc<Published>>,
@@ -139,6 +141,7 @@ impl Registry {
             namespaces: Default::default(),
             closing,
             cleaning: Default::default(),
+            quota_index: Default::default(),
             published: None,
         }
     }

@@ -19,6 +19,91 @@ use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, KeyValue, RangeRequest, StoreError};
 
+/// Which namespaces hold a ResourceQuota, so that a create in one that holds none (almost every one)
+/// costs no store read, as kube's quota admission reads its informer's cache. Fed by a store watch of
+/// every cluster's quotas (`run`); until that has listed them all it knows nothing, and every create
+/// reads the store. Its size follows the namespaces with quotas, which the quotas' own storage bounds.
+#[derive(Default)]
+pub struct QuotaIndex {
+    /// Quotas per `cluster/namespace`, for those with at least one. A DashMap: creates on every
+    /// cluster read it at once, and the watch changes one entry at a time.
+    holding: dashmap::DashMap<String, usize>,
+    /// Set once the watch has listed every quota; cleared while it starts over.
+    ready: std::sync::atomic::AtomicBool,
+}
+
+impl QuotaIndex {
+    /// Whether `cluster`/`ns` may hold a quota (`true` when the index does not know yet).
+    fn may_hold(&self, cluster: &str, ns: &str) -> bool {
+        !self.ready.load(std::sync::atomic::Ordering::Acquire) || self.holding.contains_key(&format!("{cluster}/{ns}"))
+    }
+
+    /// The `cluster/namespace` a quota key belongs to.
+    fn namespace_of(prefix: &str, key: &str) -> Option<String> {
+        let parsed = keys::parse(prefix, key, true)?;
+        Some(format!("{}/{}", parsed.cluster, parsed.namespace?))
+    }
+
+    /// A quota was just written in `cluster`/`ns` here: known at once, before the watch tells (its
+    /// count comes with the watch's event).
+    pub(super) fn wrote(&self, cluster: &str, ns: &str) {
+        self.holding.entry(format!("{cluster}/{ns}")).or_insert(0);
+    }
+
+    fn add(&self, at: String, n: isize) {
+        let mut entry = self.holding.entry(at.clone()).or_insert(0);
+        *entry = entry.saturating_add_signed(n);
+        let empty = *entry == 0;
+        drop(entry);
+        if empty {
+            self.holding.remove_if(&at, |_, n| *n == 0);
+        }
+    }
+}
+
+impl Registry {
+    /// Keep `quota_index` current: list every quota, then follow the store's changes; start over
+    /// (unknowing meanwhile) when the watch ends. Runs until the task is aborted.
+    pub async fn run_quota_index(self) {
+        use futures::StreamExt;
+        let index = self.quota_index.clone();
+        let prefix = keys::collection(&self.prefix, "core", "resourcequotas", None, None);
+        loop {
+            index.ready.store(false, std::sync::atomic::Ordering::Release);
+            index.holding.clear();
+            let listed = crate::storage::range_pages::<StoreError>(&*self.store, &prefix, COUNT_PAGE, |kvs| {
+                for kv in kvs {
+                    if let Some(at) = QuotaIndex::namespace_of(&prefix, &kv.key) {
+                        index.add(at, 1);
+                    }
+                }
+                Ok(())
+            })
+            .await;
+            let watch = match listed {
+                Ok(rev) => self.store.watch(&prefix, rev).await,
+                Err(e) => Err(e),
+            };
+            let Ok(mut events) = watch else {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                continue;
+            };
+            index.ready.store(true, std::sync::atomic::Ordering::Release);
+            while let Some(Ok(ev)) = events.next().await {
+                let (key, n) = match &ev {
+                    crate::storage::WatchEvent::Put { kv, prev: None } => (&kv.key, 1),
+                    crate::storage::WatchEvent::Delete { key, .. } => (key, -1),
+                    _ => continue,
+                };
+                if let Some(at) = QuotaIndex::namespace_of(&prefix, key) {
+                    index.add(at, n);
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+}
+
 /// The older quota names, each counting the core resource of that plural.
 const LEGACY: &[&str] = &[
     "pods",
@@ -107,6 +192,9 @@ impl Registry {
     /// if the create does not happen.
     pub(super) async fn charge_quota(&self, ctx: &Ctx<'_>, name: &str, dry_run: bool) -> ApiResult<Vec<String>> {
         let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else { return Ok(Vec::new()) };
+        if !self.quota_index.may_hold(ctx.cluster, ns) {
+            return Ok(Vec::new());
+        }
         let names = count_names(ctx.def);
         let prefix = keys::collection(&self.prefix, "core", "resourcequotas", Some(ctx.cluster), Some(ns));
         let quotas = self.store.range(RangeRequest { prefix, ..Default::default() }).await?.kvs;
@@ -144,6 +232,9 @@ impl Registry {
     /// An object of `ctx.def` named in `ctx` was deleted: every quota counting it there counts one less.
     pub(super) async fn released(&self, ctx: &Ctx<'_>) {
         let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else { return };
+        if !self.quota_index.may_hold(ctx.cluster, ns) {
+            return;
+        }
         let prefix = keys::collection(&self.prefix, "core", "resourcequotas", Some(ctx.cluster), Some(ns));
         let Ok(page) = self.store.range(RangeRequest { prefix, ..Default::default() }).await else { return };
         let names = count_names(ctx.def);

@@ -803,6 +803,7 @@ impl Registry {
     async fn after_write(&self, ctx: &Ctx<'_>, obj: &Value) {
         let (Some(ns), Some(name)) = (ctx.namespace, meta::meta_str(obj, "name")) else { return };
         if ctx.def.group.is_empty() && ctx.def.plural == "resourcequotas" {
+            self.quota_index.wrote(ctx.cluster, ns);
             if let Err(e) = self.recount_quota(ctx.cluster, ns, name).await {
                 tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, quota = name, "counting a quota's usage");
             }
