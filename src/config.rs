@@ -40,6 +40,8 @@ pub struct Config {
     pub api_audiences: Vec<String>,
     /// The audit log: its policy file and where events go (`--audit-policy-file`, `--audit-log-*`).
     pub audit: Option<AuditConfig>,
+    /// How many of the busiest logical clusters root's `/metrics` names (see `usage`).
+    pub metrics_top_clusters: usize,
 }
 
 /// Where the audit policy is and how its log is written.
@@ -68,6 +70,7 @@ impl Default for Config {
             bytes: Default::default(),
             api_audiences: crate::token::default_audiences(),
             audit: None,
+            metrics_top_clusters: crate::usage::DEFAULT_TOP,
         }
     }
 }

@@ -35,4 +35,5 @@ pub mod storage;
 pub mod table;
 pub mod tenancy;
 pub mod token;
+pub mod usage;
 pub mod watch;

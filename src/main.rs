@@ -125,6 +125,10 @@ struct ServeArgs {
     /// Watches open in one logical cluster, before 429 (0: no limit).
     #[arg(long, default_value_t = Limits::default().watches_per_cluster)]
     max_watches_per_cluster: usize,
+    /// How many of the busiest logical clusters (by recent request rate) root's /metrics names with a
+    /// `cluster` label; the others are summed as `cluster="other"`.
+    #[arg(long, default_value_t = kgate::usage::DEFAULT_TOP)]
+    metrics_top_clusters: usize,
     /// Seconds a request may wait for its turn when the server-wide budget of its kind is spent,
     /// before 429; waiting requests are served by turns over their logical clusters (0: refuse at once).
     #[arg(long, default_value_t = Limits::default().queue_wait.as_secs_f64())]
@@ -248,6 +252,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
             per_cluster: a.max_response_bytes_inflight_per_cluster,
         },
         api_audiences: a.api_audiences,
+        metrics_top_clusters: a.metrics_top_clusters,
         audit: match (a.audit_policy_file, a.audit_log_path) {
             (Some(policy_file), Some(path)) => Some(kgate::config::AuditConfig {
                 policy_file,

@@ -143,6 +143,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         )
         .with_limits(config.inflight, config.bytes)
         .with_audiences(config.api_audiences.clone())
+        .with_top_clusters(config.metrics_top_clusters)
         .with_audit(audit),
     );
     // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut

@@ -286,9 +286,10 @@ async fn impersonation_needs_rbac_and_then_acts_as_the_named_user() {
     std::sync::Arc::try_unwrap(s).ok().expect("one handle").stop().await;
 }
 
-/// `/metrics` describes the whole server: only root's RBAC grants it, never a tenant's own
+/// Root's `/metrics` describes the whole server: only root's RBAC grants it, never a tenant's own
 /// cluster-admin (whose `nonResourceURLs: ["*"]` covers every path), and all custom resources share
-/// one label value, so tenants' type names neither show nor add series.
+/// one label value, so tenants' type names neither show nor add series. A cluster's `/metrics` is its
+/// own requests only, granted by its own RBAC, so a team can scrape its cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_metrics_are_root_only_and_do_not_name_tenant_types() {
     let s = TestServer::start(Backend::Embedded).await;
@@ -308,11 +309,21 @@ async fn server_metrics_are_root_only_and_do_not_name_tenant_types() {
     let s2 = s.clone();
     let admin = tokio::task::spawn_blocking(move || kgate_kubeconfig(&s2, "met-a", "ops", "admin")).await.unwrap();
     let get = |path: &str| s.anonymous.get(format!("{}{path}", s.url)).bearer_auth(&admin).send();
-    assert_eq!(get("/clusters/met-a/metrics").await.unwrap().status(), StatusCode::NOT_FOUND);
+    let own = get("/clusters/met-a/metrics").await.unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
+    let own = own.text().await.unwrap();
+    assert!(own.contains("apiserver_request_total{verb=\"list\",code=\"2xx\"}"), "{own}");
+    assert!(own.contains("apiserver_request_duration_seconds_count{verb=\"create\"}"), "{own}");
+    assert!(!own.contains("request_kind") && !own.contains("resource="), "the server's own series stay root's: {own}");
     // The token is bound to its cluster, so root does not know it.
     assert_eq!(get("/metrics").await.unwrap().status(), StatusCode::UNAUTHORIZED);
     let r = s.anonymous.get(format!("{}/metrics", s.url)).header("X-Kubernetes-Cluster", "met-a").bearer_auth(&admin);
-    assert_eq!(r.send().await.unwrap().status(), StatusCode::NOT_FOUND);
+    assert_eq!(r.send().await.unwrap().status(), StatusCode::OK);
+    // A viewer of the cluster is not granted the path.
+    let s3 = s.clone();
+    let viewer = tokio::task::spawn_blocking(move || kgate_kubeconfig(&s3, "met-a", "watcher", "view")).await.unwrap();
+    let r = s.anonymous.get(format!("{}/clusters/met-a/metrics", s.url)).bearer_auth(&viewer);
+    assert_eq!(r.send().await.unwrap().status(), StatusCode::FORBIDDEN);
 
     let root = s.client.get(format!("{}/metrics", s.url)).send().await.unwrap();
     assert_eq!(root.status(), StatusCode::OK);
@@ -322,6 +333,31 @@ async fn server_metrics_are_root_only_and_do_not_name_tenant_types() {
         text.lines().any(|l| l.starts_with("apiserver_request_total{") && l.contains("resource=\"customresources\"")),
         "the custom resource's requests are counted under one label"
     );
+    assert!(text.contains("kgate_cluster_request_rate{cluster=\"met-a\"}"), "the busy cluster is named");
+}
+
+/// Root names only the busiest clusters (`--metrics-top-clusters`) and sums the rest, so its series
+/// do not grow with the number of clusters.
+#[tokio::test]
+async fn root_metrics_name_only_the_busiest_clusters() {
+    let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+    let s = TestServer::start_configured(Backend::Embedded, tempfile::tempdir().unwrap(), prefix, |c| {
+        c.metrics_top_clusters = 2;
+    })
+    .await;
+    for (i, name) in ["top-a", "top-b", "top-c", "top-d"].into_iter().enumerate() {
+        s.create_cluster(name).await;
+        // top-d is the busiest, then top-c.
+        for _ in 0..(i + 1) * 5 {
+            assert_eq!(s.get(&format!("/clusters/{name}/api/v1/namespaces")).await.0, StatusCode::OK);
+        }
+    }
+    let text = s.client.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    let named: Vec<&str> = text.lines().filter(|l| l.starts_with("kgate_cluster_request_rate{")).collect();
+    assert_eq!(named.len(), 3, "{named:?}");
+    assert!(named[0].contains("\"top-d\"") && named[1].contains("\"top-c\""), "{named:?}");
+    assert!(named[2].contains("\"other\""), "{named:?}");
+    s.stop().await;
 }
 
 /// One tenant's flood of requests or watches is answered 429 with `Retry-After`, which client-go and

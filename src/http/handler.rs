@@ -61,6 +61,8 @@ pub struct AppState {
     pub audiences: Vec<String>,
     /// The audit log, when one is configured.
     pub audit: Option<Arc<crate::audit::Auditor>>,
+    /// Each logical cluster's request figures (bounded; see `usage`).
+    pub usage: Arc<crate::usage::Usage>,
     /// Discovery for root and for every other cluster (built-ins only differ by the tenancy types).
     discovery: [OnceLock<Discovery>; 2],
     /// OpenAPI v3 documents by (root?, gv path), with their hash.
@@ -118,6 +120,7 @@ impl AppState {
             heavy: Default::default(),
             audiences: super::tokens::default_audiences(),
             audit: None,
+            usage: Arc::new(crate::usage::Usage::new(crate::usage::DEFAULT_TOP)),
             registry,
             directory,
             shutdown,
@@ -141,6 +144,12 @@ impl AppState {
     /// This audit log.
     pub fn with_audit(mut self, audit: Option<Arc<crate::audit::Auditor>>) -> Self {
         self.audit = audit;
+        self
+    }
+
+    /// Name this many of the busiest clusters in root's `/metrics`.
+    pub fn with_top_clusters(mut self, top: usize) -> Self {
+        self.usage = Arc::new(crate::usage::Usage::new(top));
         self
     }
 
@@ -185,6 +194,9 @@ pub async fn handle(
         Err(e) => (respond::error(&e), Labels::default()),
     };
     state.metrics.observe(&method, &labels.verb, &labels.resource, resp.status().as_u16(), started.elapsed());
+    if let Some(cluster) = &admission.cluster {
+        state.usage.record(cluster, &labels.verb, resp.status().as_u16(), started.elapsed());
+    }
     if let Some(record) = &admission.audit {
         record.responded(resp.status().as_u16(), labels.verb == "watch");
     }
@@ -203,6 +215,9 @@ pub struct Admission {
     pub account: Option<Arc<crate::budget::Account>>,
     /// Its audit record, which writes `ResponseComplete` once the answer is sent.
     pub audit: Option<Arc<crate::audit::Record>>,
+    /// The logical cluster whose figures it counts in (see `usage`): set once its caller is
+    /// authenticated, so that anonymous requests cannot make up clusters to count.
+    pub cluster: Option<String>,
 }
 
 #[derive(Default)]
@@ -288,6 +303,7 @@ async fn route(
         _ => false,
     };
     let kind = inflight::Kind::of(req.method(), watch);
+    admission.cluster = target.name().map(str::to_string);
     admission.ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind).await?;
     let account = state.budgets.account(target.name(), exempt)?;
     admission.account = Some(account.clone());
@@ -338,18 +354,24 @@ async fn admitted(
     match route {
         Route::Version | Route::Health(_) => unreachable!("answered above"),
         Route::Metrics => {
-            // The figures are the whole server's, so only root's RBAC may grant them: a tenant's
-            // cluster-admin (whose `nonResourceURLs: ["*"]` covers any path) must not read them.
-            if target.name().is_some_and(|c| c != ROOT) {
-                return Err(ApiError::path_not_found());
-            }
-            if !state.authz.authorize_path(who, ROOT, "get", "/metrics").await? {
+            // Root's are the whole server's, granted by root's RBAC only; another cluster's are its
+            // own requests, granted by its RBAC (its admin's `nonResourceURLs: ["*"]` by default).
+            let Some(cluster) = target.name() else { return Err(ApiError::path_not_found()) };
+            if !state.authz.authorize_path(who, cluster, "get", "/metrics").await? {
                 return Err(ApiError::forbidden(format!(
                     "forbidden: User \"{}\" cannot get path \"/metrics\"",
                     who.user
                 )));
             }
-            plain(respond::bytes(200, "text/plain; version=0.0.4", state.metrics.render()))
+            let text = if cluster == ROOT {
+                let mut all = state.metrics.render();
+                all.extend_from_slice(state.usage.render_top().as_bytes());
+                all
+            } else {
+                let (in_flight, watches) = state.inflight.cluster_counts(cluster);
+                state.usage.render_cluster(cluster, in_flight, watches).into_bytes()
+            };
+            plain(respond::bytes(200, "text/plain; version=0.0.4", text))
         }
         Route::Api | Route::Apis => {
             let disc = disc();

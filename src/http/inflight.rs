@@ -334,8 +334,12 @@ impl InFlight {
         self.clusters.remove_if(cluster, |_, counts| *counts == (0, 0));
     }
 
+    /// Requests of `cluster` in flight (waiting ones included) and watches it has open.
+    pub fn cluster_counts(&self, cluster: &str) -> (usize, usize) {
+        self.of_cluster(cluster)
+    }
+
     /// Requests of `cluster` in flight and watches it has open.
-    #[cfg(test)]
     fn of_cluster(&self, cluster: &str) -> (usize, usize) {
         self.clusters.get(cluster).map(|c| *c).unwrap_or((0, 0))
     }
