@@ -705,7 +705,9 @@ rules:
     /// The policy the deploy kit installs parses and audits as its comments say.
     #[test]
     fn the_deploy_kits_policy_is_valid() {
-        let p = Policy::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/audit-policy.yaml"))).unwrap();
+        let p =
+            Policy::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/kustomize/base/audit-policy.yaml")))
+                .unwrap();
         let groups = vec!["system:authenticated".to_string()];
         let level = |verb: &str, o: &ObjectRef| {
             p.decide(&Attributes { user: "u", groups: &groups, verb, object: Some(o), path: "" }).level

@@ -28,6 +28,8 @@ pub struct Metrics {
     pub connections_stalled: prometheus::IntCounter,
     /// Audit events written and dropped.
     pub audit: crate::audit::AuditMetrics,
+    /// Store call latency and errors.
+    pub store: crate::storage::metered::StoreMetrics,
 }
 
 /// What admission by requests in flight reports. No label names a cluster.
@@ -37,6 +39,8 @@ pub struct InFlightMetrics {
     pub current: IntGaugeVec,
     /// Requests answered 429, by which limit refused them (`server`, `queue`, `cluster`, `watches`).
     pub refused: IntCounterVec,
+    /// Watches open now, server-wide (kube-apiserver's `apiserver_longrunning_requests`).
+    pub watches: IntGauge,
 }
 
 /// What the watch cache reports.
@@ -144,6 +148,9 @@ impl Metrics {
                 "Audit events dropped because the log's buffer was full (its disk is slower than the requests).",
             )?,
         };
+        let store = crate::storage::metered::StoreMetrics::new()?;
+        registry.register(Box::new(store.latency.clone()))?;
+        registry.register(Box::new(store.errors.clone()))?;
         registry.register(Box::new(audit.events.clone()))?;
         registry.register(Box::new(audit.dropped.clone()))?;
         registry.register(Box::new(connections.clone()))?;
@@ -155,17 +162,22 @@ impl Metrics {
         registry.register(Box::new(store_fed.clone()))?;
         registry.register(Box::new(latency.clone()))?;
         registry.register(Box::new(current.clone()))?;
+        let watches = IntGauge::with_opts(
+            Opts::new("apiserver_longrunning_requests", "Watches open now.").const_label("verb", "WATCH"),
+        )?;
+        registry.register(Box::new(watches.clone()))?;
         Ok(Metrics {
             registry,
             requests,
             latency,
             cache: CacheMetrics { lagging, reads, store_fed, initializations, packed },
-            inflight: InFlightMetrics { current, refused },
+            inflight: InFlightMetrics { current, refused, watches },
             connections,
             bytes_in_flight,
             connections_refused,
             connections_stalled,
             audit,
+            store,
         })
     }
 
@@ -191,6 +203,32 @@ impl Metrics {
         if verb != "watch" {
             self.latency.with_label_values(&[verb, resource]).observe(elapsed.as_secs_f64());
         }
+    }
+
+    /// The name of every metric root's `/metrics` may show (a series appears once it has a value),
+    /// for dashboards and alerts to be checked against.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.registry.gather().iter().map(|f| f.name().to_string()).collect();
+        // Families without a series yet are not gathered: their collectors are named here instead.
+        names.extend(
+            [
+                "kgate_requests_refused_total",
+                "kgate_watch_cache_lagging_watchers_total",
+                "kgate_watch_cache_reads_total",
+                "kgate_watch_cache_packed_objects_total",
+                "apiserver_watch_cache_initializations_total",
+                "apiserver_request_total",
+                "apiserver_request_duration_seconds",
+                "apiserver_current_inflight_requests",
+                "kgate_store_request_duration_seconds",
+                "kgate_store_errors_total",
+                crate::usage::TOP_METRIC,
+            ]
+            .map(str::to_string),
+        );
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// Text exposition format.

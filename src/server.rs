@@ -96,7 +96,9 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         _ => (pki.serving.cert_pem.clone(), pki.serving.key_pem.clone()),
     };
     let tls = crate::http::server::tls_config(&cert_pem, &key_pem, &pki.ca.cert_pem)?;
-    let store = open_store(&config).await?;
+    let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
+    let store: Arc<dyn Store> =
+        Arc::new(crate::storage::metered::Metered::new(open_store(&config).await?, metrics.store.clone()));
     // Clients in a cluster find the server through `default/kubernetes`; an unspecified listen address
     // gives them loopback, as there is no one interface to name.
     let ip = match addr.ip() {
@@ -117,7 +119,6 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let directory = Directory::new(registry.clone());
-    let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
     let audit = match &config.audit {
         Some(a) => {
             let policy = crate::audit::Policy::load(&a.policy_file).map_err(|e| StartError::Io(e.to_string()))?;

@@ -13,6 +13,8 @@ use dashmap::DashMap;
 
 /// Clusters with figures at once.
 pub const CAP: usize = 4096;
+/// Root's series of the busiest clusters' request rates.
+pub const TOP_METRIC: &str = "kgate_cluster_request_rate";
 /// How many of the busiest clusters root's `/metrics` names by default.
 pub const DEFAULT_TOP: usize = 100;
 /// The request rate that ranks clusters is an average over about this long (decayed exponentially).

@@ -887,7 +887,12 @@ async fn resource(
                 state.shutdown.clone(),
             )
             .await?;
-            let stream = rx.map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
+            // Counted open for as long as its stream lives.
+            let open = OpenWatch::new(&state.metrics.inflight.watches);
+            let stream = rx.map(move |b| {
+                let _open = &open;
+                Ok::<_, std::convert::Infallible>(Frame::data(b))
+            });
             let mut r = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
             r.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().expect("static"));
             r.headers_mut().insert(header::CACHE_CONTROL, "no-cache, private".parse().expect("static"));
@@ -970,6 +975,22 @@ async fn resource(
         state.authz.invalidate(&cluster_str);
     }
     Ok((resp, labels))
+}
+
+/// A watch open, counted in `apiserver_longrunning_requests` until dropped with its stream.
+struct OpenWatch(prometheus::IntGauge);
+
+impl OpenWatch {
+    fn new(gauge: &prometheus::IntGauge) -> OpenWatch {
+        gauge.inc();
+        OpenWatch(gauge.clone())
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// The role a write to a binding references, for its escalation check: the stored binding's (roleRef

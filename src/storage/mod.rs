@@ -4,6 +4,7 @@
 pub mod embedded;
 pub mod etcd;
 pub mod keys;
+pub mod metered;
 
 use std::pin::Pin;
 
