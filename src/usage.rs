@@ -1,8 +1,8 @@
 //! Each logical cluster's own request figures: for its team, at `/clusters/<name>/metrics`, and for the
 //! platform, the busiest clusters named in root's `/metrics`. Kept in memory of bounded size, never in
 //! the Prometheus registry (whose series would grow with the clusters): at most `CAP` clusters have
-//! figures at once, the least recently active giving way, so 100,000 idle clusters cost nothing and a
-//! full table costs about `CAP` times 1.5 KiB.
+//! figures at once, one of the least recently active giving way, so 100,000 idle clusters cost nothing
+//! and a full table costs about `CAP` times 1.5 KiB.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +15,8 @@ use dashmap::DashMap;
 pub const CAP: usize = 4096;
 /// Root's series of the busiest clusters' request rates.
 pub const TOP_METRIC: &str = "kgate_cluster_request_rate";
+/// Clusters looked at to choose one to evict.
+const EVICTION_SAMPLE: usize = 64;
 /// How many of the busiest clusters root's `/metrics` names by default.
 pub const DEFAULT_TOP: usize = 100;
 /// The request rate that ranks clusters is an average over about this long (decayed exponentially).
@@ -113,10 +115,15 @@ impl Usage {
         stats.rate(now, 1.0);
     }
 
-    /// Make room: the cluster active least recently goes.
+    /// Make room: the cluster active least recently among a sample goes (a full scan per new cluster
+    /// would cost every request of a table that churns).
     fn evict_one(&self) {
-        let oldest =
-            self.clusters.iter().min_by_key(|e| e.value().last.load(Ordering::Relaxed)).map(|e| e.key().clone());
+        let oldest = self
+            .clusters
+            .iter()
+            .take(EVICTION_SAMPLE)
+            .min_by_key(|e| e.value().last.load(Ordering::Relaxed))
+            .map(|e| e.key().clone());
         if let Some(name) = oldest {
             self.clusters.remove(&name);
         }

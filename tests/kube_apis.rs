@@ -539,6 +539,19 @@ async fn autoscaling_v1_and_v2_read_each_others_autoscalers() {
     assert_eq!(as_v2["spec"]["metrics"], more["spec"]["metrics"], "{as_v2}");
     assert!(as_v2["metadata"]["annotations"].get("autoscaling.alpha.kubernetes.io/metrics").is_none(), "{as_v2}");
 
+    // A v1 write of the object itself keeps the status, though v1 carries part of it in annotations:
+    // a manifest replaced without them (kubectl replace) drops nothing, and one with them sets nothing.
+    let mut status = s.get(&format!("{v2}/web")).await.1;
+    status["status"]["conditions"] = json!([{"type": "AbleToScale", "status": "True",
+        "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "ReadyForNewScale", "message": "ok"}]);
+    assert_eq!(s.put(&format!("{v2}/web/status"), &status).await.0, StatusCode::OK);
+    let mut replaced = s.get(&format!("{v1}/web")).await.1;
+    let annotations = replaced["metadata"]["annotations"].as_object_mut().unwrap();
+    assert!(annotations.remove("autoscaling.alpha.kubernetes.io/conditions").is_some());
+    assert_eq!(s.put(&format!("{v1}/web"), &replaced).await.0, StatusCode::OK);
+    let (_, as_v2) = s.get(&format!("{v2}/web")).await;
+    assert_eq!(as_v2["status"]["conditions"][0]["type"], "AbleToScale", "{as_v2}");
+
     // Reads from the watch cache convert too: a list, a resourceVersion=0 get, a watch.
     let (_, list) = s.get(&format!("{v1}?resourceVersion=0")).await;
     assert_eq!(list["kind"], "HorizontalPodAutoscalerList");

@@ -216,7 +216,7 @@ pub struct Admission {
     /// Its audit record, which writes `ResponseComplete` once the answer is sent.
     pub audit: Option<Arc<crate::audit::Record>>,
     /// The logical cluster whose figures it counts in (see `usage`): set once its caller is
-    /// authenticated, so that anonymous requests cannot make up clusters to count.
+    /// authenticated and the cluster is known to exist.
     pub cluster: Option<String>,
 }
 
@@ -303,11 +303,10 @@ async fn route(
         _ => false,
     };
     let kind = inflight::Kind::of(req.method(), watch);
-    admission.cluster = target.name().map(str::to_string);
     admission.ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind).await?;
     let account = state.budgets.account(target.name(), exempt)?;
     admission.account = Some(account.clone());
-    let work = admitted(state, conn, &who, target, route, q, req, &account);
+    let work = admitted(state, conn, &who, target, route, q, req, &account, &mut admission.cluster);
     if kind != inflight::Kind::ReadOnly {
         return work.await;
     }
@@ -328,11 +327,14 @@ async fn admitted(
     q: Query,
     req: Request<Incoming>,
     account: &Arc<crate::budget::Account>,
+    counted_in: &mut Option<String>,
 ) -> Routed {
     if let ClusterTarget::Named(name) = &target {
         if !state.directory.exists(name).await? {
             return Err(ApiError::not_found("logicalclusters", resources::TENANCY_GROUP, name));
         }
+        // Only clusters that exist get figures: no caller can make up names to fill the table with.
+        *counted_in = Some(name.clone());
     }
     // The wildcard's discovery is the built-ins' (see `CrdIndex::docs`).
     let cluster_name = target.name().unwrap_or("*").to_string();

@@ -176,6 +176,8 @@ pub struct Ticket {
     owner: Arc<InFlight>,
     cluster: String,
     kind: Kind,
+    /// It holds a unit of its kind's server-wide budget too (watches never do).
+    server: bool,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -275,13 +277,16 @@ impl InFlight {
                 _ => Refused::Cluster(cluster.to_string()),
             }));
         }
+        // From here the cluster's unit is the ticket's: given back when it drops, and so also when the
+        // request is dropped while it waits below (its client went away).
+        let mut ticket = Ticket { owner: self.clone(), cluster: cluster.to_string(), kind, server: false };
         if let Some((budget, limit)) = self.budget_of(kind) {
             if let Err(why) = self.take(budget, limit, cluster).await {
-                self.release_cluster(cluster, kind, true);
                 return Err(self.refuse(why));
             }
+            ticket.server = true;
         }
-        Ok(Some(Ticket { owner: self.clone(), cluster: cluster.to_string(), kind }))
+        Ok(Some(ticket))
     }
 
     /// A unit of `budget` (of `limit`, 0: unlimited) for a request of `cluster`: at once if one is
@@ -353,7 +358,7 @@ impl InFlight {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if let Some((budget, _)) = self.owner.budget_of(self.kind) {
+        if let Some((budget, _)) = self.owner.budget_of(self.kind).filter(|_| self.server) {
             self.owner.hand_on(budget, &self.cluster);
         }
         self.owner.release_cluster(&self.cluster, self.kind, true);
@@ -565,6 +570,7 @@ mod tests {
         gone.abort();
         let _ = gone.await;
         assert_eq!(f.lock(0).queued, 0);
+        assert_eq!(f.of_cluster("c"), (0, 0), "its cluster's unit came back too");
         drop(held);
         assert_eq!(f.readonly(), 0, "the unit went back to the budget");
         // A cluster's queue is bounded: past it, refused at once.

@@ -65,6 +65,30 @@ pub fn from_storage(def: &ResourceDef, obj: &mut Value) {
     obj["apiVersion"] = Value::String(def.api_version());
 }
 
+/// A write to the object itself (not its `/status`) keeps the stored status, as kube resets status in
+/// its internal form: in a converted version part of the status rides in annotations (autoscaling/v1's
+/// current metrics and conditions), which such a write must not set nor drop either.
+pub fn keep_stored_status(def: &ResourceDef, current: &Value, desired: &mut Value) {
+    if conversion(def).is_none() {
+        return;
+    }
+    for key in hpa::STATUS_ANNOTATIONS {
+        let kept = current["metadata"]["annotations"].get(key).cloned();
+        let meta = crate::meta::metadata_mut(desired);
+        let ann = meta.entry("annotations").or_insert_with(|| Value::Object(Map::new()));
+        if let Some(ann) = ann.as_object_mut() {
+            match &kept {
+                Some(v) => {
+                    ann.insert(key.to_string(), v.clone());
+                }
+                None => {
+                    ann.remove(key);
+                }
+            }
+        }
+    }
+}
+
 /// Whether `def` is a version stored in another's form.
 pub fn converts(def: &ResourceDef) -> bool {
     conversion(def).is_some()
@@ -93,6 +117,8 @@ mod hpa {
     const METRICS: &str = "autoscaling.alpha.kubernetes.io/metrics";
     const CURRENT_METRICS: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
     const CONDITIONS: &str = "autoscaling.alpha.kubernetes.io/conditions";
+    /// The annotations that carry v2's status in v1.
+    pub(super) const STATUS_ANNOTATIONS: [&str; 2] = [CURRENT_METRICS, CONDITIONS];
     /// What v1 implied when it had no target, made explicit in v2.
     const DEFAULT_CPU_UTILIZATION: i64 = 80;
 

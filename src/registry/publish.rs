@@ -56,6 +56,11 @@ impl Registry {
         Some(cm)
     }
 
+    /// Whether `name` of `def` is what this registry publishes.
+    pub(super) fn publishes(&self, def: &ResourceDef, name: &str) -> bool {
+        self.published.is_some() && is_root_ca(def, name)
+    }
+
     /// A write of the published ConfigMap stores what the publisher would set it back to at once.
     pub(super) fn keep_published(&self, def: &ResourceDef, obj: &mut Value) {
         let Some(facts) = &self.published else { return };
@@ -65,12 +70,16 @@ impl Registry {
     }
 
     /// After `name` was deleted, make it again if it is the published ConfigMap and its namespace is
-    /// live (a namespace being deleted is left to go).
-    pub(super) async fn republish_deleted(&self, ctx: &Ctx<'_>, name: &str) {
-        let (Some(ns), true) = (ctx.namespace, is_root_ca(ctx.def, name)) else { return };
-        let Some(cm) = self.root_ca_configmap(ns) else { return };
-        if let Err(e) = self.create_in_namespace(ctx.cluster, ns, "configmaps", ROOT_CA_CONFIGMAP, &cm).await {
-            tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "publishing kube-root-ca.crt again");
+    /// live (a namespace being deleted is left to go); true when it was made again.
+    pub(super) async fn republish_deleted(&self, ctx: &Ctx<'_>, name: &str) -> bool {
+        let (Some(ns), true) = (ctx.namespace, is_root_ca(ctx.def, name)) else { return false };
+        let Some(cm) = self.root_ca_configmap(ns) else { return false };
+        match self.create_in_namespace(ctx.cluster, ns, "configmaps", ROOT_CA_CONFIGMAP, &cm).await {
+            Ok(made) => made,
+            Err(e) => {
+                tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "publishing kube-root-ca.crt again");
+                false
+            }
         }
     }
 

@@ -104,6 +104,50 @@ impl Registry {
     }
 }
 
+/// What a quota step needs of its request, owned, for a task that outlives the request.
+pub(super) struct OwnedCtx {
+    cluster: String,
+    namespace: Option<String>,
+    def: ResourceDef,
+    user: crate::auth::Identity,
+    user_agent: Option<String>,
+}
+
+impl OwnedCtx {
+    pub(super) fn of(ctx: &Ctx<'_>) -> OwnedCtx {
+        OwnedCtx {
+            cluster: ctx.cluster.to_string(),
+            namespace: ctx.namespace.map(str::to_string),
+            def: ctx.def.clone(),
+            user: ctx.user.clone(),
+            user_agent: ctx.user_agent.map(str::to_string),
+        }
+    }
+
+    /// The request's context again (without its admission check, which has run).
+    pub(super) fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            cluster: &self.cluster,
+            def: &self.def,
+            namespace: self.namespace.as_deref(),
+            user: &self.user,
+            user_agent: self.user_agent.as_deref(),
+            admit: None,
+        }
+    }
+}
+
+impl Registry {
+    /// Whether a create or delete in `ctx` may concern a quota (a namespaced object in a namespace
+    /// that may hold one).
+    pub(super) fn may_hold_quota(&self, ctx: &Ctx<'_>) -> bool {
+        match ctx.namespace.filter(|_| ctx.def.namespaced) {
+            Some(ns) => self.quota_index.may_hold(ctx.cluster, ns),
+            None => false,
+        }
+    }
+}
+
 /// The older quota names, each counting the core resource of that plural.
 const LEGACY: &[&str] = &[
     "pods",

@@ -719,20 +719,39 @@ impl Registry {
             &kind_key(def),
         );
         // Quota admission, as kube's runs last: dry runs are checked too, and charged nowhere.
-        let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
-        let charged = self.charge_quota(ctx, &name, opts.dry_run).await?;
-        if opts.dry_run {
-            return Ok(Written { code: 201, body: obj, warnings });
-        }
-        match self.store_new(ctx, obj, guard, generate).await {
+        let stored = if self.may_hold_quota(ctx) {
+            // In a task of its own, awaited: a request dropped on the way (its client gone) must not
+            // leave a quota charged for a create that never happened, or the reverse.
+            let owned = super::quota::OwnedCtx::of(ctx);
+            let (this, dry_run) = (self.clone(), opts.dry_run);
+            let admitted = tokio::spawn(async move {
+                let ctx = owned.ctx();
+                let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+                let charged = this.charge_quota(&ctx, &name, dry_run).await?;
+                if dry_run {
+                    return Ok(Err(obj));
+                }
+                match this.store_new(&ctx, obj, guard, generate).await {
+                    Ok(obj) => Ok(Ok(obj)),
+                    Err(e) => {
+                        this.release(&ctx, &charged).await;
+                        Err(e)
+                    }
+                }
+            });
+            admitted.await.map_err(ApiError::internal)??
+        } else if opts.dry_run {
+            Err(obj)
+        } else {
+            Ok(self.store_new(ctx, obj, guard, generate).await?)
+        };
+        // `Err` is a dry run's object, not stored.
+        match stored {
             Ok(obj) => {
                 let obj = self.after_create(ctx, obj).await?;
                 Ok(Written { code: 201, body: obj, warnings })
             }
-            Err(e) => {
-                self.release(ctx, &charged).await;
-                Err(e)
-            }
+            Err(obj) => Ok(Written { code: 201, body: obj, warnings }),
         }
     }
 
@@ -799,6 +818,23 @@ impl Registry {
         Ok(obj)
     }
 
+    /// What follows an object's removal: the published ConfigMap is made again (taking back the place
+    /// it gave), or the quotas counting it count one less. In a task of its own, awaited, so that a
+    /// request dropped now cannot leave the count high.
+    async fn after_delete(&self, ctx: &Ctx<'_>, name: &str) {
+        if !self.may_hold_quota(ctx) && !self.publishes(ctx.def, name) {
+            return;
+        }
+        let (this, owned, name) = (self.clone(), super::quota::OwnedCtx::of(ctx), name.to_string());
+        let done = tokio::spawn(async move {
+            let ctx = owned.ctx();
+            if !this.republish_deleted(&ctx, &name).await {
+                this.released(&ctx).await;
+            }
+        });
+        let _ = done.await;
+    }
+
     /// What a controller does at once after a write: a ResourceQuota written is counted afresh.
     async fn after_write(&self, ctx: &Ctx<'_>, obj: &Value) {
         let (Some(ns), Some(name)) = (ctx.namespace, meta::meta_str(obj, "name")) else { return };
@@ -822,9 +858,9 @@ impl Registry {
         Ok(())
     }
 
-    /// Create a core object in a namespace unless it is there. Only into the namespace while it is
-    /// there and not terminating, checked in the create's own store step as every create is: a DELETE
-    /// racing a new namespace must not leave this behind.
+    /// Create a core object in a namespace unless it is there; true when this made it. Only into the
+    /// namespace while it is there and not terminating, checked in the create's own store step as every
+    /// create is: a DELETE racing a new namespace must not leave this behind.
     pub(super) async fn create_in_namespace(
         &self,
         cluster: &str,
@@ -832,19 +868,20 @@ impl Registry {
         plural: &str,
         name: &str,
         obj: &Value,
-    ) -> ApiResult<()> {
+    ) -> ApiResult<bool> {
         let key = crate::storage::keys::object(&self.prefix, "core", plural, cluster, Some(ns), name);
         for attempt in 0..MAX_RETRIES {
             let Namespace::Active(guard) = self.namespace_state(cluster, ns, attempt > 0).await? else {
-                return Ok(());
+                return Ok(false);
             };
             match self.store.create_guarded(&key, super::encode(obj), Some(&guard)).await {
-                Ok(_) | Err(StoreError::AlreadyExists) => return Ok(()),
+                Ok(_) => return Ok(true),
+                Err(StoreError::AlreadyExists) => return Ok(false),
                 Err(StoreError::GuardChanged) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Read-modify-write with retries. `change` gets the current object and returns the desired one, or
@@ -881,7 +918,7 @@ impl Registry {
                 match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                     Ok((rev, _)) => {
                         super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
-                        self.released(ctx).await;
+                        self.after_delete(ctx, name).await;
                         return Ok((desired, true));
                     }
                     Err(StoreError::Conflict { .. }) => continue,
@@ -923,6 +960,7 @@ impl Registry {
                     desired.as_object_mut().map(|m| m.remove("status"));
                 }
             }
+            super::convert::keep_stored_status(def, current, &mut desired);
         }
         if let Some(a) = ctx.admit {
             a.admit(Some(current), &desired)?;
@@ -1171,6 +1209,7 @@ impl Registry {
                         if let Some(s) = current.get("status") {
                             d["status"] = s.clone();
                         }
+                        super::convert::keep_stored_status(def, current, &mut d);
                     }
                     if let Some(a) = ctx.admit {
                         a.admit(Some(current), &d)?;
@@ -1299,8 +1338,7 @@ impl Registry {
             }
             match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                 Ok(_) => {
-                    self.released(ctx).await;
-                    self.republish_deleted(ctx, name).await;
+                    self.after_delete(ctx, name).await;
                     return Ok(Written { code: 200, body: answer(), warnings: vec![] });
                 }
                 Err(StoreError::Conflict { .. }) => continue,
