@@ -211,6 +211,8 @@ fn count_of(q: &Value) -> Option<i64> {
         "Ti" => 1024f64.powi(4),
         "Pi" => 1024f64.powi(5),
         "Ei" => 1024f64.powi(6),
+        // A decimal exponent (`1e3`, `2E2`), which kube's quantities take too.
+        e if e.len() > 1 && e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse::<i32>().ok()?.clamp(-30, 30)),
         _ => return None,
     };
     let v = (num.parse::<f64>().ok()? * factor).ceil();
@@ -458,5 +460,7 @@ mod tests {
         assert_eq!(count_of(&json!("1500m")), Some(2), "rounded up");
         assert_eq!(count_of(&json!(3)), Some(3));
         assert_eq!(count_of(&json!("ten")), None);
+        assert_eq!(count_of(&json!("1e3")), Some(1000));
+        assert_eq!(count_of(&json!("2E2")), Some(200));
     }
 }
