@@ -78,6 +78,9 @@ const MAX_RETRIES: usize = 16;
 #[derive(Clone)]
 pub struct Directory {
     known: Arc<DashSet<String>>,
+    /// The limits a platform set on a cluster (`spec.limits`), for the clusters that have any; kept by
+    /// the same watch, so a change holds on every replica within moments.
+    limits: Arc<dashmap::DashMap<String, TenantLimits>>,
     registry: Registry,
     def: Arc<ResourceDef>,
 }
@@ -85,7 +88,12 @@ pub struct Directory {
 impl Directory {
     /// A directory over the registry's store; call `run` to keep it current.
     pub fn new(registry: Registry) -> Self {
-        Directory { known: Arc::new(DashSet::new()), registry, def: resources::logical_cluster_def() }
+        Directory {
+            known: Arc::new(DashSet::new()),
+            limits: Default::default(),
+            registry,
+            def: resources::logical_cluster_def(),
+        }
     }
 
     fn key(&self, name: &str) -> String {
@@ -120,6 +128,11 @@ impl Directory {
             }
         }
         self.known.remove(name);
+    }
+
+    /// The limits set on `name`, if any.
+    pub fn limits(&self, name: &str) -> Option<TenantLimits> {
+        self.limits.get(name).map(|l| *l)
     }
 
     /// Number of known clusters.
@@ -172,14 +185,41 @@ impl Directory {
         let Some(name) = key.rsplit('/').next() else {
             return;
         };
-        let live = value
-            .and_then(|v| serde_json::from_slice::<Value>(v).ok())
-            .is_some_and(|o| o["metadata"].get("deletionTimestamp").is_none());
+        let obj = value.and_then(|v| serde_json::from_slice::<Value>(v).ok());
+        let live = obj.as_ref().is_some_and(|o| o["metadata"].get("deletionTimestamp").is_none());
+        match obj.as_ref().and_then(TenantLimits::of).filter(|_| live) {
+            Some(l) => {
+                self.limits.insert(name.to_string(), l);
+            }
+            None => {
+                self.limits.remove(name);
+            }
+        }
         if live {
             self.known.insert(name.to_string());
         } else {
             self.known.remove(name);
         }
+    }
+}
+
+/// What a platform sets on a LogicalCluster's `spec.limits` to override the server-wide defaults for
+/// that cluster alone (`--max-requests-inflight-per-cluster`, `--max-watches-per-cluster`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantLimits {
+    /// `spec.limits.requestsInFlight`: requests of the cluster in flight at once (0: no limit).
+    pub requests_in_flight: Option<usize>,
+    /// `spec.limits.watches`: watches the cluster may hold open (0: no limit).
+    pub watches: Option<usize>,
+}
+
+impl TenantLimits {
+    /// The limits of a LogicalCluster object, if it sets any.
+    pub fn of(obj: &Value) -> Option<TenantLimits> {
+        let l = &obj["spec"]["limits"];
+        let n = |k: &str| l.get(k).and_then(Value::as_u64).and_then(|n| usize::try_from(n).ok());
+        let limits = TenantLimits { requests_in_flight: n("requestsInFlight"), watches: n("watches") };
+        (limits != TenantLimits::default()).then_some(limits)
     }
 }
 

@@ -473,3 +473,53 @@ async fn a_tenant_past_its_in_flight_share_gets_429_and_the_others_are_served() 
     .await;
     drop((w2, other, admin));
 }
+
+/// A platform caps one tenant below the server's defaults with `spec.limits` on its LogicalCluster:
+/// requests in flight and watches open. Others keep the defaults, and lifting the cap takes effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clusters_own_limits_override_the_defaults() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let lcs = "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters";
+    let capped = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+        "metadata": {"name": "capped"}, "spec": {"limits": {"requestsInFlight": 1, "watches": 1}}});
+    assert_eq!(s.post(lcs, &capped).await.0, StatusCode::CREATED);
+    s.create_cluster("uncapped").await;
+    let mut bad = capped.clone();
+    bad["metadata"]["name"] = json!("bad");
+    bad["spec"]["limits"]["watches"] = json!("many");
+    assert_eq!(s.post(lcs, &bad).await.0, StatusCode::BAD_REQUEST);
+    let tokens = [s.tenant_token("capped", "dev", "edit").await, s.tenant_token("uncapped", "dev", "edit").await];
+    let cms =
+        |c: usize| format!("{}/clusters/{}/api/v1/namespaces/default/configmaps", s.url, ["capped", "uncapped"][c]);
+    let get = |c: usize| s.anonymous.get(cms(c)).bearer_auth(&tokens[c]).send();
+    let watch = |c: usize| s.anonymous.get(format!("{}?watch=true", cms(c))).bearer_auth(&tokens[c]).send();
+
+    let w1 = watch(0).await.unwrap();
+    assert_eq!(w1.status(), StatusCode::OK);
+    let refused = watch(0).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.text().await.unwrap().contains("(limit 1)"));
+    let others: Vec<_> = futures::future::join_all((0..3).map(|_| watch(1))).await;
+    assert!(others.iter().all(|w| w.as_ref().unwrap().status() == StatusCode::OK), "the defaults hold elsewhere");
+
+    // A write whose body never ends holds capped's one place.
+    let body = futures::stream::pending::<Result<bytes::Bytes, std::io::Error>>();
+    let hung = s.anonymous.post(cms(0)).bearer_auth(&tokens[0]).header("content-type", "application/json");
+    let hung = tokio::spawn(hung.body(reqwest::Body::wrap_stream(body)).send());
+    let writes = || s.metric("apiserver_current_inflight_requests{request_kind=\"mutating\"}");
+    common::eventually(10, "capped's write in flight", || async { writes().await == 1.0 }).await;
+    let r = get(0).await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let message = r.json::<Value>().await.unwrap()["message"].as_str().unwrap().to_string();
+    assert!(message.contains("in flight in logical cluster \"capped\""), "{message}");
+    assert_eq!(get(1).await.unwrap().status(), StatusCode::OK);
+
+    // Lifting the cap holds at once for the next request.
+    let lift = json!({"spec": {"limits": null}});
+    let (code, body) = s.patch(&format!("{lcs}/capped"), "application/merge-patch+json", &lift).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    common::eventually(10, "the cap to be lifted", || async { get(0).await.unwrap().status() == StatusCode::OK }).await;
+    hung.abort();
+    drop((w1, others));
+    s.stop().await;
+}

@@ -303,7 +303,8 @@ async fn route(
         _ => false,
     };
     let kind = inflight::Kind::of(req.method(), watch);
-    admission.ticket = state.inflight.admit(exempt, target.name().unwrap_or("*"), kind).await?;
+    let own = target.name().and_then(|c| state.directory.limits(c));
+    admission.ticket = state.inflight.admit_within(exempt, target.name().unwrap_or("*"), kind, own).await?;
     let account = state.budgets.account(target.name(), exempt)?;
     admission.account = Some(account.clone());
     let work = admitted(state, conn, &who, target, route, q, req, &account, &mut admission.cluster);

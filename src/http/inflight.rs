@@ -255,6 +255,22 @@ impl InFlight {
     /// Admit a request to `cluster` (`*` for the wildcard), waiting its turn if the server's budget is
     /// spent, or refuse it; `exempt` requests get no ticket (see [`exempt`]).
     pub async fn admit(self: &Arc<Self>, exempt: bool, cluster: &str, kind: Kind) -> Result<Option<Ticket>, Refused> {
+        self.admit_within(exempt, cluster, kind, None).await
+    }
+
+    /// `admit`, with the cluster's own limits (`spec.limits`) in place of the defaults where set.
+    pub async fn admit_within(
+        self: &Arc<Self>,
+        exempt: bool,
+        cluster: &str,
+        kind: Kind,
+        own: Option<crate::tenancy::TenantLimits>,
+    ) -> Result<Option<Ticket>, Refused> {
+        let own = own.unwrap_or_default();
+        let (per_cluster, watches) = (
+            own.requests_in_flight.unwrap_or(self.limits.per_cluster),
+            own.watches.unwrap_or(self.limits.watches_per_cluster),
+        );
         if exempt {
             return Ok(None);
         }
@@ -263,8 +279,8 @@ impl InFlight {
         let taken = {
             let mut counts = self.clusters.entry(cluster.to_string()).or_insert((0, 0));
             let (n, limit) = match kind {
-                Kind::Watch => (&mut counts.1, self.limits.watches_per_cluster),
-                _ => (&mut counts.0, self.limits.per_cluster),
+                Kind::Watch => (&mut counts.1, watches),
+                _ => (&mut counts.0, per_cluster),
             };
             let free = limit == 0 || *n < limit;
             *n += usize::from(free);
@@ -273,7 +289,7 @@ impl InFlight {
         if !taken {
             self.release_cluster(cluster, kind, false);
             return Err(self.refuse(match kind {
-                Kind::Watch => Refused::Watches(cluster.to_string(), self.limits.watches_per_cluster),
+                Kind::Watch => Refused::Watches(cluster.to_string(), watches),
                 _ => Refused::Cluster(cluster.to_string()),
             }));
         }

@@ -165,7 +165,27 @@ pub(super) fn logical_cluster_schema() -> Value {
             "spec": {
                 "description": "Spec of the logical cluster. It currently has no required fields.",
                 "type": "object",
-                "x-kubernetes-preserve-unknown-fields": true
+                "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {
+                    "limits": {
+                        "description": "Limits for this cluster alone, overriding the server's defaults.",
+                        "type": "object",
+                        "properties": {
+                            "requestsInFlight": {
+                                "description": "Requests of this cluster in flight at once before 429 (0: no limit); default --max-requests-inflight-per-cluster.",
+                                "type": "integer",
+                                "format": "int64",
+                                "minimum": 0
+                            },
+                            "watches": {
+                                "description": "Watches this cluster may hold open before 429 (0: no limit); default --max-watches-per-cluster.",
+                                "type": "integer",
+                                "format": "int64",
+                                "minimum": 0
+                            }
+                        }
+                    }
+                }
             },
             "status": {
                 "description": "Observed state of the logical cluster.",
