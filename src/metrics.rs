@@ -12,6 +12,8 @@ use prometheus::{
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
+    /// The name of every family registered.
+    names: Vec<String>,
     requests: IntCounterVec,
     latency: HistogramVec,
     /// Watch cache counters, handed to the cache.
@@ -61,6 +63,8 @@ pub struct CacheMetrics {
 impl Metrics {
     /// Register the metrics in `registry`.
     pub fn new(registry: Registry) -> Result<Self, prometheus::Error> {
+        // Every family registered, series or not, for `names`.
+        let mut names = Vec::new();
         let requests = IntCounterVec::new(
             Opts::new(
                 "apiserver_request_total",
@@ -129,7 +133,7 @@ impl Metrics {
             "kgate_response_bytes_in_flight",
             "Bytes held by answers being sent: chunks not yet written out, cached objects and events a tenant's lists and watches still have to send.",
         )?;
-        registry.register(Box::new(bytes_in_flight.clone()))?;
+        register(&registry, &mut names, Box::new(bytes_in_flight.clone()))?;
         let connections_refused = prometheus::IntCounter::new(
             "kgate_connections_refused_total",
             "Connections closed as soon as they were accepted because --max-connections were open.",
@@ -149,25 +153,26 @@ impl Metrics {
             )?,
         };
         let store = crate::storage::metered::StoreMetrics::new()?;
-        registry.register(Box::new(store.latency.clone()))?;
-        registry.register(Box::new(store.errors.clone()))?;
-        registry.register(Box::new(audit.events.clone()))?;
-        registry.register(Box::new(audit.dropped.clone()))?;
-        registry.register(Box::new(connections.clone()))?;
-        registry.register(Box::new(connections_refused.clone()))?;
-        registry.register(Box::new(connections_stalled.clone()))?;
+        register(&registry, &mut names, Box::new(store.latency.clone()))?;
+        register(&registry, &mut names, Box::new(store.errors.clone()))?;
+        register(&registry, &mut names, Box::new(audit.events.clone()))?;
+        register(&registry, &mut names, Box::new(audit.dropped.clone()))?;
+        register(&registry, &mut names, Box::new(connections.clone()))?;
+        register(&registry, &mut names, Box::new(connections_refused.clone()))?;
+        register(&registry, &mut names, Box::new(connections_stalled.clone()))?;
         for c in [&requests, &lagging, &reads, &initializations, &packed, &refused] {
-            registry.register(Box::new(c.clone()))?;
+            register(&registry, &mut names, Box::new(c.clone()))?;
         }
-        registry.register(Box::new(store_fed.clone()))?;
-        registry.register(Box::new(latency.clone()))?;
-        registry.register(Box::new(current.clone()))?;
+        register(&registry, &mut names, Box::new(store_fed.clone()))?;
+        register(&registry, &mut names, Box::new(latency.clone()))?;
+        register(&registry, &mut names, Box::new(current.clone()))?;
         let watches = IntGauge::with_opts(
             Opts::new("apiserver_longrunning_requests", "Watches open now.").const_label("verb", "WATCH"),
         )?;
-        registry.register(Box::new(watches.clone()))?;
+        register(&registry, &mut names, Box::new(watches.clone()))?;
         Ok(Metrics {
             registry,
+            names,
             requests,
             latency,
             cache: CacheMetrics { lagging, reads, store_fed, initializations, packed },
@@ -208,26 +213,9 @@ impl Metrics {
     /// The name of every metric root's `/metrics` may show (a series appears once it has a value),
     /// for dashboards and alerts to be checked against.
     pub fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.registry.gather().iter().map(|f| f.name().to_string()).collect();
-        // Families without a series yet are not gathered: their collectors are named here instead.
-        names.extend(
-            [
-                "kgate_requests_refused_total",
-                "kgate_watch_cache_lagging_watchers_total",
-                "kgate_watch_cache_reads_total",
-                "kgate_watch_cache_packed_objects_total",
-                "apiserver_watch_cache_initializations_total",
-                "apiserver_request_total",
-                "apiserver_request_duration_seconds",
-                "apiserver_current_inflight_requests",
-                "kgate_store_request_duration_seconds",
-                "kgate_store_errors_total",
-                crate::usage::TOP_METRIC,
-            ]
-            .map(str::to_string),
-        );
+        let mut names = self.names.clone();
+        names.push(crate::usage::TOP_METRIC.to_string());
         names.sort();
-        names.dedup();
         names
     }
 
@@ -237,4 +225,14 @@ impl Metrics {
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
     }
+}
+
+/// Register `c` in `registry`, noting its families' names in `names`.
+fn register(
+    registry: &Registry,
+    names: &mut Vec<String>,
+    c: Box<dyn prometheus::core::Collector>,
+) -> Result<(), prometheus::Error> {
+    names.extend(c.desc().iter().map(|d| d.fq_name.clone()));
+    registry.register(c)
 }
