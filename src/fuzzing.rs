@@ -60,6 +60,14 @@ pub fn body(data: &[u8]) {
             let mut v = decoded.value.clone();
             crate::proto::go_shape(api_version, kind, &mut v);
         }
+        // As an autoscaling/v1 HorizontalPodAutoscaler: converted to the stored v2 (which reads the
+        // JSON its annotations carry) and back.
+        if let Some(v1) = crate::resources::find("autoscaling", "v1", "horizontalpodautoscalers") {
+            let mut v = decoded.value;
+            if crate::registry::to_storage(&v1, &mut v).is_ok() {
+                crate::registry::from_storage(&v1, &mut v);
+            }
+        }
     }
 }
 

@@ -175,3 +175,21 @@ fn bodies_of_repeated_keys_deep_down() {
         kgate::fuzzing::body,
     );
 }
+
+#[test]
+fn autoscaling_v1_metrics_carried_in_an_annotation() {
+    // v1 carries every metric it has no field for as JSON in an annotation, which kgate reads on each
+    // write; n metrics must cost n times one.
+    grows_linearly(
+        "autoscaling/v1: n metrics in the metrics annotation",
+        2_000,
+        |n| {
+            let metric = serde_json::json!({"type": "Pods", "pods": {"metricName": "qps", "targetAverageValue": "10"}});
+            let metrics = serde_json::to_string(&vec![metric; n]).unwrap();
+            json(serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "h", "annotations": {"autoscaling.alpha.kubernetes.io/metrics": metrics}},
+                "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3}}))
+        },
+        kgate::fuzzing::body,
+    );
+}
