@@ -571,6 +571,14 @@ async fn autoscaling_v1_and_v2_read_each_others_autoscalers() {
     assert_eq!(added["object"]["spec"]["targetCPUUtilizationPercentage"], 60, "{added}");
     assert!(added["object"]["spec"].get("metrics").is_none(), "{added}");
 
+    // A create answers what a read gives: v1's implied target made explicit.
+    let mut implied = hpa.clone();
+    implied["metadata"]["name"] = json!("implied");
+    implied["spec"].as_object_mut().unwrap().remove("targetCPUUtilizationPercentage");
+    let (code, made) = s.post(v1, &implied).await;
+    assert_eq!((code, &made["spec"]["targetCPUUtilizationPercentage"]), (StatusCode::CREATED, &json!(80)), "{made}");
+    assert_eq!(s.get(&format!("{v1}/implied")).await.1["spec"], made["spec"]);
+
     // What cannot be converted is refused and not stored.
     let mut broken = hpa.clone();
     broken["metadata"] = json!({"name": "broken", "annotations": {"autoscaling.alpha.kubernetes.io/metrics": "abc"}});

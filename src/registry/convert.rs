@@ -89,6 +89,18 @@ pub fn keep_stored_status(def: &ResourceDef, current: &Value, desired: &mut Valu
     }
 }
 
+/// `obj`, of `def`'s version, as it reads once stored: converted to the storage version and back.
+pub fn round_trip(def: &ResourceDef, obj: &mut Value) {
+    if conversion(def).is_none() {
+        return;
+    }
+    let mut stored = obj.clone();
+    if to_storage(def, &mut stored).is_ok() {
+        from_storage(def, &mut stored);
+        *obj = stored;
+    }
+}
+
 /// Whether `def` is a version stored in another's form.
 pub fn converts(def: &ResourceDef) -> bool {
     conversion(def).is_some()

@@ -191,6 +191,8 @@ impl Registry {
 
 /// Set apiVersion, kind, resourceVersion and the cluster annotation on an object read from the store.
 pub fn decorate(obj: &mut Value, def: &ResourceDef, cluster: &str, revision: i64) {
+    // A write's answer reads as the stored object reads (a v1 autoscaler's implied target shown).
+    convert::round_trip(def, obj);
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(def.api_version()));
         m.insert("kind".into(), Value::String(def.kind.clone()));
