@@ -23,7 +23,7 @@ pub struct Doc {
 
 impl Doc {
     fn new(v: &Value) -> Self {
-        let body = serde_json::to_vec(v).expect("JSON serialises");
+        let body = crate::proto::order::to_vec(v);
         let etag = format!("\"{}\"", hex::encode_upper(Sha512::digest(&body)));
         Doc { body: Arc::new(body), etag }
     }

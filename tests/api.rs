@@ -751,3 +751,98 @@ async fn lifecycle_rules_found_in_review() {
     assert!(all["items"].as_array().unwrap().iter().all(|i| i["metadata"]["namespace"] == "default"), "{all}");
     s.stop().await;
 }
+
+/// The bytes of a built-in object are in its Go struct's order (TypeMeta's kind first, then metadata's
+/// fields as ObjectMeta declares them), and a custom resource list's keys are sorted with `items` among
+/// them, as kube-apiserver writes them, on every read path: a create's answer, a GET from the store
+/// and from the watch cache, a list from either, a watch event, and a Status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_have_kubes_key_order_on_both_backends() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        let raw = |path: String| {
+            let (client, url) = (s.client.clone(), s.url.clone());
+            async move {
+                let resp = client.get(format!("{url}{path}")).send().await.unwrap();
+                String::from_utf8(resp.bytes().await.unwrap().to_vec()).unwrap()
+            }
+        };
+        const DEPLOY: &str = "/apis/apps/v1/namespaces/default/deployments";
+        let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": {"b": "1", "a": "2"}},
+            "spec": {"selector": {"matchLabels": {"app": "d"}},
+                     "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+        let resp = s.client.post(format!("{}{DEPLOY}", s.url)).json(&d).send().await.unwrap();
+        let created = resp.text().await.unwrap();
+        let object_start =
+            r#"{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d","namespace":"default","uid":""#;
+        assert!(created.starts_with(object_start), "{created}");
+        // ObjectMeta's order past uid, map keys sorted, and a PodSpec's fields in Go's order.
+        for want in [
+            r#""resourceVersion":"#,
+            r#""generation":1,"creationTimestamp":"#,
+            r#""labels":{"a":"2","b":"1"},"annotations":"#,
+            r#""spec":{"replicas":1,"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"#,
+            r#""containers":[{"name":"c","image":"nginx","resources":{}"#,
+        ] {
+            assert!(created.contains(want), "{want} in {created}");
+        }
+        let got = raw(format!("{DEPLOY}/d")).await;
+        assert_eq!(serde_json::from_str::<Value>(&got).unwrap(), serde_json::from_str::<Value>(&created).unwrap());
+        assert!(got.starts_with(object_start), "{got}");
+        let cached = raw(format!("{DEPLOY}/d?resourceVersion=0")).await;
+        assert!(cached.starts_with(object_start), "{cached}");
+        for list in [raw(DEPLOY.to_string()).await, raw(format!("{DEPLOY}?resourceVersion=0")).await] {
+            assert!(
+                list.starts_with(r#"{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{"resourceVersion":"#),
+                "{list}"
+            );
+            assert!(
+                list.contains(r#""items":[{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d","#),
+                "{list}"
+            );
+        }
+        let resp = s.client.get(format!("{}{DEPLOY}?watch=1&resourceVersion=0", s.url)).send().await.unwrap();
+        let mut stream = resp.bytes_stream();
+        use futures::StreamExt;
+        let first = stream.next().await.unwrap().unwrap();
+        let first = String::from_utf8_lossy(&first);
+        assert!(
+            first.starts_with(
+                r#"{"type":"ADDED","object":{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d","#
+            ),
+            "{first}"
+        );
+        drop(stream);
+
+        let missing = raw(format!("{DEPLOY}/nope")).await;
+        assert!(
+            missing.starts_with(r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"#),
+            "{missing}"
+        );
+
+        // A custom resource's list: unstructured, so sorted, with items between apiVersion and kind.
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "gadgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+        let (code, body) = s.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        const GADGETS: &str = "/apis/example.com/v1/namespaces/default/gadgets";
+        let g = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"z": 1, "a": 2}});
+        common::eventually(20, "the gadget to be created", || async {
+            s.post(GADGETS, &g).await.0 == StatusCode::CREATED
+        })
+        .await;
+        for list in [raw(GADGETS.to_string()).await, raw(format!("{GADGETS}?resourceVersion=0")).await] {
+            assert!(list.starts_with(r#"{"apiVersion":"example.com/v1","items":[{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"annotations":"#), "{list}");
+            assert!(
+                list.contains(r#""spec":{"a":2,"z":1}}],"kind":"GadgetList","metadata":{"resourceVersion":"#),
+                "{list}"
+            );
+            serde_json::from_str::<Value>(&list).expect("a list is one JSON document");
+        }
+        s.stop().await;
+    }
+}

@@ -22,7 +22,7 @@ pub fn full(b: impl Into<Bytes>) -> Body {
 
 /// A JSON response.
 pub fn json(code: u16, v: &Value) -> Response<Body> {
-    bytes(code, "application/json", serde_json::to_vec(v).expect("JSON serialises"))
+    bytes(code, "application/json", crate::proto::order::to_vec(v))
 }
 
 /// Bytes per chunk of a list body built from cached objects. Each chunk leaves as one HTTP/2 DATA frame
@@ -53,12 +53,9 @@ pub fn raw_list<F>(def: &ResourceDef, list_meta: &Value, fill: F) -> Response<Bo
 where
     F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool + Send + Unpin + 'static,
 {
-    let head = json!({"kind": def.list_kind(), "apiVersion": def.api_version(), "metadata": list_meta});
-    let mut head = serde_json::to_vec(&head).expect("JSON serialises");
-    head.pop(); // the closing brace; items follow
-    head.extend_from_slice(b",\"items\":[");
+    let (mut head, tail) = list_ends(def, list_meta);
     head.reserve(FIRST_CHUNK);
-    let mut body = ListBody { ready: VecDeque::new(), fill, first: true, after_run: false, done: false };
+    let mut body = ListBody { ready: VecDeque::new(), fill, tail, first: true, after_run: false, done: false };
     body.join(head);
     if body.done && body.ready.len() == 1 {
         // Also lets the objects go at once, whoever reads the answer slowly.
@@ -69,11 +66,36 @@ where
     r
 }
 
+/// What comes before a list's first item and after its last, in kube's key order: a built-in type's
+/// list is a Go struct (kind, apiVersion, metadata, items), a custom resource's a sorted map (apiVersion,
+/// items, kind, metadata).
+fn list_ends(def: &ResourceDef, list_meta: &Value) -> (Vec<u8>, Bytes) {
+    let (api_version, list_kind) = (def.api_version(), def.list_kind());
+    if crate::proto::order::is_struct(&api_version, &list_kind) {
+        let head = json!({"kind": list_kind, "apiVersion": api_version, "metadata": list_meta});
+        let mut head = crate::proto::order::to_vec(&head);
+        head.pop(); // the closing brace; items follow
+        head.extend_from_slice(b",\"items\":[");
+        return (head, Bytes::from_static(b"]}"));
+    }
+    let mut head = b"{\"apiVersion\":".to_vec();
+    head.extend(serde_json::to_vec(&api_version).expect("strings serialise"));
+    head.extend_from_slice(b",\"items\":[");
+    let mut tail = b"],\"kind\":".to_vec();
+    tail.extend(serde_json::to_vec(&list_kind).expect("strings serialise"));
+    tail.extend_from_slice(b",\"metadata\":");
+    tail.extend(serde_json::to_vec(list_meta).expect("JSON serialises"));
+    tail.push(b'}');
+    (head, Bytes::from(tail))
+}
+
 /// The body of a list of serialised objects, joined into chunks as it is polled.
 struct ListBody<F> {
     /// Chunks ready to go, in order.
     ready: VecDeque<Bytes>,
     fill: F,
+    /// What follows the last item.
+    tail: Bytes,
     /// No object has been written yet (no comma before the next).
     first: bool,
     /// The last piece taken was a run sent as it is.
@@ -132,7 +154,7 @@ impl<F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool> ListBody<F> {
         });
         self.done = drained;
         if drained && alone.is_none() {
-            chunk.extend_from_slice(b"]}");
+            chunk.extend_from_slice(&self.tail);
         }
         if !chunk.is_empty() {
             self.ready.push_back(Bytes::from(chunk));
@@ -140,7 +162,7 @@ impl<F: FnMut(&mut dyn FnMut(Piece<'_>) -> bool) -> bool> ListBody<F> {
         if let Some(run) = alone {
             self.ready.push_back(run);
             if drained {
-                self.ready.push_back(Bytes::from_static(b"]}"));
+                self.ready.push_back(self.tail.clone());
             }
         }
     }

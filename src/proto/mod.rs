@@ -8,6 +8,7 @@
 
 mod convert;
 mod format;
+pub mod order;
 mod schema;
 mod schema_types;
 mod shape;

@@ -1,8 +1,7 @@
 //! Gives a built-in object the JSON that kube-apiserver writes for it: kube decodes every write into
 //! its Go struct and encodes that back, so a field Go writes even when zero (no `omitempty`) is always
 //! there, and an `omitempty` field that is zero or empty is never there. Strict typed clients (the
-//! Python client's models) refuse objects that lack the former. Key order is not Go's: serde_json
-//! keeps keys sorted, and no JSON reader depends on order.
+//! Python client's models) refuse objects that lack the former. Key order is `order`'s concern.
 
 use serde_json::{Map, Value};
 

@@ -82,10 +82,16 @@ pub struct Head(Bytes);
 impl Head {
     /// The opening of `def`'s objects.
     pub fn of(def: &ResourceDef) -> Head {
-        let mut h = b"{\"apiVersion\":".to_vec();
-        h.extend(serde_json::to_vec(&def.api_version()).expect("strings serialise"));
-        h.extend_from_slice(b",\"kind\":");
-        h.extend(serde_json::to_vec(&def.kind).expect("strings serialise"));
+        let api_version = def.api_version();
+        let api_version = serde_json::to_vec(&api_version).expect("strings serialise");
+        let kind = serde_json::to_vec(&def.kind).expect("strings serialise");
+        // A built-in type's Go struct begins with TypeMeta, kind first; a custom resource's keys are
+        // sorted (see `proto::order`).
+        let h = if crate::proto::order::is_struct(&def.api_version(), &def.kind) {
+            [&b"{\"kind\":"[..], &kind, b",\"apiVersion\":", &api_version].concat()
+        } else {
+            [&b"{\"apiVersion\":"[..], &api_version, b",\"kind\":", &kind].concat()
+        };
         Head(Bytes::from(h))
     }
 
@@ -130,11 +136,18 @@ pub struct Entry {
 impl Entry {
     /// The entry of an object; its apiVersion and kind are left to the `Head` it is served with.
     pub fn new(mut obj: Value, revision: Revision) -> serde_json::Result<Entry> {
+        let (mut api_version, mut kind) = (Value::Null, Value::Null);
         if let Some(m) = obj.as_object_mut() {
-            m.remove("apiVersion");
-            m.remove("kind");
+            api_version = m.remove("apiVersion").unwrap_or_default();
+            kind = m.remove("kind").unwrap_or_default();
         }
-        let mut json = serde_json::to_vec(&obj)?;
+        Entry::typed(api_version.as_str().unwrap_or_default(), kind.as_str().unwrap_or_default(), &obj, revision)
+    }
+
+    /// The entry of an object of `api_version`/`kind` given without them: its keys are written in
+    /// that type's order (see `proto::order`).
+    fn typed(api_version: &str, kind: &str, obj: &Value, revision: Revision) -> serde_json::Result<Entry> {
+        let mut json = crate::proto::order::to_vec_untyped(api_version, kind, obj);
         if json.first() != Some(&b'{') {
             return Err(serde::de::Error::custom("an object is not a JSON object"));
         }
@@ -856,7 +869,7 @@ impl Cacher {
                 let last = self.lock_read().objects.get(key.as_str()).cloned();
                 match last {
                     // Stamped with the delete's revision, as kube-apiserver sends deleted objects.
-                    Some(last) => Some((Arc::from(key), restamp(&last, revision)?, true)),
+                    Some(last) => Some((Arc::from(key), restamp(&self.def, &last, revision)?, true)),
                     None => None,
                 }
             }
@@ -1015,11 +1028,11 @@ fn remove_slot(st: &mut State, id: u64) {
 }
 
 /// The same object with another resourceVersion.
-fn restamp(entry: &Entry, revision: Revision) -> Result<Entry, StoreError> {
+fn restamp(def: &ResourceDef, entry: &Entry, revision: Revision) -> Result<Entry, StoreError> {
     let internal = |e: serde_json::Error| StoreError::Internal(e.to_string());
     let mut obj = entry.headless().map_err(internal)?;
     crate::meta::metadata_mut(&mut obj).insert("resourceVersion".into(), Value::String(revision.to_string()));
-    Entry::new(obj, revision).map_err(internal)
+    Entry::typed(&def.api_version(), &def.kind, &obj, revision).map_err(internal)
 }
 
 /// Every resource type's cache over one store.
@@ -1197,7 +1210,7 @@ mod tests {
         let raw: Value = serde_json::from_slice(&e.json(&Head::of(&deploy))).unwrap();
         assert_eq!(raw, as_deployment);
 
-        let deleted = restamp(&e, 9).unwrap();
+        let deleted = restamp(&cm, &e, 9).unwrap();
         let v = deleted.value(&Head::of(&cm)).unwrap();
         assert_eq!((deleted.revision, &v["metadata"]["resourceVersion"], &v["data"]), (9, &"9".into(), &obj["data"]));
         // An object with nothing but its head is still one.
@@ -1302,7 +1315,7 @@ mod tests {
         }
         let want: Vec<Vec<u8>> = keys
             .iter()
-            .map(|k| format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","key":"{k}","rv":1}}"#).into_bytes())
+            .map(|k| format!(r#"{{"kind":"ConfigMap","apiVersion":"v1","key":"{k}","rv":1}}"#).into_bytes())
             .collect();
         assert_eq!(taken, want, "every object once, in order");
         assert_eq!(calls, 8);

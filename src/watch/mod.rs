@@ -98,7 +98,8 @@ impl Initial {
 }
 
 fn line(kind: &str, object: Value) -> Bytes {
-    let mut s = serde_json::to_vec(&json!({"type": kind, "object": object})).expect("JSON serialises");
+    let event = json!({"type": kind, "object": object});
+    let mut s = crate::proto::order::to_vec_untyped("meta.k8s.io/v1", "WatchEvent", &event);
     s.push(b'\n');
     Bytes::from(s)
 }
@@ -221,7 +222,7 @@ pub async fn start(
             lo.continue_token = None;
             lo.rv_match = requested.map(|_| RvMatch::NotOlderThan);
             let list = registry.list(&def, req.cluster.as_deref(), scope.namespace.as_deref(), &lo).await?;
-            let json = list.items.iter().map(|v| Bytes::from(serde_json::to_vec(v).expect("JSON serialises")));
+            let json = list.items.iter().map(|v| Bytes::from(crate::proto::order::to_vec(v)));
             pending = Initial::Read(json.collect::<Vec<_>>().into_iter());
             resume(&cacher, &registry, &def, &scope, opts, list.revision, &account).await?
         }
