@@ -4,14 +4,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Bytes of events waiting to be written before new ones are dropped.
-const QUEUE_BYTES: u64 = 64 << 20;
+const QUEUE_BYTES: usize = 64 << 20;
 /// The most of a request or response body an event carries; a larger one is left out of the event.
 pub const MAX_OBJECT_BYTES: usize = 1 << 20;
 /// The time in a rotated log's name, as lumberjack writes it.
@@ -339,31 +338,62 @@ pub struct AuditMetrics {
 /// The audit log of a server: its policy and the buffer its events go through.
 pub struct Auditor {
     policy: Policy,
-    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
-    queued: Arc<AtomicU64>,
+    queue: Arc<Queue>,
     metrics: AuditMetrics,
 }
+
+/// Events waiting for the writer thread: lines joined in one buffer of at most `QUEUE_BYTES`. A
+/// `Mutex` around the buffer, held to append one line or to take them all, with a `Condvar` the
+/// writer waits on: it wakes every `WRITE_EVERY`, or when a batch is large, never per event (a
+/// channel woke it for each, and those wake-ups cost a third of a GET's throughput).
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    wake: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    lines: Vec<u8>,
+    /// The server is done with the log: write what is left and end.
+    closed: bool,
+}
+
+/// How long an event may wait in the queue before it is written.
+const WRITE_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Bytes in the queue that wake the writer before `WRITE_EVERY`.
+const WAKE_AT: usize = 256 * 1024;
 
 impl Auditor {
     /// Opens the log and starts the thread that writes it.
     pub fn start(policy: Policy, options: LogOptions, metrics: AuditMetrics) -> Result<Auditor, AuditError> {
         let mut out = Output::open(options)?;
-        // The byte bound is `queued`; the channel's own bound only keeps empty events from piling up.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(65_536);
-        let queued = Arc::new(AtomicU64::new(0));
-        let done = queued.clone();
+        let queue = Arc::new(Queue::default());
+        let shared = queue.clone();
         std::thread::Builder::new()
             .name("kgate-audit".into())
-            .spawn(move || {
-                while let Ok(line) = rx.recv() {
-                    if let Err(e) = out.write(&line) {
+            .spawn(move || loop {
+                let (batch, closed) = {
+                    let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                    if st.lines.is_empty() && !st.closed {
+                        st = shared.wake.wait_timeout(st, WRITE_EVERY).unwrap_or_else(|e| e.into_inner()).0;
+                    }
+                    (std::mem::take(&mut st.lines), st.closed)
+                };
+                // Written outside the lock: a slow disk holds up only this thread, and requests append
+                // meanwhile until the queue is full (then their events are dropped and counted).
+                if !batch.is_empty() {
+                    if let Err(e) = out.write(&batch).and_then(|()| out.flush()) {
                         tracing::warn!(error = %e, "writing the audit log");
                     }
-                    done.fetch_sub(line.len() as u64, Ordering::Relaxed);
+                }
+                if closed {
+                    return;
                 }
             })
             .map_err(|source| AuditError::Log { path: "audit thread".into(), source })?;
-        Ok(Auditor { policy, tx, queued, metrics })
+        Ok(Auditor { policy, queue, metrics })
     }
 
     /// What the policy says of a request.
@@ -371,26 +401,40 @@ impl Auditor {
         self.policy.decide(a)
     }
 
-    /// Queues one event; drops it (and counts it) when the buffer is full.
-    fn emit(&self, event: &Value) {
-        let mut line = serde_json::to_vec(event).expect("JSON serialises");
-        line.push(b'\n');
-        let n = line.len() as u64;
-        if self.queued.fetch_add(n, Ordering::Relaxed) + n > QUEUE_BYTES || self.tx.try_send(line).is_err() {
-            self.queued.fetch_sub(n, Ordering::Relaxed);
+    /// Queues one event's line; drops it (and counts it) when the queue is full.
+    fn emit(&self, line: Vec<u8>) {
+        let mut st = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.lines.len() + line.len() > QUEUE_BYTES {
+            drop(st);
             self.metrics.dropped.inc();
             return;
         }
+        st.lines.extend_from_slice(&line);
+        let wake = st.lines.len() >= WAKE_AT && st.lines.len() - line.len() < WAKE_AT;
+        drop(st);
+        if wake {
+            self.queue.wake.notify_one();
+        }
         self.metrics.events.inc();
+    }
+}
+
+impl Drop for Auditor {
+    fn drop(&mut self) {
+        self.queue.state.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+        self.queue.wake.notify_one();
     }
 }
 
 /// The log file (or stdout), rotated by size as kube's lumberjack writer does.
 struct Output {
     options: LogOptions,
-    file: Option<std::fs::File>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
     size: u64,
 }
+
+/// Bytes of events the writer gathers before a write to the file.
+const WRITE_BUFFER: usize = 256 * 1024;
 
 impl Output {
     fn open(options: LogOptions) -> Result<Output, AuditError> {
@@ -413,14 +457,28 @@ impl Output {
         }
         let file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(log)?;
         self.size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        self.file = Some(file);
+        self.file = Some(std::io::BufWriter::with_capacity(WRITE_BUFFER, file));
         Ok(())
     }
 
-    fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
-        if self.options.path == "-" {
-            return std::io::stdout().lock().write_all(line);
+    /// Write out what the buffer holds.
+    fn flush(&mut self) -> std::io::Result<()> {
+        match (self.options.path == "-", self.file.as_mut()) {
+            (true, _) => std::io::stdout().lock().flush(),
+            (false, Some(f)) => f.flush(),
+            (false, None) => Ok(()),
         }
+    }
+
+    /// Write a batch of lines, rotating between two of them when the file is full.
+    fn write(&mut self, batch: &[u8]) -> std::io::Result<()> {
+        if self.options.path == "-" {
+            return std::io::stdout().lock().write_all(batch);
+        }
+        batch.split_inclusive(|b| *b == b'\n').try_for_each(|line| self.write_line(line))
+    }
+
+    fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
         // A log that could not be reopened after a rotation is tried again; events never go elsewhere.
         if self.file.is_none() {
             self.reopen().map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -481,8 +539,10 @@ impl Output {
 pub struct Record {
     auditor: Arc<Auditor>,
     decision: Decision,
-    /// The event's fields so far; impersonation adds to them after `RequestReceived`.
-    event: Mutex<Value>,
+    /// The event's fields so far as JSON, without the closing brace: what each stage's event begins
+    /// with, serialised once rather than built for every stage. Impersonation adds to them after
+    /// `RequestReceived`.
+    event: Mutex<Vec<u8>>,
     /// The request's object, kept at level Request and above.
     request_object: Mutex<Option<Value>>,
     /// The answer's code and, at level RequestResponse, its body as sent (up to `MAX_OBJECT_BYTES`).
@@ -510,11 +570,60 @@ pub struct Received<'a> {
 }
 
 fn now() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    // kube's MicroTime; not `format`, which parses its pattern on every call.
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
-fn user_info((name, groups): (&str, &[String])) -> Value {
-    json!({"username": name, "groups": groups})
+/// The fields an event starts with, in the order of kube's `audit.k8s.io/v1` Event (its stage and
+/// what its answer adds come after).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Opening<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    level: &'static str,
+    #[serde(rename = "auditID")]
+    audit_id: &'a str,
+    #[serde(rename = "requestURI")]
+    request_uri: &'a str,
+    verb: &'a str,
+    user: UserInfo<'a>,
+    #[serde(rename = "sourceIPs")]
+    source_ips: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_agent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object_ref: Option<ObjectRefJson<'a>>,
+    request_received_timestamp: String,
+    annotations: Annotations<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct UserInfo<'a> {
+    username: &'a str,
+    groups: &'a [String],
+}
+
+/// An event's `objectRef`: empty parts are left out.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectRefJson<'a> {
+    resource: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    api_group: &'a str,
+    api_version: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    subresource: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct Annotations<'a> {
+    #[serde(rename = "kgate.dev/cluster")]
+    cluster: &'a str,
 }
 
 impl Record {
@@ -526,34 +635,35 @@ impl Record {
         if decision.level == Level::None {
             return None;
         }
-        let mut event = json!({
-            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": decision.level.name(),
-            "auditID": uuid::Uuid::new_v4().to_string(), "requestURI": r.uri, "verb": r.verb,
-            "user": user_info(r.user), "sourceIPs": r.source_ip.into_iter().collect::<Vec<_>>(),
-            "requestReceivedTimestamp": now(),
-            "annotations": {"kgate.dev/cluster": r.cluster},
+        let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
+        let object_ref = r.object.map(|o| ObjectRefJson {
+            resource: &o.resource,
+            namespace: &o.namespace,
+            name: &o.name,
+            api_group: &o.group,
+            api_version: &o.version,
+            subresource: &o.subresource,
         });
-        if let Some(ua) = r.user_agent {
-            event["userAgent"] = json!(ua);
-        }
-        if let Some(o) = r.object {
-            let mut obj = json!({"resource": o.resource, "apiVersion": o.version});
-            for (k, v) in [
-                ("namespace", &o.namespace),
-                ("name", &o.name),
-                ("apiGroup", &o.group),
-                ("subresource", &o.subresource),
-            ] {
-                if !v.is_empty() {
-                    obj[k] = json!(v);
-                }
-            }
-            event["objectRef"] = obj;
-        }
+        let opening = Opening {
+            kind: "Event",
+            api_version: "audit.k8s.io/v1",
+            level: decision.level.name(),
+            audit_id: uuid::Uuid::new_v4().hyphenated().encode_lower(&mut id),
+            request_uri: r.uri,
+            verb: r.verb,
+            user: UserInfo { username: r.user.0, groups: r.user.1 },
+            source_ips: r.source_ip.as_slice(),
+            user_agent: r.user_agent,
+            object_ref,
+            request_received_timestamp: now(),
+            annotations: Annotations { cluster: r.cluster },
+        };
+        let mut opening = serde_json::to_vec(&opening).expect("JSON serialises");
+        opening.pop(); // the closing brace: each stage adds its fields
         let record = Arc::new(Record {
             auditor: auditor.clone(),
             decision,
-            event: Mutex::new(event),
+            event: Mutex::new(opening),
             request_object: Mutex::new(None),
             response: Mutex::new((0, None)),
             charge: Mutex::new(None),
@@ -564,7 +674,9 @@ impl Record {
 
     /// Whom the request acts as, once its impersonation is allowed; later stages name it.
     pub fn impersonating(&self, user: &str, groups: &[String]) {
-        self.event.lock().expect("not poisoned")["impersonatedUser"] = user_info((user, groups));
+        let mut event = self.event.lock().expect("not poisoned");
+        event.extend_from_slice(b",\"impersonatedUser\":");
+        event.extend(serde_json::to_vec(&UserInfo { username: user, groups }).expect("JSON serialises"));
     }
 
     /// Keeps the request's body (JSON, or kube's protobuf, as kubectl sends built-ins) as the event's
@@ -619,22 +731,31 @@ impl Record {
         if self.decision.omit.contains(&stage) {
             return;
         }
-        let mut event = self.event.lock().expect("not poisoned").clone();
-        event["stage"] = json!(stage.name());
-        event["stageTimestamp"] = json!(now());
+        let mut line = self.event.lock().expect("not poisoned").clone();
+        fn field(line: &mut Vec<u8>, name: &str, v: &impl serde::Serialize) {
+            line.extend_from_slice(b",\"");
+            line.extend_from_slice(name.as_bytes());
+            line.extend_from_slice(b"\":");
+            serde_json::to_writer(&mut *line, v).expect("JSON serialises");
+        }
+        field(&mut line, "stage", &stage.name());
+        field(&mut line, "stageTimestamp", &now());
         if stage == Stage::ResponseComplete || stage == Stage::ResponseStarted {
             let response = self.response.lock().expect("not poisoned");
-            event["responseStatus"] = json!({"metadata": {}, "code": response.0});
+            line.extend_from_slice(
+                format!(",\"responseStatus\":{{\"metadata\":{{}},\"code\":{}}}", response.0).as_bytes(),
+            );
             if stage == Stage::ResponseComplete {
                 if let Some(v) = response.1.as_deref().and_then(|b| serde_json::from_slice::<Value>(b).ok()) {
-                    event["responseObject"] = v;
+                    field(&mut line, "responseObject", &v);
                 }
             }
         }
         if let Some(v) = self.request_object.lock().expect("not poisoned").as_ref() {
-            event["requestObject"] = v.clone();
+            field(&mut line, "requestObject", v);
         }
-        self.auditor.emit(&event);
+        line.extend_from_slice(b"}\n");
+        self.auditor.emit(line);
     }
 }
 

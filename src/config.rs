@@ -42,6 +42,9 @@ pub struct Config {
     pub audit: Option<AuditConfig>,
     /// How many of the busiest logical clusters root's `/metrics` names (see `usage`).
     pub metrics_top_clusters: usize,
+    /// Per-cluster accounting: request figures (`usage`), store usage on each LogicalCluster and the
+    /// `spec.limits` that depend on it (`registry::footprint`). On unless `--usage-accounting=false`.
+    pub usage_accounting: bool,
 }
 
 /// Where the audit policy is and how its log is written.
@@ -71,6 +74,7 @@ impl Default for Config {
             api_audiences: crate::token::default_audiences(),
             audit: None,
             metrics_top_clusters: crate::usage::DEFAULT_TOP,
+            usage_accounting: true,
         }
     }
 }

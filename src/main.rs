@@ -129,6 +129,11 @@ struct ServeArgs {
     /// `cluster` label; the others are summed as `cluster="other"`.
     #[arg(long, default_value_t = kgate::usage::DEFAULT_TOP)]
     metrics_top_clusters: usize,
+    /// Count each logical cluster's requests (its /metrics, root's busiest clusters) and what it
+    /// holds in the store (LogicalCluster status.usage, and the objects, storageBytes, namespaces and
+    /// customResourceDefinitions of spec.limits, which are not enforced without it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    usage_accounting: bool,
     /// Seconds a request may wait for its turn when the server-wide budget of its kind is spent,
     /// before 429; waiting requests are served by turns over their logical clusters (0: refuse at once).
     #[arg(long, default_value_t = Limits::default().queue_wait.as_secs_f64())]
@@ -253,6 +258,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         },
         api_audiences: a.api_audiences,
         metrics_top_clusters: a.metrics_top_clusters,
+        usage_accounting: a.usage_accounting,
         audit: match (a.audit_policy_file, a.audit_log_path) {
             (Some(policy_file), Some(path)) => Some(kgate::config::AuditConfig {
                 policy_file,

@@ -144,7 +144,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         )
         .with_limits(config.inflight, config.bytes)
         .with_audiences(config.api_audiences.clone())
-        .with_top_clusters(config.metrics_top_clusters)
+        .with_usage(config.metrics_top_clusters, config.usage_accounting)
         .with_audit(audit),
     );
     // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut
@@ -155,6 +155,8 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         tokio::spawn(crds.clone().run(crds_revision, shutdown_rx.clone())),
         tokio::spawn(crds.clean_deleted()),
         tokio::spawn(registry.clone().run_quota_index()),
+        tokio::spawn(registry.clone().run_footprint_if(config.usage_accounting)),
+        tokio::spawn(registry.clone().run_usage_status_if(config.usage_accounting)),
         tokio::spawn(directory.run()),
         tokio::spawn(compactor(store.clone(), config.compaction_interval)),
         tokio::spawn(resume_namespace_deletions(registry.clone())),

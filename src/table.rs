@@ -39,6 +39,17 @@ const CONTAINERS_DESC: &str = "Names of each container in the template.";
 const IMAGES_DESC: &str = "Images referenced by each container in the template.";
 const SELECTOR_DESC: &str = "A label query over pods that should match the replica count. Must match in order to be controlled. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
 
+/// Bytes as a quantity in binary units, rounded down (`1536` is `1Ki`), as `kubectl top` shows memory.
+fn binary_size(bytes: u64) -> String {
+    let units = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
+    let (mut n, mut unit) = (bytes, 0);
+    while n >= 1024 && unit + 1 < units.len() {
+        n /= 1024;
+        unit += 1;
+    }
+    format!("{n}{}", units[unit])
+}
+
 fn col(name: &str, ty: &str, desc: &str, priority: i64) -> Value {
     json!({"name": name, "type": ty, "format": "", "description": desc, "priority": priority})
 }
@@ -739,6 +750,9 @@ pub fn column_definitions(group: &str, plural: &str) -> Vec<Value> {
         Kind::LogicalCluster => vec![
             name_col(),
             col("Phase", "string", "Phase of the logical cluster.", 0),
+            col("Objects", "integer", "Objects the cluster holds.", 0),
+            col("Storage", "string", "Bytes its objects take in the store.", 0),
+            col("Namespaces", "integer", "Namespaces the cluster holds.", 0),
             col("Age", "date", CREATED_DESC, 0),
         ],
         Kind::Default => vec![name_col(), col("Age", "date", CREATED_DESC, 0)],
@@ -1673,6 +1687,12 @@ fn cells(group: &str, plural: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Valu
                 Some(p) => json!(p),
                 None => Value::Null,
             },
+            get(obj, &["status", "usage", "objects"]).cloned().unwrap_or(Value::Null),
+            match get(obj, &["status", "usage", "storageBytes"]).and_then(Value::as_u64) {
+                Some(b) => json!(binary_size(b)),
+                None => Value::Null,
+            },
+            get(obj, &["status", "usage", "namespaces"]).cloned().unwrap_or(Value::Null),
             age(obj, now),
         ],
         Kind::Default => vec![name(obj), age(obj, now)],
@@ -2503,13 +2523,18 @@ mod tests {
         );
         assert_eq!(col_names("rbac.authorization.k8s.io", "clusterrolebindings").len(), 6);
         assert_eq!(col_names("apiextensions.k8s.io", "customresourcedefinitions"), ["Name", "Created At"]);
-        assert_eq!(col_names("tenancy.kgate.dev", "logicalclusters"), ["Name", "Phase", "Age"]);
+        assert_eq!(
+            col_names("tenancy.kgate.dev", "logicalclusters"),
+            ["Name", "Phase", "Objects", "Storage", "Namespaces", "Age"]
+        );
         let c = cells_of(
             "tenancy.kgate.dev",
             "logicalclusters",
-            json!({"metadata": meta("team-a"), "status": {"phase": "Ready"}}),
+            json!({"metadata": meta("team-a"), "status": {"phase": "Ready",
+                   "usage": {"objects": 120, "storageBytes": 3_500_000, "namespaces": 4}}}),
         );
-        assert_eq!(c, vec![json!("team-a"), json!("Ready"), json!("5m")]);
+        assert_eq!(c, vec![json!("team-a"), json!("Ready"), json!(120), json!("3Mi"), json!(4), json!("5m")]);
+        assert_eq!((binary_size(1023), binary_size(1536)), ("1023".to_string(), "1Ki".to_string()));
     }
 
     #[test]

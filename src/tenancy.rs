@@ -19,6 +19,7 @@ use dashmap::DashSet;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+pub use crate::registry::footprint::TenantLimits;
 pub use lifecycle::{purge, Lifecycle};
 pub use manifests::{apply_dir, ManifestError};
 
@@ -78,9 +79,6 @@ const MAX_RETRIES: usize = 16;
 #[derive(Clone)]
 pub struct Directory {
     known: Arc<DashSet<String>>,
-    /// The limits a platform set on a cluster (`spec.limits`), for the clusters that have any; kept by
-    /// the same watch, so a change holds on every replica within moments.
-    limits: Arc<dashmap::DashMap<String, TenantLimits>>,
     registry: Registry,
     def: Arc<ResourceDef>,
 }
@@ -88,12 +86,7 @@ pub struct Directory {
 impl Directory {
     /// A directory over the registry's store; call `run` to keep it current.
     pub fn new(registry: Registry) -> Self {
-        Directory {
-            known: Arc::new(DashSet::new()),
-            limits: Default::default(),
-            registry,
-            def: resources::logical_cluster_def(),
-        }
+        Directory { known: Arc::new(DashSet::new()), registry, def: resources::logical_cluster_def() }
     }
 
     fn key(&self, name: &str) -> String {
@@ -130,9 +123,10 @@ impl Directory {
         self.known.remove(name);
     }
 
-    /// The limits set on `name`, if any.
+    /// The limits set on `name`, if any: kept by the registry's store watch (`registry::footprint`),
+    /// so a change holds on every replica within moments.
     pub fn limits(&self, name: &str) -> Option<TenantLimits> {
-        self.limits.get(name).map(|l| *l)
+        self.registry.footprint.limits(name)
     }
 
     /// Number of known clusters.
@@ -187,39 +181,11 @@ impl Directory {
         };
         let obj = value.and_then(|v| serde_json::from_slice::<Value>(v).ok());
         let live = obj.as_ref().is_some_and(|o| o["metadata"].get("deletionTimestamp").is_none());
-        match obj.as_ref().and_then(TenantLimits::of).filter(|_| live) {
-            Some(l) => {
-                self.limits.insert(name.to_string(), l);
-            }
-            None => {
-                self.limits.remove(name);
-            }
-        }
         if live {
             self.known.insert(name.to_string());
         } else {
             self.known.remove(name);
         }
-    }
-}
-
-/// What a platform sets on a LogicalCluster's `spec.limits` to override the server-wide defaults for
-/// that cluster alone (`--max-requests-inflight-per-cluster`, `--max-watches-per-cluster`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TenantLimits {
-    /// `spec.limits.requestsInFlight`: requests of the cluster in flight at once (0: no limit).
-    pub requests_in_flight: Option<usize>,
-    /// `spec.limits.watches`: watches the cluster may hold open (0: no limit).
-    pub watches: Option<usize>,
-}
-
-impl TenantLimits {
-    /// The limits of a LogicalCluster object, if it sets any.
-    pub fn of(obj: &Value) -> Option<TenantLimits> {
-        let l = &obj["spec"]["limits"];
-        let n = |k: &str| l.get(k).and_then(Value::as_u64).and_then(|n| usize::try_from(n).ok());
-        let limits = TenantLimits { requests_in_flight: n("requestsInFlight"), watches: n("watches") };
-        (limits != TenantLimits::default()).then_some(limits)
     }
 }
 

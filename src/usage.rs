@@ -74,16 +74,26 @@ pub struct Usage {
     started: Instant,
     /// How many clusters root's `/metrics` names.
     top: usize,
+    /// Whether requests are recorded at all (`--usage-accounting`).
+    enabled: bool,
 }
 
 impl Usage {
     /// An empty table naming the `top` busiest clusters in root's metrics.
     pub fn new(top: usize) -> Usage {
-        Usage { clusters: DashMap::new(), started: Instant::now(), top }
+        Usage { clusters: DashMap::new(), started: Instant::now(), top, enabled: true }
+    }
+
+    /// A table that records nothing (`--usage-accounting=false`).
+    pub fn disabled() -> Usage {
+        Usage { enabled: false, ..Usage::new(0) }
     }
 
     /// Record a request of `cluster`, answered `code` after `elapsed`.
     pub fn record(&self, cluster: &str, verb: &str, code: u16, elapsed: Duration) {
+        if !self.enabled {
+            return;
+        }
         let now = Instant::now();
         let stats = match self.clusters.get(cluster) {
             Some(s) => s.clone(),

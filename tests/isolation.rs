@@ -523,3 +523,89 @@ async fn a_clusters_own_limits_override_the_defaults() {
     drop((w1, others));
     s.stop().await;
 }
+
+/// A platform sees what each tenant holds on its LogicalCluster (`status.usage`, kept within seconds,
+/// shown by `kubectl get logicalclusters`) and caps it with `spec.limits`: objects, stored bytes,
+/// namespaces and CRDs, each refused past its limit with kube's quota words and nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_shown_and_capped_per_cluster_on_both_stores() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        let lcs = "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters";
+        s.create_cluster("acme").await;
+        let usage = || async { s.get(&format!("{lcs}/acme")).await.1["status"]["usage"].clone() };
+        common::eventually(20, "acme's usage to be written", || async { usage().await["namespaces"] == 4 }).await;
+        let before = usage().await;
+        let objects = before["objects"].as_u64().unwrap();
+        let bytes = before["storageBytes"].as_u64().unwrap();
+        assert!(objects > 10 && bytes > 1000, "a new cluster's defaults are counted: {before}");
+        assert_eq!(before["customResourceDefinitions"], 0);
+
+        let cms = "/clusters/acme/api/v1/namespaces/default/configmaps";
+        let cm = |name: &str, size: usize| json!({"metadata": {"name": name}, "data": {"k": "x".repeat(size)}});
+        assert_eq!(s.post(cms, &cm("one", 10_000)).await.0, StatusCode::CREATED);
+        common::eventually(20, "the new object to be counted", || async {
+            let u = usage().await;
+            u["objects"].as_u64() == Some(objects + 1) && u["storageBytes"].as_u64().unwrap() > bytes + 10_000
+        })
+        .await;
+        let kc = s.kubeconfig();
+        let table = common::kubectl_ok(&kc, &["get", "logicalclusters", "acme"]);
+        let (head, row) = table.split_once('\n').unwrap();
+        assert!(head.split_whitespace().eq(["NAME", "PHASE", "OBJECTS", "STORAGE", "NAMESPACES", "AGE"]), "{table}");
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cells[..3], ["acme", "Ready", &(objects + 1).to_string()], "{table}");
+        assert!(cells[3].ends_with("Ki"), "{table}");
+
+        // Caps at what it holds now: the next object, namespace, CRD and byte are refused.
+        let now = usage().await;
+        let limits = json!({"spec": {"limits": {"objects": now["objects"], "namespaces": 4,
+            "customResourceDefinitions": 0, "storageBytes": now["storageBytes"].as_u64().unwrap() + 5_000}}});
+        let (code, body) = s.patch(&format!("{lcs}/acme"), "application/merge-patch+json", &limits).await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        common::eventually(10, "the objects cap to hold", || async {
+            s.post(cms, &cm("two", 1)).await.0 == StatusCode::FORBIDDEN
+        })
+        .await;
+        let (_, refused) = s.post(cms, &cm("two", 1)).await;
+        let want = format!(
+            "exceeded quota: logicalcluster/acme, requested: objects=1, used: objects={}, limited: objects={}",
+            now["objects"], now["objects"]
+        );
+        assert!(refused["message"].as_str().unwrap().contains(&want), "{refused}");
+        let (code, refused) = s.post("/clusters/acme/api/v1/namespaces", &json!({"metadata": {"name": "fifth"}})).await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+        assert!(refused["message"].as_str().unwrap().contains("namespaces=1, used: objects="), "{refused}");
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        let (code, refused) =
+            s.post("/clusters/acme/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+        assert!(refused["message"].as_str().unwrap().contains("customResourceDefinitions=1"), "{refused}");
+        // An update that grows past the bytes is refused; one within them passes.
+        let (_, mut one) = s.get(&format!("{cms}/one")).await;
+        one["data"]["k"] = json!("y".repeat(20_000));
+        let (code, refused) = s.put(&format!("{cms}/one"), &one).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{refused}");
+        assert!(refused["message"].as_str().unwrap().contains("storageBytes="), "{refused}");
+        one["data"]["k"] = json!("y".repeat(12_000));
+        assert_eq!(s.put(&format!("{cms}/one"), &one).await.0, StatusCode::OK);
+        assert_eq!(s.get(&format!("{cms}/two")).await.0, StatusCode::NOT_FOUND, "nothing refused was written");
+        // Others are not capped, and deleting makes room again.
+        s.create_cluster("other").await;
+        assert_eq!(
+            s.post("/clusters/other/api/v1/namespaces/default/configmaps", &cm("two", 1)).await.0,
+            StatusCode::CREATED
+        );
+        assert_eq!(s.delete(&format!("{cms}/one")).await.0, StatusCode::OK);
+        common::eventually(10, "room to be made", || async {
+            s.post(cms, &cm("two", 1)).await.0 == StatusCode::CREATED
+        })
+        .await;
+        s.stop().await;
+    }
+}

@@ -147,9 +147,13 @@ impl AppState {
         self
     }
 
-    /// Name this many of the busiest clusters in root's `/metrics`.
-    pub fn with_top_clusters(mut self, top: usize) -> Self {
-        self.usage = Arc::new(crate::usage::Usage::new(top));
+    /// Name this many of the busiest clusters in root's `/metrics`; `accounting` off records no
+    /// cluster's figures at all.
+    pub fn with_usage(mut self, top: usize, accounting: bool) -> Self {
+        self.usage = Arc::new(match accounting {
+            true => crate::usage::Usage::new(top),
+            false => crate::usage::Usage::disabled(),
+        });
         self
     }
 

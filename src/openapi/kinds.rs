@@ -129,6 +129,7 @@ pub(super) const LOGICAL_CLUSTER_DEF: &str = "dev.kgate.tenancy.v1alpha1.Logical
 
 /// The hand-written OpenAPI v3 schema of `tenancy.kgate.dev/v1alpha1` `LogicalCluster`.
 pub(super) fn logical_cluster_schema() -> Value {
+    let count = |d: &str| json!({"description": d, "type": "integer", "format": "int64", "minimum": 0});
     let condition = json!({
         "description": "A condition of the logical cluster.",
         "type": "object",
@@ -182,7 +183,11 @@ pub(super) fn logical_cluster_schema() -> Value {
                                 "type": "integer",
                                 "format": "int64",
                                 "minimum": 0
-                            }
+                            },
+                            "objects": count("Objects (store keys) this cluster may hold; creates past it get 403."),
+                            "storageBytes": count("Bytes this cluster's keys and values may take in the store; writes that grow past it get 403."),
+                            "namespaces": count("Namespaces this cluster may hold; creates past it get 403."),
+                            "customResourceDefinitions": count("CustomResourceDefinitions this cluster may hold; creates past it get 403.")
                         }
                     }
                 }
@@ -195,6 +200,16 @@ pub(super) fn logical_cluster_schema() -> Value {
                         "description": "Lifecycle phase of the logical cluster.",
                         "type": "string",
                         "enum": ["Initializing", "Ready", "Terminating"]
+                    },
+                    "usage": {
+                        "description": "What the cluster holds in the store, kept by kgate within seconds.",
+                        "type": "object",
+                        "properties": {
+                            "objects": count("Objects (store keys) the cluster holds."),
+                            "storageBytes": count("Bytes its keys and values take in the store."),
+                            "namespaces": count("Namespaces the cluster holds."),
+                            "customResourceDefinitions": count("CustomResourceDefinitions the cluster holds.")
+                        }
                     },
                     "conditions": {
                         "description": "Current conditions of the logical cluster.",

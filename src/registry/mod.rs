@@ -4,6 +4,7 @@
 //! preconditions, status and scale subresources, finalizers, dry run) so handlers only translate HTTP.
 
 mod convert;
+pub mod footprint;
 mod namespaces;
 mod options;
 mod publish;
@@ -50,6 +51,9 @@ pub struct Registry {
     /// What the server publishes into every cluster (its CA, its address), when it is serving; `None`
     /// for a registry used without a server (tools, tests).
     pub published: Option<Arc<Published>>,
+    /// What each cluster holds and the limits set on it, shared by the clones of one registry (see
+    /// `footprint`); counted only while `run_footprint` runs.
+    pub footprint: Arc<footprint::Footprint>,
 }
 
 /// The name of the ConfigMap with the server's CA in every namespace, as kube publishes it.
@@ -143,6 +147,7 @@ impl Registry {
             cleaning: Default::default(),
             quota_index: Default::default(),
             published: None,
+            footprint: Default::default(),
         }
     }
 

@@ -718,6 +718,7 @@ impl Registry {
             None,
             &kind_key(def),
         );
+        self.admit_footprint(ctx, &obj, None)?;
         // Quota admission, as kube's runs last: dry runs are checked too, and charged nowhere.
         let stored = if self.may_hold_quota(ctx) {
             // In a task of its own, awaited: a request dropped on the way (its client gone) must not
@@ -835,6 +836,23 @@ impl Registry {
         let _ = done.await;
     }
 
+    /// Refuse a write past the limits the platform set on this cluster (see `footprint`): a new object
+    /// (`sizes` absent), or an update from one stored size to another.
+    fn admit_footprint(&self, ctx: &Ctx<'_>, obj: &Value, sizes: Option<(usize, usize)>) -> ApiResult<()> {
+        if self.footprint.limits(ctx.cluster).is_none() {
+            return Ok(());
+        }
+        let signed = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        match sizes {
+            Some((before, after)) => self.footprint.admit(ctx.cluster, ctx.def, false, signed(after) - signed(before)),
+            None => {
+                let key = self.key(ctx, meta::meta_str(obj, "name").unwrap_or_default());
+                let size = key.len() + super::encode_for(ctx.def, obj)?.len();
+                self.footprint.admit(ctx.cluster, ctx.def, true, signed(size))
+            }
+        }
+    }
+
     /// What a controller does at once after a write: a ResourceQuota written is counted afresh.
     async fn after_write(&self, ctx: &Ctx<'_>, obj: &Value) {
         let (Some(ns), Some(name)) = (ctx.namespace, meta::meta_str(obj, "name")) else { return };
@@ -928,7 +946,9 @@ impl Registry {
                     Err(e) => return Err(e.into()),
                 }
             }
-            match self.store.update(&kv.key, super::encode_for(ctx.def, &desired)?, kv.mod_revision).await {
+            let bytes = super::encode_for(ctx.def, &desired)?;
+            self.admit_footprint(ctx, &desired, Some((kv.value.len(), bytes.len())))?;
+            match self.store.update(&kv.key, bytes, kv.mod_revision).await {
                 Ok(rev) => {
                     super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
                     return Ok((desired, true));

@@ -1,0 +1,461 @@
+//! What each logical cluster holds in the store (objects, stored bytes, namespaces, CRDs), counted
+//! from one watch of every key rather than by scanning a cluster per update, and the limits a platform
+//! sets on a LogicalCluster's `spec.limits` against it. kgate writes the counts to the LogicalCluster's
+//! `status.usage` every few seconds, so `kubectl get logicalclusters` shows them.
+//!
+//! Every replica follows the same watch and so counts the same; a status write compares the stored
+//! counts first, so N replicas write one change once, not N times. The limits are checked against
+//! this replica's counts, which trail the store by the watch's delay: a burst of concurrent creates
+//! can pass a limit by at most the requests in flight of that cluster, and the next ones are refused.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use super::Registry;
+use crate::cluster::ROOT;
+use crate::resources::{self, ResourceDef};
+use crate::status::{ApiError, ApiResult};
+use crate::storage::{keys, StoreError, WatchEvent};
+
+/// Keys read per store round trip when counting everything at start.
+const PAGE: usize = 1_000;
+
+/// How often changed counts are written to LogicalClusters' `status.usage`.
+pub const USAGE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Status writes at once while flushing: many clusters may change in one interval.
+const FLUSH_CONCURRENCY: usize = 16;
+
+/// How many times a status write retries after losing a compare-and-swap.
+const MAX_RETRIES: usize = 8;
+
+/// What a platform sets on a LogicalCluster's `spec.limits` to override the server-wide defaults for
+/// that cluster alone. In-flight requests and watches are enforced at the edge (`http::inflight`),
+/// the rest here, against the cluster's `Usage`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantLimits {
+    /// `requestsInFlight`: requests of the cluster in flight at once (0: no limit).
+    pub requests_in_flight: Option<usize>,
+    /// `watches`: watches the cluster may hold open (0: no limit).
+    pub watches: Option<usize>,
+    /// `objects`: keys the cluster may hold.
+    pub objects: Option<u64>,
+    /// `storageBytes`: bytes its keys and values may take in the store.
+    pub storage_bytes: Option<u64>,
+    /// `namespaces`: namespaces it may hold.
+    pub namespaces: Option<u64>,
+    /// `customResourceDefinitions`: CRDs it may hold.
+    pub custom_resource_definitions: Option<u64>,
+}
+
+impl TenantLimits {
+    /// The limits of a LogicalCluster object, if it sets any.
+    pub fn of(obj: &Value) -> Option<TenantLimits> {
+        let l = &obj["spec"]["limits"];
+        let n = |k: &str| l.get(k).and_then(Value::as_u64);
+        let size = |k: &str| n(k).and_then(|n| usize::try_from(n).ok());
+        let limits = TenantLimits {
+            requests_in_flight: size("requestsInFlight"),
+            watches: size("watches"),
+            objects: n("objects"),
+            storage_bytes: n("storageBytes"),
+            namespaces: n("namespaces"),
+            custom_resource_definitions: n("customResourceDefinitions"),
+        };
+        (limits != TenantLimits::default()).then_some(limits)
+    }
+}
+
+/// A cluster's holdings in the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Keys.
+    pub objects: u64,
+    /// Bytes of its keys and values.
+    pub storage_bytes: u64,
+    /// Namespaces.
+    pub namespaces: u64,
+    /// CustomResourceDefinitions.
+    pub custom_resource_definitions: u64,
+}
+
+impl Usage {
+    /// `status.usage` as written on a LogicalCluster.
+    pub fn to_json(self) -> Value {
+        json!({"objects": self.objects, "storageBytes": self.storage_bytes, "namespaces": self.namespaces,
+               "customResourceDefinitions": self.custom_resource_definitions})
+    }
+
+    fn of_status(obj: &Value) -> Option<Usage> {
+        let u = obj["status"].get("usage")?;
+        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Some(Usage {
+            objects: n("objects"),
+            storage_bytes: n("storageBytes"),
+            namespaces: n("namespaces"),
+            custom_resource_definitions: n("customResourceDefinitions"),
+        })
+    }
+
+    fn add(&mut self, d: Delta) {
+        let apply = |v: &mut u64, by: i64| *v = v.saturating_add_signed(by);
+        apply(&mut self.objects, d.objects);
+        apply(&mut self.storage_bytes, d.bytes);
+        apply(&mut self.namespaces, d.namespaces);
+        apply(&mut self.custom_resource_definitions, d.crds);
+    }
+}
+
+/// A change to a cluster's usage.
+#[derive(Debug, Clone, Copy, Default)]
+struct Delta {
+    objects: i64,
+    bytes: i64,
+    namespaces: i64,
+    crds: i64,
+}
+
+/// Per-cluster usage and limits. One entry per cluster that holds a key (about 100 bytes), so 100,000
+/// clusters cost about 10 MiB; a cluster whose last key goes leaves no entry.
+///
+/// `DashMap`s because every create reads them and only the watch task writes; `dirty` is a `Mutex`
+/// around a set the watch task adds to and the flusher takes whole every interval, both brief.
+#[derive(Default)]
+pub struct Footprint {
+    usage: DashMap<Box<str>, Usage>,
+    /// `status.usage` as each LogicalCluster has it (absent: none written yet); an entry per
+    /// LogicalCluster, so also which clusters exist to be written to.
+    recorded: DashMap<Box<str>, Option<Usage>>,
+    limits: DashMap<Box<str>, TenantLimits>,
+    dirty: Mutex<HashSet<Box<str>>>,
+    /// Counted once from a full read, so that limits hold.
+    ready: AtomicBool,
+}
+
+/// The parts of an object's key that matter here: `{prefix}/{group}/{resource}/{cluster}/...`.
+struct KeyParts<'a> {
+    group: &'a str,
+    resource: &'a str,
+    cluster: &'a str,
+}
+
+fn parts<'a>(prefix: &str, key: &'a str) -> Option<KeyParts<'a>> {
+    let rest = key.strip_prefix(prefix)?.strip_prefix('/')?;
+    let mut it = rest.splitn(4, '/');
+    let (group, resource, cluster) = (it.next()?, it.next()?, it.next()?);
+    // An object's name (or namespace and name) follows; a shorter key is not an object's.
+    it.next()?;
+    Some(KeyParts { group, resource, cluster })
+}
+
+impl Footprint {
+    /// The limits set on `cluster`, if any.
+    pub fn limits(&self, cluster: &str) -> Option<TenantLimits> {
+        self.limits.get(cluster).map(|l| *l)
+    }
+
+    /// What `cluster` holds, as last seen.
+    pub fn usage(&self, cluster: &str) -> Usage {
+        self.usage.get(cluster).map(|u| *u).unwrap_or_default()
+    }
+
+    /// Refuse a write that would take `cluster` past a limit its LogicalCluster sets: a new object of
+    /// `def` (`new`), or `grow` more stored bytes. 403 in kube's quota words, as a ResourceQuota's.
+    pub fn admit(&self, cluster: &str, def: &ResourceDef, new: bool, grow: i64) -> ApiResult<()> {
+        let Some(limits) = self.limits(cluster) else { return Ok(()) };
+        if !self.ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let used = self.usage(cluster);
+        let is = |g: &str, p: &str| def.storage_group() == g && def.plural == p;
+        let mut checks: Vec<(&str, u64, u64, Option<u64>)> = Vec::new();
+        if new {
+            checks.push(("objects", 1, used.objects, limits.objects));
+            if is("core", "namespaces") {
+                checks.push(("namespaces", 1, used.namespaces, limits.namespaces));
+            }
+            if is("apiextensions.k8s.io", "customresourcedefinitions") {
+                checks.push((
+                    "customResourceDefinitions",
+                    1,
+                    used.custom_resource_definitions,
+                    limits.custom_resource_definitions,
+                ));
+            }
+        }
+        if grow > 0 {
+            checks.push(("storageBytes", grow.unsigned_abs(), used.storage_bytes, limits.storage_bytes));
+        }
+        let over: Vec<_> = checks
+            .into_iter()
+            .filter_map(|(name, asked, used, limit)| {
+                limit.filter(|&l| used.saturating_add(asked) > l).map(|l| (name, asked, used, l))
+            })
+            .collect();
+        if over.is_empty() {
+            return Ok(());
+        }
+        // kube's words: each of requested, used and limited lists the exceeded names, comma-separated.
+        let list = |pick: fn(&(&str, u64, u64, u64)) -> u64| {
+            over.iter().map(|o| format!("{}={}", o.0, pick(o))).collect::<Vec<_>>().join(",")
+        };
+        Err(ApiError::forbidden(format!(
+            "exceeded quota: logicalcluster/{cluster}, requested: {}, used: {}, limited: {}",
+            list(|o| o.1),
+            list(|o| o.2),
+            list(|o| o.3),
+        )))
+    }
+
+    /// Account one key's change: `before` and `after` are its sizes (key and value), absent when the
+    /// key was not there.
+    fn account(&self, prefix: &str, key: &str, before: Option<usize>, after: Option<usize>) {
+        let Some(p) = parts(prefix, key) else { return };
+        let size = |s: Option<usize>| s.map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX));
+        let count = i64::from(after.is_some()) - i64::from(before.is_some());
+        let is = |g: &str, r: &str| p.group == g && p.resource == r;
+        let d = Delta {
+            objects: count,
+            bytes: size(after) - size(before),
+            namespaces: if is("core", "namespaces") { count } else { 0 },
+            crds: if is("apiextensions.k8s.io", "customresourcedefinitions") { count } else { 0 },
+        };
+        let gone = {
+            let mut u = self.usage.entry(p.cluster.into()).or_default();
+            u.add(d);
+            u.objects == 0
+        };
+        if gone {
+            self.usage.remove_if(p.cluster, |_, u| u.objects == 0);
+        }
+        self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(p.cluster.into());
+    }
+
+    /// Take note of a LogicalCluster's limits and recorded usage (`None`: it is gone).
+    fn observe_cluster(&self, name: &str, obj: Option<&Value>) {
+        let live = obj.filter(|o| o["metadata"].get("deletionTimestamp").is_none());
+        match live.and_then(TenantLimits::of) {
+            Some(l) => {
+                self.limits.insert(name.into(), l);
+            }
+            None => {
+                self.limits.remove(name);
+            }
+        }
+        match live {
+            Some(o) => {
+                let recorded = Usage::of_status(o);
+                if recorded != Some(self.usage(name)) {
+                    // A new cluster, or counts someone overwrote: written at the next flush.
+                    self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(name.into());
+                }
+                self.recorded.insert(name.into(), recorded);
+            }
+            None => {
+                self.recorded.remove(name);
+            }
+        }
+    }
+}
+
+impl Registry {
+    /// `run_footprint` when `on`; else nothing (and limits on holdings are not enforced).
+    pub async fn run_footprint_if(self, on: bool) {
+        if on {
+            self.run_footprint().await
+        }
+    }
+
+    /// `run_usage_status` when `on`.
+    pub async fn run_usage_status_if(self, on: bool) {
+        if on {
+            self.run_usage_status().await
+        }
+    }
+
+    /// Keep `footprint` current: count every key, then follow the store's changes; count afresh when
+    /// the watch ends. Runs until the task is aborted.
+    pub async fn run_footprint(self) {
+        let all = format!("{}/", self.prefix);
+        let lc = resources::logical_cluster_def();
+        let lc_prefix = self.collection(&lc, Some(ROOT), None);
+        loop {
+            // Counted into a fresh table, swapped in whole: limits hold on the old counts meanwhile.
+            let fresh = Footprint::default();
+            let listed = crate::storage::range_pages::<StoreError>(&*self.store, &all, PAGE, |kvs| {
+                for kv in kvs {
+                    fresh.account(&self.prefix, &kv.key, None, Some(kv.key.len() + kv.value.len()));
+                    if let Some(name) = kv.key.strip_prefix(&lc_prefix) {
+                        fresh.observe_cluster(name, serde_json::from_slice(&kv.value).ok().as_ref());
+                    }
+                }
+                Ok(())
+            })
+            .await;
+            let watch = match listed {
+                Ok(rev) => self.store.watch(&all, rev).await,
+                Err(e) => Err(e),
+            };
+            let Ok(mut events) = watch else {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            };
+            self.footprint.replace(fresh);
+            while let Some(Ok(ev)) = events.next().await {
+                let size = |kv: &crate::storage::KeyValue| kv.key.len() + kv.value.len();
+                let (key, value) = match &ev {
+                    WatchEvent::Put { kv, prev } => {
+                        self.footprint.account(&self.prefix, &kv.key, prev.as_ref().map(size), Some(size(kv)));
+                        (&kv.key, Some(&kv.value))
+                    }
+                    WatchEvent::Delete { key, prev, .. } => {
+                        // A store that lost the old value cannot say its size; the next full count will.
+                        let before = prev.as_ref().map_or(key.len(), size);
+                        self.footprint.account(&self.prefix, key, Some(before), None);
+                        (key, None)
+                    }
+                    WatchEvent::Progress(_) => continue,
+                };
+                if let Some(name) = key.strip_prefix(&lc_prefix) {
+                    let obj = value.and_then(|v| serde_json::from_slice::<Value>(v).ok());
+                    self.footprint.observe_cluster(name, obj.as_ref());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Every `USAGE_INTERVAL`, write the counts of clusters whose counts changed to their
+    /// LogicalClusters' `status.usage`. Runs until the task is aborted.
+    pub async fn run_usage_status(self) {
+        let mut tick = tokio::time::interval(USAGE_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.flush_usage().await;
+        }
+    }
+
+    /// Write the changed counts once.
+    pub async fn flush_usage(&self) {
+        let dirty = std::mem::take(&mut *self.footprint.dirty.lock().unwrap_or_else(|e| e.into_inner()));
+        let changed: Vec<Box<str>> = dirty
+            .into_iter()
+            .filter(|c| {
+                let now = self.footprint.usage(c);
+                self.footprint.recorded.get(c).is_some_and(|r| *r != Some(now))
+            })
+            .collect();
+        futures::stream::iter(changed)
+            .for_each_concurrent(FLUSH_CONCURRENCY, |cluster| async move {
+                if let Err(e) = self.write_usage(&cluster).await {
+                    tracing::debug!(error = %e, cluster = %cluster, "writing a logical cluster's usage; the next change retries");
+                }
+            })
+            .await;
+    }
+
+    /// Set `status.usage` of `cluster`'s LogicalCluster to its counts, unless it has them already.
+    async fn write_usage(&self, cluster: &str) -> Result<(), StoreError> {
+        let lc = resources::logical_cluster_def();
+        let key = keys::object(&self.prefix, lc.storage_group(), &lc.plural, ROOT, None, cluster);
+        for _ in 0..MAX_RETRIES {
+            let Some(kv) = self.store.get(&key).await? else { return Ok(()) };
+            let Ok(mut obj) = serde_json::from_slice::<Value>(&kv.value) else { return Ok(()) };
+            let now = self.footprint.usage(cluster);
+            if obj["metadata"].get("deletionTimestamp").is_some() || Usage::of_status(&obj) == Some(now) {
+                return Ok(());
+            }
+            let Some(status) = obj.as_object_mut().map(|m| m.entry("status").or_insert_with(|| json!({}))) else {
+                return Ok(());
+            };
+            if !status.is_object() {
+                *status = json!({});
+            }
+            status["usage"] = now.to_json();
+            match self.store.update(&key, super::encode(&obj), kv.mod_revision).await {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Footprint {
+    /// Take `fresh`'s counts and notes; what changed since is marked to be written.
+    fn replace(&self, fresh: Footprint) {
+        let Footprint { usage, recorded, limits, .. } = fresh;
+        let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
+        self.usage.retain(|c, _| usage.contains_key(c));
+        for (c, u) in usage {
+            self.usage.insert(c.clone(), u);
+            dirty.insert(c);
+        }
+        self.recorded.retain(|c, _| recorded.contains_key(c));
+        for (c, r) in recorded {
+            self.recorded.insert(c, r);
+        }
+        self.limits.retain(|c, _| limits.contains_key(c));
+        for (c, l) in limits {
+            self.limits.insert(c, l);
+        }
+        self.ready.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_counted_per_cluster_and_refused_past_a_limit() {
+        let f = Footprint::default();
+        let p = "/registry";
+        f.account(p, "/registry/core/namespaces/team-a/default", None, Some(100));
+        f.account(p, "/registry/core/configmaps/team-a/default/x", None, Some(50));
+        f.account(p, "/registry/core/configmaps/team-a/default/x", Some(50), Some(80));
+        f.account(p, "/registry/core/configmaps/team-b/default/y", None, Some(10));
+        f.account(p, "/registry/apiextensions.k8s.io/customresourcedefinitions/team-a/w.example.com", None, Some(500));
+        let a = f.usage("team-a");
+        assert_eq!(a, Usage { objects: 3, storage_bytes: 680, namespaces: 1, custom_resource_definitions: 1 });
+        assert_eq!(f.usage("team-b").objects, 1);
+        // The last key gone, the cluster leaves no entry.
+        f.account(p, "/registry/core/configmaps/team-b/default/y", Some(10), None);
+        assert!(!f.usage.contains_key("team-b"));
+
+        let cm = resources::find("", "v1", "configmaps").unwrap();
+        let ns = resources::find("", "v1", "namespaces").unwrap();
+        f.observe_cluster(
+            "team-a",
+            Some(&json!({"metadata": {}, "spec": {"limits": {"objects": 3, "namespaces": 5, "storageBytes": 700}}})),
+        );
+        assert!(f.admit("team-a", &cm, true, 10).is_ok(), "not counted yet: no limit holds before the first count");
+        f.ready.store(true, Ordering::Release);
+        let e = f.admit("team-a", &cm, true, 10).unwrap_err();
+        assert_eq!(e.code, 403);
+        assert_eq!(
+            e.message,
+            "exceeded quota: logicalcluster/team-a, requested: objects=1, used: objects=3, limited: objects=3"
+        );
+        assert!(f.admit("team-a", &cm, false, 20).is_ok(), "an update within the bytes");
+        let e = f.admit("team-a", &ns, false, 21).unwrap_err();
+        assert!(
+            e.message.contains("requested: storageBytes=21, used: storageBytes=680, limited: storageBytes=700"),
+            "{}",
+            e.message
+        );
+        assert!(f.admit("team-a", &cm, false, -100).is_ok(), "shrinking is always allowed");
+        assert!(f.admit("team-b", &cm, true, 1_000_000).is_ok(), "no limits set");
+        // Deleting the LogicalCluster drops its limits.
+        f.observe_cluster("team-a", None);
+        assert!(f.admit("team-a", &cm, true, 10).is_ok());
+    }
+}
