@@ -753,7 +753,8 @@ async fn lifecycle_rules_found_in_review() {
 }
 
 /// The bytes of a built-in object are in its Go struct's order (TypeMeta's kind first, then metadata's
-/// fields as ObjectMeta declares them), and a custom resource list's keys are sorted with `items` among
+/// fields as ObjectMeta declares them), with kube's defaults (a Deployment's strategy, its template's
+/// pod and container defaults), and a custom resource list's keys are sorted with `items` among
 /// them, as kube-apiserver writes them, on every read path: a create's answer, a GET from the store
 /// and from the watch cache, a list from either, a watch event, and a Status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -782,7 +783,9 @@ async fn answers_have_kubes_key_order_on_both_backends() {
             r#""generation":1,"creationTimestamp":"#,
             r#""labels":{"a":"2","b":"1"},"annotations":"#,
             r#""spec":{"replicas":1,"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"#,
-            r#""containers":[{"name":"c","image":"nginx","resources":{}"#,
+            r#""containers":[{"name":"c","image":"nginx","resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"Always"}]"#,
+            r#""restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{},"schedulerName":"default-scheduler"}}"#,
+            r#""strategy":{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":"25%","maxSurge":"25%"}},"revisionHistoryLimit":10,"progressDeadlineSeconds":600},"status":{}}"#,
         ] {
             assert!(created.contains(want), "{want} in {created}");
         }

@@ -12,6 +12,7 @@ pub mod order;
 mod schema;
 mod schema_types;
 mod shape;
+pub mod visit;
 mod wire;
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! preconditions, status and scale subresources, finalizers, dry run) so handlers only translate HTTP.
 
 mod convert;
+mod defaults;
 pub mod footprint;
 mod namespaces;
 mod options;
