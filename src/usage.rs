@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
+use crate::registry::footprint::Usage as Holdings;
+
 /// Clusters with figures at once.
 pub const CAP: usize = 4096;
 /// Root's series of the busiest clusters' request rates.
@@ -225,6 +227,30 @@ impl Usage {
 /// A label value as the text format wants it (cluster names are DNS labels, so this is defensive).
 fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// A cluster's holdings in the store, for its `/metrics`: objects by resource as kube-apiserver's
+/// `apiserver_storage_objects` names them, and the totals its LogicalCluster's `status.usage` has.
+pub fn render_holdings(usage: Holdings, by_resource: &[(String, u64)]) -> String {
+    let mut out = String::new();
+    out.push_str("# HELP apiserver_storage_objects Objects this logical cluster holds, by resource.\n");
+    out.push_str("# TYPE apiserver_storage_objects gauge\n");
+    for (resource, n) in by_resource {
+        let _ = writeln!(out, "apiserver_storage_objects{{resource=\"{resource}\"}} {n}");
+    }
+    for (name, help, n) in [
+        ("kgate_cluster_objects", "Objects this logical cluster holds.", usage.objects),
+        ("kgate_cluster_storage_bytes", "Bytes its objects' keys and values take in the store.", usage.storage_bytes),
+        ("kgate_cluster_namespaces", "Namespaces this logical cluster holds.", usage.namespaces),
+        (
+            "kgate_cluster_custom_resource_definitions",
+            "CustomResourceDefinitions this logical cluster holds.",
+            usage.custom_resource_definitions,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {n}");
+    }
+    out
 }
 
 #[cfg(test)]

@@ -376,7 +376,12 @@ async fn admitted(
                 all
             } else {
                 let (in_flight, watches) = state.inflight.cluster_counts(cluster);
-                state.usage.render_cluster(cluster, in_flight, watches).into_bytes()
+                let footprint = &state.registry.footprint;
+                let mut text = state.usage.render_cluster(cluster, in_flight, watches);
+                let holdings =
+                    crate::usage::render_holdings(footprint.usage(cluster), &footprint.objects_by_resource(cluster));
+                text.push_str(&holdings);
+                text.into_bytes()
             };
             plain(respond::bytes(200, "text/plain; version=0.0.4", text))
         }

@@ -128,7 +128,7 @@ struct Delta {
 /// around a set the watch task adds to and the flusher takes whole every interval, both brief.
 #[derive(Default)]
 pub struct Footprint {
-    usage: DashMap<Box<str>, Usage>,
+    usage: DashMap<Box<str>, Holding>,
     /// `status.usage` as each LogicalCluster has it (absent: none written yet); an entry per
     /// LogicalCluster, so also which clusters exist to be written to.
     recorded: DashMap<Box<str>, Option<Usage>>,
@@ -136,6 +136,15 @@ pub struct Footprint {
     dirty: Mutex<HashSet<Box<str>>>,
     /// Counted once from a full read, so that limits hold.
     ready: AtomicBool,
+}
+
+/// What one cluster holds: its totals, and its objects by resource (kube's `apiserver_storage_objects`
+/// label: `configmaps`, `deployments.apps`), a few entries for most clusters (more for one with many
+/// CRDs, which `spec.limits.customResourceDefinitions` bounds).
+#[derive(Debug, Default)]
+struct Holding {
+    usage: Usage,
+    by_resource: Vec<(Box<str>, u64)>,
 }
 
 /// The parts of an object's key that matter here: `{prefix}/{group}/{resource}/{cluster}/...`.
@@ -162,7 +171,17 @@ impl Footprint {
 
     /// What `cluster` holds, as last seen.
     pub fn usage(&self, cluster: &str) -> Usage {
-        self.usage.get(cluster).map(|u| *u).unwrap_or_default()
+        self.usage.get(cluster).map(|h| h.usage).unwrap_or_default()
+    }
+
+    /// `cluster`'s objects by resource, as last seen, in resource order.
+    pub fn objects_by_resource(&self, cluster: &str) -> Vec<(String, u64)> {
+        let mut all: Vec<(String, u64)> = match self.usage.get(cluster) {
+            Some(h) => h.by_resource.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+            None => Vec::new(),
+        };
+        all.sort();
+        all
     }
 
     /// Refuse a write that would take `cluster` past a limit its LogicalCluster sets: a new object of
@@ -227,12 +246,28 @@ impl Footprint {
             crds: if is("apiextensions.k8s.io", "customresourcedefinitions") { count } else { 0 },
         };
         let gone = {
-            let mut u = self.usage.entry(p.cluster.into()).or_default();
-            u.add(d);
-            u.objects == 0
+            let mut h = self.usage.entry(p.cluster.into()).or_default();
+            h.usage.add(d);
+            if count != 0 {
+                let label = match p.group {
+                    "core" => p.resource.to_string(),
+                    g => format!("{}.{g}", p.resource),
+                };
+                match h.by_resource.iter().position(|(r, _)| **r == *label) {
+                    Some(i) => {
+                        h.by_resource[i].1 = h.by_resource[i].1.saturating_add_signed(count);
+                        if h.by_resource[i].1 == 0 {
+                            h.by_resource.swap_remove(i);
+                        }
+                    }
+                    None if count > 0 => h.by_resource.push((label.into(), count.unsigned_abs())),
+                    None => {}
+                }
+            }
+            h.usage.objects == 0
         };
         if gone {
-            self.usage.remove_if(p.cluster, |_, u| u.objects == 0);
+            self.usage.remove_if(p.cluster, |_, h| h.usage.objects == 0);
         }
         self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(p.cluster.into());
     }
@@ -430,6 +465,14 @@ mod tests {
         // The last key gone, the cluster leaves no entry.
         f.account(p, "/registry/core/configmaps/team-b/default/y", Some(10), None);
         assert!(!f.usage.contains_key("team-b"));
+        assert_eq!(
+            f.objects_by_resource("team-a"),
+            [
+                ("configmaps".to_string(), 1),
+                ("customresourcedefinitions.apiextensions.k8s.io".to_string(), 1),
+                ("namespaces".to_string(), 1)
+            ]
+        );
 
         let cm = resources::find("", "v1", "configmaps").unwrap();
         let ns = resources::find("", "v1", "namespaces").unwrap();
