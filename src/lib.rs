@@ -18,6 +18,7 @@ pub mod crd;
 pub mod discovery;
 pub mod fuzzing;
 pub mod http;
+pub mod leader;
 pub mod meta;
 pub mod metrics;
 pub mod openapi;

@@ -147,19 +147,35 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         .with_usage(config.metrics_top_clusters, config.usage_accounting)
         .with_audit(audit),
     );
+    // The singleton work runs on the replica that holds the controllers' lease (see `leader`).
+    let (leading, election) =
+        crate::leader::start(registry.clone(), crate::leader::identity(addr.port()), shutdown_rx.clone());
     // Also resumes, at start, the purges of clusters deleted before a restart and the bootstraps one cut
     // short. It stops with the server (awaited below), so no purge outlives it.
-    let lifecycle = tokio::spawn(tenancy::Lifecycle::new(registry.clone()).run(shutdown_rx.clone()));
+    let lifecycle = tokio::spawn(crate::leader::while_leading(leading.clone(), {
+        let (registry, shutdown) = (registry.clone(), shutdown_rx.clone());
+        move || tenancy::Lifecycle::new(registry.clone()).run(shutdown.clone())
+    }));
+    let (usage, compaction) = (config.usage_accounting, config.compaction_interval);
     let background = vec![
         tokio::spawn(authz.watch_invalidations()),
         tokio::spawn(crds.clone().run(crds_revision, shutdown_rx.clone())),
         tokio::spawn(crds.clean_deleted()),
         tokio::spawn(registry.clone().run_quota_index()),
-        tokio::spawn(registry.clone().run_footprint_if(config.usage_accounting)),
-        tokio::spawn(registry.clone().run_usage_status_if(config.usage_accounting)),
+        tokio::spawn(registry.clone().run_footprint_if(usage)),
         tokio::spawn(directory.run()),
-        tokio::spawn(compactor(store.clone(), config.compaction_interval)),
-        tokio::spawn(resume_namespace_deletions(registry.clone())),
+        tokio::spawn(crate::leader::while_leading(leading.clone(), {
+            let registry = registry.clone();
+            move || registry.clone().run_usage_status_if(usage)
+        })),
+        tokio::spawn(crate::leader::while_leading(leading.clone(), {
+            let store = store.clone();
+            move || compactor(store.clone(), compaction)
+        })),
+        tokio::spawn(crate::leader::while_leading(leading, {
+            let registry = registry.clone();
+            move || resume_namespace_deletions(registry.clone())
+        })),
     ];
     let server_address = addr.to_string();
     let connections = fit_connections(config.connections);
@@ -167,6 +183,8 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let held = store.clone();
     let done = tokio::spawn(async move {
         crate::http::server::serve(listener, tls, state, server_address, connections, shutdown_rx).await;
+        // Gives the lease up while the store is still open, so another replica leads at once.
+        let _ = election.await;
         registry.close();
         drop(registry);
         cache.shutdown().await;

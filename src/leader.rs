@@ -1,0 +1,235 @@
+//! One set of controllers per fleet: replicas elect a leader through a `coordination.k8s.io/v1` Lease
+//! in root's `kube-system` (`kgate-controllers`), as kube-controller-manager's replicas do, and only
+//! the leader runs the singleton work (logical-cluster purges, bootstraps and RBAC reconciliation,
+//! resumed namespace deletions, usage status, compaction). N replicas then do that work once, not N
+//! times, and no purge runs twice at once.
+//!
+//! The rules are client-go's leaderelection: a holder renews every `RETRY`; another replica takes the
+//! lease only once it has seen it unchanged for `LEASE_DURATION` by its own clock (never by the
+//! holder's timestamps, so clocks need not agree); a leader that cannot renew for `RENEW_DEADLINE`
+//! (shorter than the lease) stops its work before anyone may take over. Every write is a
+//! compare-and-swap on the Lease's revision. A replica that stops cleanly gives the lease up, so the
+//! next takes over at once.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::cluster::ROOT;
+use crate::registry::Registry;
+use crate::storage::{keys, StoreError};
+
+/// The Lease's namespace and name.
+pub const LEASE_NAMESPACE: &str = "kube-system";
+/// The Lease's name.
+pub const LEASE_NAME: &str = "kgate-controllers";
+
+/// How long a lease unchanged is held before another replica may take it.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// How long a leader that cannot renew keeps leading.
+const RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// How often the lease is renewed or tried.
+const RETRY: Duration = Duration::from_secs(2);
+
+/// Who this replica is in the Lease: its host, its listen port and a random part, so that an operator
+/// reading `holderIdentity` can tell the replica, and two processes never share one.
+pub fn identity(port: u16) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("{}:{port}_{}", if host.is_empty() { "kgate" } else { &host }, &id[..8])
+}
+
+/// Run the election until `shutdown`; the receiver it returns says whether this replica leads now.
+/// On shutdown the lease is given up if held.
+pub fn start(
+    registry: Registry,
+    identity: String,
+    shutdown: watch::Receiver<bool>,
+) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = watch::channel(false);
+    let elector = Elector { registry, identity, observed: None };
+    (rx, tokio::spawn(elector.run(tx, shutdown)))
+}
+
+/// Run `task` whenever this replica leads, stopping it when it no longer does; ends when the election
+/// does. A stopped task is aborted at its next await: the singleton work is written so that each store
+/// write stands alone and the next leader resumes it.
+pub async fn while_leading<F, Fut>(mut leading: watch::Receiver<bool>, mut task: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    loop {
+        if leading.wait_for(|l| *l).await.is_err() {
+            return;
+        }
+        let running = tokio::spawn(task());
+        let lost = leading.wait_for(|l| !*l).await.is_err();
+        running.abort();
+        let _ = running.await;
+        if lost {
+            return;
+        }
+    }
+}
+
+struct Elector {
+    registry: Registry,
+    identity: String,
+    /// The lease as last read (its revision) and when this replica first saw it so.
+    observed: Option<(i64, Instant)>,
+}
+
+impl Elector {
+    fn key(&self) -> String {
+        let def = crate::resources::find("coordination.k8s.io", "v1", "leases").expect("leases are built in");
+        keys::object(&self.registry.prefix, def.storage_group(), &def.plural, ROOT, Some(LEASE_NAMESPACE), LEASE_NAME)
+    }
+
+    async fn run(mut self, leading: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
+        let mut renewed = Instant::now();
+        loop {
+            let outcome = self.try_acquire_or_renew().await;
+            let now = Instant::now();
+            let lead = match outcome {
+                Ok(held) => {
+                    if held {
+                        renewed = now;
+                    }
+                    held
+                }
+                // The store is out of reach: a leader keeps leading until its deadline, no longer.
+                Err(e) => {
+                    tracing::debug!(error = %e, "renewing the controllers' lease");
+                    *leading.borrow() && now.duration_since(renewed) < RENEW_DEADLINE
+                }
+            };
+            if lead != *leading.borrow() {
+                tracing::info!(identity = %self.identity, leading = lead, "controllers' lease");
+                leading.send_replace(lead);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(RETRY) => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+        }
+        let led = leading.send_replace(false);
+        if led {
+            if let Err(e) = self.release().await {
+                tracing::warn!(error = %e, "giving up the controllers' lease; another replica takes it when it expires");
+            }
+        }
+    }
+
+    /// Take the lease or renew it: true when this replica holds it after the call.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, StoreError> {
+        let key = self.key();
+        let store = &self.registry.store;
+        let now = micro_time();
+        let Some(kv) = store.get(&key).await? else {
+            let lease = self.lease(None, &now);
+            return match store.create(&key, crate::registry::encode(&lease)).await {
+                Ok(_) => Ok(true),
+                Err(StoreError::AlreadyExists) => Ok(false),
+                Err(e) => Err(e),
+            };
+        };
+        let current: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+        let holder = current["spec"]["holderIdentity"].as_str().unwrap_or_default();
+        let seen = match self.observed {
+            Some((rev, at)) if rev == kv.mod_revision => at,
+            _ => {
+                self.observed = Some((kv.mod_revision, Instant::now()));
+                Instant::now()
+            }
+        };
+        if !holder.is_empty() && holder != self.identity && seen.elapsed() < LEASE_DURATION {
+            return Ok(false);
+        }
+        let lease = self.lease(Some(&current), &now);
+        match store.update(&key, crate::registry::encode(&lease), kv.mod_revision).await {
+            Ok(rev) => {
+                self.observed = Some((rev, Instant::now()));
+                Ok(true)
+            }
+            Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The Lease held by this replica from now, after `current` (none: a new Lease).
+    fn lease(&self, current: Option<&Value>, now: &str) -> Value {
+        let mut lease = current.cloned().unwrap_or_else(|| {
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": LEASE_NAME, "namespace": LEASE_NAMESPACE, "uid": uuid::Uuid::new_v4().to_string(),
+                                "creationTimestamp": crate::meta::now_rfc3339()},
+                   "spec": {"leaseTransitions": 0}})
+        });
+        if !lease["spec"].is_object() {
+            lease["spec"] = json!({});
+        }
+        let spec = &mut lease["spec"];
+        if spec["holderIdentity"].as_str() != Some(&self.identity) {
+            if current.is_some() {
+                spec["leaseTransitions"] = json!(spec["leaseTransitions"].as_i64().unwrap_or(0) + 1);
+            }
+            spec["acquireTime"] = json!(now);
+        }
+        spec["holderIdentity"] = json!(self.identity);
+        spec["leaseDurationSeconds"] = json!(LEASE_DURATION.as_secs());
+        spec["renewTime"] = json!(now);
+        lease
+    }
+
+    /// Give the lease up, as client-go's ReleaseOnCancel does: no holder, so the next takes it at once.
+    async fn release(&self) -> Result<(), StoreError> {
+        let key = self.key();
+        let Some(kv) = self.registry.store.get(&key).await? else { return Ok(()) };
+        let mut lease: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+        if lease["spec"]["holderIdentity"].as_str() != Some(&self.identity) {
+            return Ok(());
+        }
+        lease["spec"]["holderIdentity"] = json!("");
+        lease["spec"]["leaseDurationSeconds"] = json!(1);
+        match self.registry.store.update(&key, crate::registry::encode(&lease), kv.mod_revision).await {
+            Ok(_) | Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Now as a `metav1.MicroTime`.
+fn micro_time() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_replica_leads_another_waits_and_takes_over_when_it_is_given_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: std::sync::Arc<dyn crate::storage::Store> =
+            std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let registry = Registry::new(store, "/registry");
+        let mut a = Elector { registry: registry.clone(), identity: "a".into(), observed: None };
+        let mut b = Elector { registry: registry.clone(), identity: "b".into(), observed: None };
+        assert!(a.try_acquire_or_renew().await.unwrap(), "the first takes a lease nobody holds");
+        assert!(!b.try_acquire_or_renew().await.unwrap(), "a lease renewed is not taken");
+        assert!(a.try_acquire_or_renew().await.unwrap(), "the holder renews");
+        // Seen unchanged for a whole lease duration, it is taken, and counted as a transition.
+        assert!(!b.try_acquire_or_renew().await.unwrap(), "renewed since b last looked");
+        b.observed = b.observed.map(|(rev, at)| (rev, at.checked_sub(LEASE_DURATION).unwrap()));
+        assert!(b.try_acquire_or_renew().await.unwrap(), "an expired lease is taken");
+        assert!(!a.try_acquire_or_renew().await.unwrap(), "the old holder sees it lost the lease");
+        let kv = registry.store.get(&a.key()).await.unwrap().unwrap();
+        let lease: Value = serde_json::from_slice(&kv.value).unwrap();
+        assert_eq!((&lease["spec"]["holderIdentity"], &lease["spec"]["leaseTransitions"]), (&json!("b"), &json!(1)));
+        // Given up, it is taken at once.
+        b.release().await.unwrap();
+        assert!(a.try_acquire_or_renew().await.unwrap());
+    }
+}
