@@ -172,9 +172,13 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             let store = store.clone();
             move || compactor(store.clone(), compaction)
         })),
-        tokio::spawn(crate::leader::while_leading(leading, {
+        tokio::spawn(crate::leader::while_leading(leading.clone(), {
             let registry = registry.clone();
             move || resume_namespace_deletions(registry.clone())
+        })),
+        tokio::spawn(crate::leader::while_leading(leading, {
+            let registry = registry.clone();
+            move || registry.clone().run_quota_resync()
         })),
     ];
     let server_address = addr.to_string();

@@ -153,3 +153,37 @@ async fn a_quota_binds_every_replica() {
     one.stop().await;
     two.stop().await;
 }
+
+/// Counts that drifted (objects written or removed around admission, as a replica killed between a
+/// delete and its release leaves them) come right at the periodic resync, as kube's quota controller
+/// brings them, on both stores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resync_counts_every_quota_afresh() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "cms"},
+            "spec": {"hard": {"count/configmaps": "10"}}});
+        assert_eq!(s.post("/api/v1/namespaces/default/resourcequotas", &quota).await.0, StatusCode::CREATED);
+        let used = || async {
+            let (_, q) = s.get("/api/v1/namespaces/default/resourcequotas/cms").await;
+            q["status"]["used"]["count/configmaps"].as_str().unwrap_or_default().to_string()
+        };
+        let before: u64 = used().await.parse().unwrap();
+        let store = s.running_store();
+        let key =
+            |name: &str| kgate::storage::keys::object(&s.prefix, "core", "configmaps", "root", Some("default"), name);
+        let sneaky =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "sneaky", "namespace": "default"}});
+        store.create(&key("sneaky"), serde_json::to_vec(&sneaky).unwrap()).await.unwrap();
+        assert_eq!(used().await, before.to_string(), "written around admission, not charged");
+        let registry = kgate::registry::Registry::new(store.clone(), s.prefix.clone());
+        assert!(registry.resync_quotas().await.unwrap() >= 1);
+        assert_eq!(used().await, (before + 1).to_string(), "counted at the resync");
+        store.delete(&key("sneaky"), None).await.unwrap();
+        store.delete(&key("kube-root-ca.crt"), None).await.unwrap();
+        registry.resync_quotas().await.unwrap();
+        assert_eq!(used().await, (before - 1).to_string());
+        drop((registry, store)); // the server's stop waits for every handle on its store
+        s.stop().await;
+    }
+}

@@ -5,8 +5,9 @@
 //! when one would exceed its limit, and released when the object is deleted or the create fails.
 //!
 //! The charge is a compare-and-swap of the quota's `status.used`, as in kube, so concurrent creates on
-//! any replica never pass a limit together. Instead of kube's periodic resync, usage is counted afresh
-//! where it could drift: when a quota is written, and when a CRD's deletion takes its objects.
+//! any replica never pass a limit together. Usage is counted afresh where it could drift: when a quota
+//! is written, when a CRD's deletion takes its objects, and every `RESYNC` for every quota, as kube's
+//! quota controller resyncs (on the replica that leads the controllers).
 //!
 //! Not enforced (they need a kubelet's view or are not counts): compute and storage quantities
 //! (`cpu`, `memory`, `requests.*`, `limits.*`, `*.storageclass.storage.k8s.io/*`, `ephemeral-storage`),
@@ -61,7 +62,62 @@ impl QuotaIndex {
     }
 }
 
+/// How often every quota is counted afresh: kube-controller-manager's `--resource-quota-sync-period`.
+pub const RESYNC: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Quotas counted at once by a resync.
+const RESYNC_CONCURRENCY: usize = 4;
+
 impl Registry {
+    /// Count every quota afresh every `RESYNC`, as kube's quota controller does, so that a count that
+    /// drifted (a replica killed between an object's removal and its release, objects written around
+    /// admission) comes right. Runs until the task is aborted.
+    pub async fn run_quota_resync(self) {
+        let mut tick = tokio::time::interval(RESYNC);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await; // the first tick is now: quotas were counted as they were written
+        loop {
+            tick.tick().await;
+            match self.resync_quotas().await {
+                Ok(n) => tracing::debug!(quotas = n, "quotas counted afresh"),
+                Err(e) => tracing::warn!(error = %e, "counting quotas afresh; the next resync retries"),
+            }
+        }
+    }
+
+    /// Count every quota of every cluster afresh; how many there are.
+    pub async fn resync_quotas(&self) -> ApiResult<usize> {
+        use futures::StreamExt;
+        let prefix = keys::collection(&self.prefix, "core", "resourcequotas", None, None);
+        // Names only, a few dozen bytes per quota, read page by page.
+        let mut quotas = Vec::new();
+        crate::storage::range_pages::<StoreError>(&*self.store, &prefix, COUNT_PAGE, |kvs| {
+            for kv in kvs {
+                if let Some(k) = keys::parse(&prefix, &kv.key, true) {
+                    quotas.push((
+                        k.cluster.to_string(),
+                        k.namespace.unwrap_or_default().to_string(),
+                        k.name.to_string(),
+                    ));
+                }
+            }
+            Ok(())
+        })
+        .await?;
+        let n = quotas.len();
+        // Every quota is tried; the first failure is reported once all have been.
+        let failed: Vec<ApiError> = futures::stream::iter(quotas)
+            .map(|(cluster, ns, name)| async move { self.recount_quota(&cluster, &ns, &name).await.err() })
+            .buffer_unordered(RESYNC_CONCURRENCY)
+            .filter_map(|e| async move { e })
+            .collect()
+            .await;
+        match failed.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
+    }
+
     /// Keep `quota_index` current: list every quota, then follow the store's changes; start over
     /// (unknowing meanwhile) when the watch ends. Runs until the task is aborted.
     pub async fn run_quota_index(self) {
