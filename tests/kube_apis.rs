@@ -652,3 +652,24 @@ async fn kube_root_ca_is_kept_as_kubes_publisher_keeps_it() {
     }
     s.stop().await;
 }
+
+/// `kubectl get componentstatuses` answers what kgate has, as kube-apiserver builds the list: the store
+/// as `etcd-0`, healthy while it answers; a component that is not there is a 404 and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn component_statuses_report_the_store() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let (code, list) = s.get("/api/v1/componentstatuses").await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(list["kind"], "ComponentStatusList");
+    assert_eq!(list["items"][0]["metadata"]["name"], "etcd-0");
+    assert_eq!(list["items"][0]["conditions"][0], json!({"type": "Healthy", "status": "True", "message": "ok"}));
+    assert_eq!(s.get("/api/v1/componentstatuses/etcd-0").await.0, StatusCode::OK);
+    assert_eq!(s.get("/api/v1/componentstatuses/scheduler").await.0, StatusCode::NOT_FOUND);
+    let (code, _) = s.post("/api/v1/componentstatuses", &json!({"metadata": {"name": "x"}})).await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
+    let kc = s.kubeconfig();
+    let table = tokio::task::spawn_blocking(move || kubectl_ok(&kc, &["get", "componentstatuses"])).await.unwrap();
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row, ["etcd-0", "Healthy", "ok"], "{table}");
+    s.stop().await;
+}

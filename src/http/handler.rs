@@ -762,6 +762,10 @@ async fn resource(
         let work = review(state, &def, who, authz_cluster, ns, content_type.as_deref(), &body);
         return Ok((heavy_if(state, authz_cluster, body.len(), work).await?, labels));
     }
+    if def.group.is_empty() && def.plural == "componentstatuses" && rp.subresource.is_none() {
+        let answer = super::components::serve(&*reg.store, &def, verb, rp.name.as_deref(), shape, include).await?;
+        return Ok((answer, labels));
+    }
     let name = rp.name.as_deref();
     let sub = rp.subresource.as_deref();
     match sub {

@@ -2,6 +2,7 @@
 mod actions;
 pub mod body;
 pub mod coalesce;
+mod components;
 pub mod conn;
 pub mod handler;
 pub mod heavy;
