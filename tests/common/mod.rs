@@ -99,6 +99,9 @@ pub struct TestEtcd {
     peer_port: u16,
     /// Which etcd it is.
     pub version: EtcdVersion,
+    /// Its member name and the cluster it belongs to (`--initial-cluster`).
+    name: String,
+    initial_cluster: String,
 }
 
 impl TestEtcd {
@@ -112,19 +115,71 @@ impl TestEtcd {
         let dir = tempfile::tempdir().unwrap();
         let (client_port, peer_port) = (free_port(), free_port());
         let endpoint = format!("http://127.0.0.1:{client_port}");
-        let mut e = TestEtcd { child: None, endpoint, dir, client_port, peer_port, version };
+        let initial_cluster = format!("t=http://127.0.0.1:{peer_port}");
+        let mut e =
+            TestEtcd { child: None, endpoint, dir, client_port, peer_port, version, name: "t".into(), initial_cluster };
         e.spawn();
         e
     }
 
+    /// A cluster of `n` members on loopback, each started and answering (a failover test kills and
+    /// restarts them one by one).
+    pub fn start_cluster(n: usize, version: EtcdVersion) -> Vec<TestEtcd> {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let initial_cluster = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, p))| format!("m{i}=http://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members: Vec<TestEtcd> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, &(client_port, peer_port))| TestEtcd {
+                child: None,
+                endpoint: format!("http://127.0.0.1:{client_port}"),
+                dir: tempfile::tempdir().unwrap(),
+                client_port,
+                peer_port,
+                version,
+                name: format!("m{i}"),
+                initial_cluster: initial_cluster.clone(),
+            })
+            .collect();
+        // Started together: each waits for the others' peers before it answers clients.
+        for m in members.iter_mut() {
+            m.spawn_process();
+        }
+        for m in &members {
+            m.wait_serving();
+        }
+        members
+    }
+
+    /// Kill it at once (SIGKILL), as a crashed member; `restart` brings it back.
+    pub fn kill(&mut self) {
+        let _ = Command::new("pkill")
+            .arg("-KILL")
+            .arg("-f")
+            .arg(format!("listen-client-urls http://127.0.0.1:{} ", self.client_port))
+            .status();
+        self.stop();
+    }
+
     fn spawn(&mut self) {
+        self.spawn_process();
+        self.wait_serving();
+    }
+
+    fn spawn_process(&mut self) {
         let etcd = self.version.binary();
         let (c, p) = (self.client_port, self.peer_port);
         let data = self.dir.path().join("data");
+        let (name, initial_cluster) = (&self.name, &self.initial_cluster);
         let cmd = format!(
-            "{etcd} --name t --data-dir {data} --listen-client-urls http://127.0.0.1:{c} --advertise-client-urls http://127.0.0.1:{c} \
+            "{etcd} --name {name} --data-dir {data} --listen-client-urls http://127.0.0.1:{c} --advertise-client-urls http://127.0.0.1:{c} \
              --listen-peer-urls http://127.0.0.1:{p} --initial-advertise-peer-urls http://127.0.0.1:{p} \
-             --initial-cluster t=http://127.0.0.1:{p} --log-level error --quota-backend-bytes 8589934592 & pid=$!; \
+             --initial-cluster {initial_cluster} --log-level error --quota-backend-bytes 8589934592 & pid=$!; \
              trap 'kill $pid 2>/dev/null' TERM; while kill -0 $PPID 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.5; done; kill $pid 2>/dev/null; wait $pid; \
              kill -0 $PPID 2>/dev/null || rm -rf {root}",
             etcd = etcd.display(),
@@ -138,6 +193,10 @@ impl TestEtcd {
         };
         let child = Command::new("sh").arg("-c").arg(cmd).stdout(Stdio::null()).stderr(stderr).spawn().unwrap();
         self.child = Some(child);
+    }
+
+    fn wait_serving(&self) {
+        let c = self.client_port;
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", c)).is_err() {
             assert!(Instant::now() < deadline, "etcd did not start on port {c}");
@@ -172,6 +231,23 @@ impl Drop for TestEtcd {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The index of the member of `cluster` that leads now (asked through etcd's JSON gateway).
+pub async fn etcd_leader(cluster: &[TestEtcd]) -> usize {
+    let client = reqwest::Client::new();
+    for _ in 0..200 {
+        for (i, m) in cluster.iter().enumerate() {
+            let url = format!("{}/v3/maintenance/status", m.endpoint);
+            let Ok(r) = client.post(url).json(&serde_json::json!({})).send().await else { continue };
+            let Ok(v) = r.json::<Value>().await else { continue };
+            if v["leader"].is_string() && v["leader"] == v["header"]["member_id"] {
+                return i;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no etcd leader");
 }
 
 /// One etcd shared by every test in a test binary; tests isolate themselves with their own key prefix.
