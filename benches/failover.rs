@@ -44,11 +44,15 @@ impl Round {
     }
 }
 
+/// Writers at work: their tasks, when each create was acknowledged, and how many failed.
+struct Writers {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    acks: Arc<Mutex<Vec<Instant>>>,
+    errors: Arc<std::sync::atomic::AtomicUsize>,
+}
+
 /// Writers running `write` from `WRITERS` tasks for `RUN` from `start`.
-fn writers<F, Fut>(
-    start: Instant,
-    write: F,
-) -> (Vec<tokio::task::JoinHandle<()>>, Arc<Mutex<Vec<Instant>>>, Arc<std::sync::atomic::AtomicUsize>)
+fn writers<F, Fut>(start: Instant, write: F) -> Writers
 where
     F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = bool> + Send,
@@ -72,17 +76,10 @@ where
             }
         }));
     }
-    (tasks, acks, errors)
+    Writers { tasks, acks, errors }
 }
 
-async fn finish(
-    (tasks, acks, errors): (
-        Vec<tokio::task::JoinHandle<()>>,
-        Arc<Mutex<Vec<Instant>>>,
-        Arc<std::sync::atomic::AtomicUsize>,
-    ),
-    killed: Instant,
-) -> Round {
+async fn finish(Writers { tasks, acks, errors }: Writers, killed: Instant) -> Round {
     for t in tasks {
         t.await.unwrap();
     }
