@@ -340,6 +340,8 @@ pub struct Auditor {
     policy: Policy,
     queue: Arc<Queue>,
     metrics: AuditMetrics,
+    /// The writer thread, joined when the auditor goes so that the last events reach the log.
+    writer: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Events waiting for the writer thread: lines joined in one buffer of at most `QUEUE_BYTES`. A
@@ -371,7 +373,8 @@ impl Auditor {
         let mut out = Output::open(options)?;
         let queue = Arc::new(Queue::default());
         let shared = queue.clone();
-        std::thread::Builder::new()
+        let dropped = metrics.dropped.clone();
+        let writer = std::thread::Builder::new()
             .name("kgate-audit".into())
             .spawn(move || loop {
                 let (batch, closed) = {
@@ -384,7 +387,10 @@ impl Auditor {
                 // Written outside the lock: a slow disk holds up only this thread, and requests append
                 // meanwhile until the queue is full (then their events are dropped and counted).
                 if !batch.is_empty() {
-                    if let Err(e) = out.write(&batch).and_then(|()| out.flush()) {
+                    // A line that could not be written is lost alone, and counted.
+                    let failed = out.write(&batch);
+                    dropped.inc_by(failed);
+                    if let Err(e) = out.flush() {
                         tracing::warn!(error = %e, "writing the audit log");
                     }
                 }
@@ -393,7 +399,7 @@ impl Auditor {
                 }
             })
             .map_err(|source| AuditError::Log { path: "audit thread".into(), source })?;
-        Ok(Auditor { policy, queue, metrics })
+        Ok(Auditor { policy, queue, metrics, writer: Some(writer) })
     }
 
     /// What the policy says of a request.
@@ -423,6 +429,9 @@ impl Drop for Auditor {
     fn drop(&mut self) {
         self.queue.state.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
         self.queue.wake.notify_one();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
     }
 }
 
@@ -470,12 +479,29 @@ impl Output {
         }
     }
 
-    /// Write a batch of lines, rotating between two of them when the file is full.
-    fn write(&mut self, batch: &[u8]) -> std::io::Result<()> {
+    /// Write a batch of lines, rotating between two of them when the file is full; how many lines
+    /// could not be written.
+    fn write(&mut self, batch: &[u8]) -> u64 {
+        let lines = batch.split_inclusive(|b| *b == b'\n');
         if self.options.path == "-" {
-            return std::io::stdout().lock().write_all(batch);
+            return match std::io::stdout().lock().write_all(batch) {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::warn!(error = %e, "writing the audit log");
+                    lines.count() as u64
+                }
+            };
         }
-        batch.split_inclusive(|b| *b == b'\n').try_for_each(|line| self.write_line(line))
+        let mut failed = 0;
+        for line in lines {
+            if let Err(e) = self.write_line(line) {
+                if failed == 0 {
+                    tracing::warn!(error = %e, "writing the audit log");
+                }
+                failed += 1;
+            }
+        }
+        failed
     }
 
     fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
@@ -858,7 +884,7 @@ rules:
         std::fs::write(dir.path().join("audit-notes.log"), "mine").unwrap();
         let line = vec![b'x'; 300 << 10];
         for _ in 0..12 {
-            out.write(&line).unwrap();
+            assert_eq!(out.write(&line), 0);
             // Distinct backup names: the stamp has milliseconds.
             std::thread::sleep(std::time::Duration::from_millis(5));
         }

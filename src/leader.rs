@@ -91,19 +91,29 @@ impl Elector {
     async fn run(mut self, leading: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
         let mut renewed = Instant::now();
         loop {
-            let outcome = self.try_acquire_or_renew().await;
-            let now = Instant::now();
+            // An attempt is cut off at the leader's renew deadline, as client-go's renew context is:
+            // a store call that hangs must not keep this replica leading past the moment another may
+            // take the lease. A renewal counts from when it was sent, which is what others go by.
+            let attempt = Instant::now();
+            let budget = match *leading.borrow() {
+                true => RENEW_DEADLINE.saturating_sub(attempt.duration_since(renewed)),
+                false => RENEW_DEADLINE,
+            };
+            let outcome = match tokio::time::timeout(budget, self.try_acquire_or_renew()).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(StoreError::Unavailable("renewing the lease took too long".into())),
+            };
             let lead = match outcome {
                 Ok(held) => {
                     if held {
-                        renewed = now;
+                        renewed = attempt;
                     }
                     held
                 }
                 // The store is out of reach: a leader keeps leading until its deadline, no longer.
                 Err(e) => {
                     tracing::debug!(error = %e, "renewing the controllers' lease");
-                    *leading.borrow() && now.duration_since(renewed) < RENEW_DEADLINE
+                    *leading.borrow() && Instant::now().duration_since(renewed) < RENEW_DEADLINE
                 }
             };
             if lead != *leading.borrow() {

@@ -172,10 +172,10 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             let store = store.clone();
             move || compactor(store.clone(), compaction)
         })),
-        tokio::spawn(crate::leader::while_leading(leading.clone(), {
-            let registry = registry.clone();
-            move || resume_namespace_deletions(registry.clone())
-        })),
+        // Every replica, at its start: what a crash of this replica cut short (a namespace's cleanup,
+        // a cluster's bootstrap) is resumed without waiting for the leader to change. Both idempotent.
+        tokio::spawn(resume_namespace_deletions(registry.clone())),
+        tokio::spawn(tenancy::resume_bootstraps(registry.clone())),
         tokio::spawn(crate::leader::while_leading(leading, {
             let registry = registry.clone();
             move || registry.clone().run_quota_resync()

@@ -20,7 +20,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 pub use crate::registry::footprint::TenantLimits;
-pub use lifecycle::{purge, Lifecycle};
+pub use lifecycle::{purge, resume_bootstraps, Lifecycle};
 pub use manifests::{apply_dir, ManifestError};
 
 use crate::cluster::ROOT;
@@ -79,6 +79,10 @@ const MAX_RETRIES: usize = 16;
 #[derive(Clone)]
 pub struct Directory {
     known: Arc<DashSet<String>>,
+    /// The limits a platform set on a cluster (`spec.limits`), for the clusters that have any; kept by
+    /// the same watch, so a change holds on every replica within moments, whether or not usage is
+    /// counted (the store-bound limits are `registry::footprint`'s, from its own watch).
+    limits: Arc<dashmap::DashMap<String, TenantLimits>>,
     registry: Registry,
     def: Arc<ResourceDef>,
 }
@@ -86,7 +90,12 @@ pub struct Directory {
 impl Directory {
     /// A directory over the registry's store; call `run` to keep it current.
     pub fn new(registry: Registry) -> Self {
-        Directory { known: Arc::new(DashSet::new()), registry, def: resources::logical_cluster_def() }
+        Directory {
+            known: Arc::new(DashSet::new()),
+            limits: Default::default(),
+            registry,
+            def: resources::logical_cluster_def(),
+        }
     }
 
     fn key(&self, name: &str) -> String {
@@ -123,10 +132,9 @@ impl Directory {
         self.known.remove(name);
     }
 
-    /// The limits set on `name`, if any: kept by the registry's store watch (`registry::footprint`),
-    /// so a change holds on every replica within moments.
+    /// The limits set on `name`, if any.
     pub fn limits(&self, name: &str) -> Option<TenantLimits> {
-        self.registry.footprint.limits(name)
+        self.limits.get(name).map(|l| *l)
     }
 
     /// Number of known clusters.
@@ -181,6 +189,14 @@ impl Directory {
         };
         let obj = value.and_then(|v| serde_json::from_slice::<Value>(v).ok());
         let live = obj.as_ref().is_some_and(|o| o["metadata"].get("deletionTimestamp").is_none());
+        match obj.as_ref().and_then(TenantLimits::of).filter(|_| live) {
+            Some(l) => {
+                self.limits.insert(name.to_string(), l);
+            }
+            None => {
+                self.limits.remove(name);
+            }
+        }
         if live {
             self.known.insert(name.to_string());
         } else {

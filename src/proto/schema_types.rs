@@ -107,6 +107,12 @@ pub(super) fn package_for(api_version: &str) -> Option<String> {
     if version.is_empty() {
         return None;
     }
+    // A custom resource's group may begin with a built-in's first label (`apps.kruise.io`): only kube's
+    // own groups name its packages, those under `k8s.io` and the four older ones without it.
+    if !(group.is_empty() || group.ends_with(".k8s.io") || matches!(group, "apps" | "batch" | "autoscaling" | "policy"))
+    {
+        return None;
+    }
     let package = match group {
         "" => format!("k8s.io.api.core.{version}"),
         "meta.k8s.io" => format!("k8s.io.apimachinery.pkg.apis.meta.{version}"),

@@ -236,7 +236,9 @@ fn computed(name: &str, map: &mut Map<String, Value>) {
         "core.v1.ReplicationController" => {
             let labels = template_labels(map);
             if let (Some(labels), Some(spec)) = (labels, map.get_mut("spec").and_then(Value::as_object_mut)) {
-                if spec.get("selector").and_then(Value::as_object).is_none_or(Map::is_empty) {
+                // Absent, null or empty; one of the wrong type is left for the type check to refuse.
+                let selector = spec.get("selector");
+                if selector.is_none_or(|s| s.is_null() || s.as_object().is_some_and(Map::is_empty)) {
                     spec.insert("selector".into(), labels.clone());
                 }
                 labels_from_template(map, labels);
@@ -266,6 +268,10 @@ fn computed(name: &str, map: &mut Map<String, Value>) {
 /// Whether an image reference names the tag `latest`, explicitly or by naming none (and no digest),
 /// as kube's `parsers.ParseImageName` reads it.
 fn image_tag_is_latest(image: &str) -> bool {
+    // An empty reference does not parse, and kube then leaves the tag empty: IfNotPresent.
+    if image.is_empty() {
+        return false;
+    }
     let (name, digest) = match image.split_once('@') {
         Some((name, _)) => (name, true),
         None => (image, false),
@@ -522,6 +528,7 @@ mod tests {
             ("registry:5000/team/app:v2", false),
             ("nginx@sha256:abc", false),
             ("nginx:latest@sha256:abc", true),
+            ("", false),
         ] {
             assert_eq!(image_tag_is_latest(image), latest, "{image}");
         }

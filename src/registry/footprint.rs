@@ -23,8 +23,9 @@ use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, StoreError, WatchEvent};
 
-/// Keys read per store round trip when counting everything at start.
-const PAGE: usize = 1_000;
+/// Keys read per store round trip when counting everything at start: few, since each comes with its
+/// value, and values may be megabytes.
+const PAGE: usize = 64;
 
 /// How often changed counts are written to LogicalClusters' `status.usage`.
 pub const USAGE_INTERVAL: Duration = Duration::from_secs(5);
@@ -186,7 +187,7 @@ impl Footprint {
 
     /// Refuse a write that would take `cluster` past a limit its LogicalCluster sets: a new object of
     /// `def` (`new`), or `grow` more stored bytes. 403 in kube's quota words, as a ResourceQuota's.
-    pub fn admit(&self, cluster: &str, def: &ResourceDef, new: bool, grow: i64) -> ApiResult<()> {
+    pub fn admit(&self, cluster: &str, def: &ResourceDef, name: &str, new: bool, grow: i64) -> ApiResult<()> {
         let Some(limits) = self.limits(cluster) else { return Ok(()) };
         if !self.ready.load(Ordering::Acquire) {
             return Ok(());
@@ -224,12 +225,13 @@ impl Footprint {
         let list = |pick: fn(&(&str, u64, u64, u64)) -> u64| {
             over.iter().map(|o| format!("{}={}", o.0, pick(o))).collect::<Vec<_>>().join(",")
         };
-        Err(ApiError::forbidden(format!(
+        let why = format!(
             "exceeded quota: logicalcluster/{cluster}, requested: {}, used: {}, limited: {}",
             list(|o| o.1),
             list(|o| o.2),
             list(|o| o.3),
-        )))
+        );
+        Err(ApiError::forbidden_object(&def.plural, &def.group, name, why))
     }
 
     /// Account one key's change: `before` and `after` are its sizes (key and value), absent when the
@@ -269,7 +271,11 @@ impl Footprint {
         if gone {
             self.usage.remove_if(p.cluster, |_, h| h.usage.objects == 0);
         }
-        self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(p.cluster.into());
+        // Only clusters with a LogicalCluster are written to: the set stays within the clusters that
+        // exist (on a replica that does not lead, nobody empties it).
+        if self.recorded.contains_key(p.cluster) {
+            self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(p.cluster.into());
+        }
     }
 
     /// Take note of a LogicalCluster's limits and recorded usage (`None`: it is gone).
@@ -294,6 +300,7 @@ impl Footprint {
             }
             None => {
                 self.recorded.remove(name);
+                self.dirty.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
             }
         }
     }
@@ -429,11 +436,21 @@ impl Footprint {
     fn replace(&self, fresh: Footprint) {
         let Footprint { usage, recorded, limits, .. } = fresh;
         let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
-        self.usage.retain(|c, _| usage.contains_key(c));
+        // A cluster whose last key went while the watch was down is written too (as holding nothing).
+        self.usage.retain(|c, _| {
+            let kept = usage.contains_key(c);
+            if !kept && recorded.contains_key(c) {
+                dirty.insert(c.clone());
+            }
+            kept
+        });
         for (c, u) in usage {
-            self.usage.insert(c.clone(), u);
-            dirty.insert(c);
+            if recorded.contains_key(&c) {
+                dirty.insert(c.clone());
+            }
+            self.usage.insert(c, u);
         }
+        dirty.retain(|c| recorded.contains_key(c));
         self.recorded.retain(|c, _| recorded.contains_key(c));
         for (c, r) in recorded {
             self.recorded.insert(c, r);
@@ -480,25 +497,28 @@ mod tests {
             "team-a",
             Some(&json!({"metadata": {}, "spec": {"limits": {"objects": 3, "namespaces": 5, "storageBytes": 700}}})),
         );
-        assert!(f.admit("team-a", &cm, true, 10).is_ok(), "not counted yet: no limit holds before the first count");
+        assert!(
+            f.admit("team-a", &cm, "x", true, 10).is_ok(),
+            "not counted yet: no limit holds before the first count"
+        );
         f.ready.store(true, Ordering::Release);
-        let e = f.admit("team-a", &cm, true, 10).unwrap_err();
+        let e = f.admit("team-a", &cm, "x", true, 10).unwrap_err();
         assert_eq!(e.code, 403);
         assert_eq!(
             e.message,
-            "exceeded quota: logicalcluster/team-a, requested: objects=1, used: objects=3, limited: objects=3"
+            "configmaps \"x\" is forbidden: exceeded quota: logicalcluster/team-a, requested: objects=1, used: objects=3, limited: objects=3"
         );
-        assert!(f.admit("team-a", &cm, false, 20).is_ok(), "an update within the bytes");
-        let e = f.admit("team-a", &ns, false, 21).unwrap_err();
+        assert!(f.admit("team-a", &cm, "x", false, 20).is_ok(), "an update within the bytes");
+        let e = f.admit("team-a", &ns, "x", false, 21).unwrap_err();
         assert!(
             e.message.contains("requested: storageBytes=21, used: storageBytes=680, limited: storageBytes=700"),
             "{}",
             e.message
         );
-        assert!(f.admit("team-a", &cm, false, -100).is_ok(), "shrinking is always allowed");
-        assert!(f.admit("team-b", &cm, true, 1_000_000).is_ok(), "no limits set");
+        assert!(f.admit("team-a", &cm, "x", false, -100).is_ok(), "shrinking is always allowed");
+        assert!(f.admit("team-b", &cm, "x", true, 1_000_000).is_ok(), "no limits set");
         // Deleting the LogicalCluster drops its limits.
         f.observe_cluster("team-a", None);
-        assert!(f.admit("team-a", &cm, true, 10).is_ok());
+        assert!(f.admit("team-a", &cm, "x", true, 10).is_ok());
     }
 }

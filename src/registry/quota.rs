@@ -215,8 +215,9 @@ const LEGACY: &[&str] = &[
     "persistentvolumeclaims",
 ];
 
-/// Keys read per store round trip when objects are counted.
-const COUNT_PAGE: usize = 1_000;
+/// Keys read per store round trip when objects are counted: each comes with its value, which may be
+/// megabytes (a keys-only range would not; the store interface has none yet).
+const COUNT_PAGE: usize = 128;
 
 /// The quota names that count objects of `def`.
 fn count_names(def: &ResourceDef) -> Vec<String> {

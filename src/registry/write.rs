@@ -817,12 +817,14 @@ impl Registry {
             return Ok(());
         }
         let signed = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let name = meta::meta_str(obj, "name").unwrap_or_default();
         match sizes {
-            Some((before, after)) => self.footprint.admit(ctx.cluster, ctx.def, false, signed(after) - signed(before)),
+            Some((before, after)) => {
+                self.footprint.admit(ctx.cluster, ctx.def, name, false, signed(after) - signed(before))
+            }
             None => {
-                let key = self.key(ctx, meta::meta_str(obj, "name").unwrap_or_default());
-                let size = key.len() + super::encode_for(ctx.def, obj)?.len();
-                self.footprint.admit(ctx.cluster, ctx.def, true, signed(size))
+                let size = self.key(ctx, name).len() + super::encode_for(ctx.def, obj)?.len();
+                self.footprint.admit(ctx.cluster, ctx.def, name, true, signed(size))
             }
         }
     }

@@ -196,6 +196,39 @@ impl Lifecycle {
     }
 }
 
+/// Finish the bootstraps a crash cut short, at this replica's start: a create answers only once its
+/// cluster is bootstrapped, so a LogicalCluster not Ready (or without the finalizer) had its
+/// bootstrap cut short on whichever replica served it. The leader's `Lifecycle` finishes them when it
+/// starts leading; a replica that crashed while the leader went on would otherwise leave them
+/// Initializing until the leader changes. Idempotent, like the bootstrap itself.
+pub async fn resume_bootstraps(registry: Registry) {
+    let def = resources::logical_cluster_def();
+    let prefix = registry.collection(&def, Some(ROOT), None);
+    let mut cut_short = Vec::new();
+    let listed = crate::storage::range_pages(&*registry.store, &prefix, super::PAGE, |kvs| {
+        for kv in kvs {
+            let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
+            let has_finalizer = crate::meta::finalizers(&obj).iter().any(|f| f == PURGE_FINALIZER);
+            let deleting = obj["metadata"].get("deletionTimestamp").is_some();
+            if !deleting && (obj["status"]["phase"] != PHASE_READY || !has_finalizer) {
+                cut_short.push(obj);
+            }
+        }
+        Ok::<_, StoreError>(())
+    })
+    .await;
+    if let Err(e) = listed {
+        tracing::warn!(error = %e, "listing logical clusters to finish their bootstraps; the leader finishes them");
+        return;
+    }
+    for obj in cut_short {
+        let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+        if let Err(e) = initialize(&registry, obj).await {
+            tracing::warn!(error = %e, cluster = %name, "finishing the bootstrap of a logical cluster");
+        }
+    }
+}
+
 /// Delete every key of a logical cluster that is not live (its LogicalCluster is being deleted or gone),
 /// then remove the purge finalizer, so the LogicalCluster goes last. Never touches root, nor keys of
 /// another cluster: every prefix ends with `<cluster>/`.
