@@ -150,13 +150,28 @@ pub fn apply(api_version: &str, kind: &str, obj: &mut Value) {
             return;
         }
         budget -= 1;
-        for (_, field, when, value) in FIELDS.iter().filter(|r| r.0 == name) {
+        for (_, field, when, value) in rules_of(name) {
             if unset(map.get(*field), *when) {
                 map.insert((*field).to_string(), value());
             }
         }
         computed(name, map);
     });
+}
+
+/// The rules of one struct: `FIELDS` indexed by struct name once, since every write visits each of its
+/// structs.
+fn rules_of(name: &str) -> &'static [&'static Rule] {
+    static BY_STRUCT: std::sync::OnceLock<std::collections::HashMap<&'static str, Vec<&'static Rule>>> =
+        std::sync::OnceLock::new();
+    let index = BY_STRUCT.get_or_init(|| {
+        let mut index: std::collections::HashMap<&'static str, Vec<&'static Rule>> = Default::default();
+        for rule in FIELDS {
+            index.entry(rule.0).or_default().push(rule);
+        }
+        index
+    });
+    index.get(name).map_or(&[], Vec::as_slice)
 }
 
 /// How many JSON values `v` holds (to a depth no Kubernetes type reaches).

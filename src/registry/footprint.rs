@@ -248,7 +248,12 @@ impl Footprint {
             crds: if is("apiextensions.k8s.io", "customresourcedefinitions") { count } else { 0 },
         };
         let gone = {
-            let mut h = self.usage.entry(p.cluster.into()).or_default();
+            // Every write on every replica passes here: the cluster's name is copied only for a
+            // cluster not yet counted.
+            let mut h = match self.usage.get_mut(p.cluster) {
+                Some(h) => h,
+                None => self.usage.entry(p.cluster.into()).or_default(),
+            };
             h.usage.add(d);
             if count != 0 {
                 let label = match p.group {
@@ -274,7 +279,10 @@ impl Footprint {
         // Only clusters with a LogicalCluster are written to: the set stays within the clusters that
         // exist (on a replica that does not lead, nobody empties it).
         if self.recorded.contains_key(p.cluster) {
-            self.dirty.lock().unwrap_or_else(|e| e.into_inner()).insert(p.cluster.into());
+            let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
+            if !dirty.contains(p.cluster) {
+                dirty.insert(p.cluster.into());
+            }
         }
     }
 
