@@ -176,7 +176,13 @@ async fn a_tenant_that_never_reads_spends_only_its_own_budget() {
         let dir = tempfile::tempdir().unwrap();
         let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
         let s = TestServer::start_configured(backend, dir, prefix, |c| {
-            c.connections.timeouts = Timeouts { stalled: Duration::from_secs(3), ..Timeouts::default() };
+            // The first-request deadline far beyond the wait below: a stall is judged on its own clock,
+            // not when the connection's earlier deadline falls due.
+            c.connections.timeouts = Timeouts {
+                stalled: Duration::from_secs(3),
+                first_request: Duration::from_secs(60),
+                ..Timeouts::default()
+            };
             c.bytes = kgate::budget::Limits { server: 256 << 20, per_cluster: 8 << 20 };
         })
         .await;

@@ -29,6 +29,11 @@ pub struct Activity {
     outstanding: AtomicU64,
     /// Milliseconds since `epoch` when response bytes were last handed over or written out.
     progressed: AtomicU64,
+    /// Told when a request arrives on a connection with none in flight: the verdict the accept loop
+    /// sleeps on (first request or idle, both long) no longer holds, and the stall rule may fall due
+    /// sooner. Every other change only moves a verdict's moment later, so the loop finds it when it
+    /// wakes. A `Notify` keeps one permit, so an arrival between two looks is not missed.
+    woken: tokio::sync::Notify,
 }
 
 impl Activity {
@@ -41,6 +46,7 @@ impl Activity {
             changed: AtomicU64::new(0),
             outstanding: AtomicU64::new(0),
             progressed: AtomicU64::new(0),
+            woken: tokio::sync::Notify::new(),
         })
     }
 
@@ -51,8 +57,11 @@ impl Activity {
     /// A request arrived; it is in flight until the guard (held by its response body) drops.
     pub fn begin(self: &Arc<Self>) -> InFlight {
         self.served.store(true, Ordering::Relaxed);
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.changed.store(self.now_ms(), Ordering::Relaxed);
+        if before == 0 {
+            self.woken.notify_one();
+        }
         InFlight(self.clone())
     }
 
@@ -78,6 +87,11 @@ impl Activity {
             outstanding: self.outstanding.load(Ordering::Acquire),
             progressed: self.progressed.load(Ordering::Relaxed),
         }
+    }
+
+    /// Resolves once a request arrives on the connection while it had none in flight (see `woken`).
+    pub async fn woken(&self) {
+        self.woken.notified().await
     }
 
     /// The instant `ms` after this connection began.
@@ -200,14 +214,16 @@ pub enum Verdict {
 /// The rules, on one snapshot.
 pub fn judge(s: Snapshot, t: &Timeouts) -> Verdict {
     let ms = |d: Duration| d.as_millis() as u64;
+    // Before the idle rule: a response whose body has ended can still wait whole in the connection's
+    // buffers for a client that stopped reading, holding its bytes and its tenant's budget.
+    if s.outstanding > 0 {
+        let due = s.progressed + ms(t.stalled);
+        return if s.now >= due { Verdict::Stalled } else { Verdict::Open(due) };
+    }
     if s.in_flight == 0 {
         let (limit, verdict) = if s.served { (t.idle, Verdict::Idle) } else { (t.first_request, Verdict::NoRequest) };
         let due = s.changed + ms(limit);
         return if s.now >= due { verdict } else { Verdict::Open(due) };
-    }
-    if s.outstanding > 0 {
-        let due = s.progressed + ms(t.stalled);
-        return if s.now >= due { Verdict::Stalled } else { Verdict::Open(due) };
     }
     // Busy and nothing waiting to be sent (a quiet watch): nothing can fall due before bytes move.
     Verdict::Open(s.now + ms(t.stalled))
@@ -251,6 +267,26 @@ mod tests {
         // A watch with nothing to send for an hour is fine.
         let quiet = Snapshot { outstanding: 0, ..Snapshot { now: 3_600_000, ..waiting } };
         assert_eq!(judge(quiet, &T), Verdict::Open(3_660_000));
+        // A response sent whole by kgate but not taken by its client is not idle: it is cut as stalled.
+        let ended = Snapshot { in_flight: 0, changed: 2_000, ..waiting };
+        assert_eq!(judge(ended, &T), Verdict::Open(61_000));
+        assert_eq!(judge(Snapshot { now: 61_000, ..ended }, &T), Verdict::Stalled);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_on_a_quiet_connection_wakes_its_judge() {
+        let a = Activity::new();
+        // Asleep until the first-request deadline, when the request comes and its bytes stall.
+        assert_eq!(judge(a.snapshot(), &T), Verdict::Open(10_000));
+        let r = a.begin();
+        a.sent(100);
+        tokio::time::timeout(Duration::from_millis(1), a.woken()).await.expect("not woken by the first request");
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(judge(a.snapshot(), &T), Verdict::Stalled);
+        // A second request while one is in flight changes no deadline: no wakeup.
+        let r2 = a.begin();
+        assert!(tokio::time::timeout(Duration::from_millis(1), a.woken()).await.is_err());
+        drop((r, r2));
     }
 
     #[tokio::test(start_paused = true)]

@@ -325,6 +325,7 @@ impl Connection {
                     return;
                 }
                 _ = tokio::time::sleep_until(next) => {}
+                _ = activity.woken() => {}
                 _ = self.shutdown.changed(), if !closing => {
                     closing = true;
                     conn.as_mut().graceful_shutdown();
