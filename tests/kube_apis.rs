@@ -314,6 +314,14 @@ async fn field_subresources_change_only_their_fields() {
     let mut undo = r.clone();
     undo["status"]["conditions"] = json!([]);
     assert_eq!(s.put(&format!("{csrs}/c1/approval"), &undo).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    // The approver's write keeps the signer's verdict too: dropping `Failed` while keeping the approval
+    // is refused, and the condition stays.
+    let mut unfail = r.clone();
+    unfail["status"]["conditions"].as_array_mut().unwrap().retain(|c| c["type"] != "Failed");
+    let (code, err) = s.put(&format!("{csrs}/c1/approval"), &unfail).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(err["message"].as_str().unwrap().contains(r#"may not remove a condition of type "Failed""#), "{err}");
+    assert_eq!(s.get(&format!("{csrs}/c1")).await.1["status"]["conditions"][0]["type"], "Failed");
     let mut both = r.clone();
     both["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": "Denied", "status": "True"}));
     let (code, err) = s.put(&format!("{csrs}/c1/approval"), &both).await;

@@ -230,8 +230,9 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResu
     }
 }
 
-/// The decisions on a CertificateSigningRequest: an `Approved` or `Denied` condition is there to stay
-/// once given, and never both, as kube validates them.
+/// The decisions on a CertificateSigningRequest: an `Approved`, `Denied` or `Failed` condition is there
+/// to stay once given, through every path (the approval's too), and never both `Approved` and `Denied`,
+/// as kube validates them.
 fn csr_decision_errors(new: &Value, old: Option<&Value>) -> Vec<crate::status::Cause> {
     let types = |v: &Value| -> Vec<String> {
         v["status"]["conditions"]
@@ -251,12 +252,14 @@ fn csr_decision_errors(new: &Value, old: Option<&Value>) -> Vec<crate::status::C
             "Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive",
         ));
     }
-    for decided in old.map(types).unwrap_or_default() {
-        if (decided == "Approved" || decided == "Denied") && !now.contains(&decided) {
+    let before = old.map(types).unwrap_or_default();
+    let count = |of: &[String], t: &str| of.iter().filter(|x| *x == t).count();
+    for kept in ["Approved", "Denied", "Failed"] {
+        if count(&now, kept) < count(&before, kept) {
             causes.push(cause(
                 "FieldValueForbidden",
                 "status.conditions",
-                format!("Forbidden: updates may not remove a condition of type {decided:?}"),
+                format!("Forbidden: updates may not remove a condition of type {kept:?}"),
             ));
         }
     }
