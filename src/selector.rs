@@ -3,6 +3,8 @@
 //! The grammar, the matching rules and the error texts follow k8s.io/apimachinery `pkg/labels` and
 //! `pkg/fields`, because kubectl and other clients show the server's message verbatim.
 
+pub mod object;
+
 use serde_json::{Map, Value};
 
 /// A parse error; its text is what kube-apiserver returns in a 400 BadRequest.

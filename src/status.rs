@@ -283,6 +283,10 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // A Status a registry answers as it is (an eviction under two budgets) has none.
+            status.as_object_mut().expect("built as an object").remove("reason");
+        }
         if !details.is_empty() {
             status["details"] = Value::Object(details);
         }

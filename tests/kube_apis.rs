@@ -197,6 +197,102 @@ async fn pods_are_bound_and_evicted_and_what_needs_a_kubelet_is_refused_clearly(
     s.stop().await;
 }
 
+/// An eviction asks the pod's PodDisruptionBudget, as kube's eviction subresource does: a running, ready
+/// pod goes only while its budget allows a disruption, which the eviction spends; pods not running, or
+/// not ready while the application is healthy, go without spending; two budgets over one pod refuse.
+#[tokio::test]
+async fn evictions_spend_the_pods_disruption_budget() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        let pods = "/api/v1/namespaces/default/pods";
+        let pdbs = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+        let pod = |name: &str, app: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": app}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+        };
+        // As a kubelet reports them: running, and ready or not.
+        let run = |name: &'static str, ready: bool| {
+            let s = &s;
+            async move {
+                let mut p = s.get(&format!("{pods}/{name}")).await.1;
+                let cond = if ready { "True" } else { "False" };
+                p["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": cond}]});
+                assert_eq!(s.put(&format!("{pods}/{name}/status"), &p).await.0, StatusCode::OK);
+            }
+        };
+        for (name, app) in [("web-0", "web"), ("web-1", "web"), ("web-2", "web"), ("web-3", "web"), ("lone", "db")] {
+            assert_eq!(s.post(pods, &pod(name, app)).await.0, StatusCode::CREATED);
+        }
+        for (name, ready) in [("web-0", true), ("web-1", true), ("web-2", false), ("lone", true)] {
+            run(name, ready).await;
+        }
+        let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+        assert_eq!(s.post(pdbs, &pdb).await.0, StatusCode::CREATED);
+        let evict = |name: &'static str| {
+            let s = &s;
+            async move {
+                let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});
+                s.post(&format!("{pods}/{name}/eviction"), &body).await
+            }
+        };
+
+        // The budget's controller has not seen it yet: nothing covered by it goes.
+        let (code, st) = evict("web-0").await;
+        assert_eq!(code, StatusCode::TOO_MANY_REQUESTS, "{backend:?}: {st}");
+        assert_eq!(st["details"]["retryAfterSeconds"], 10, "{st}");
+        assert_eq!(st["details"]["causes"][0]["reason"], "DisruptionBudget", "{st}");
+        // What a disruption controller writes: two healthy, one needed, one disruption allowed.
+        let mut b = s.get(&format!("{pdbs}/web")).await.1;
+        b["status"] = json!({"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 2,
+            "desiredHealthy": 1, "expectedPods": 2});
+        assert_eq!(s.put(&format!("{pdbs}/web/status"), &b).await.0, StatusCode::OK);
+        // A finalizer keeps the evicted pod in sight, to read the condition the eviction leaves.
+        let hold = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+        let merge = "application/merge-patch+json";
+        assert_eq!(s.patch(&format!("{pods}/web-0"), merge, &hold).await.0, StatusCode::OK);
+
+        let (code, st) = evict("web-0").await;
+        assert_eq!((code, &st["status"]), (StatusCode::CREATED, &json!("Success")), "{backend:?}: {st}");
+        let gone = s.get(&format!("{pods}/web-0")).await.1;
+        assert!(gone["metadata"]["deletionTimestamp"].is_string(), "{gone}");
+        let target = gone["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "DisruptionTarget");
+        assert_eq!(target.map(|c| &c["reason"]), Some(&json!("EvictionByEvictionAPI")), "{gone}");
+        let b = s.get(&format!("{pdbs}/web")).await.1;
+        assert_eq!(b["status"]["disruptionsAllowed"], 0, "{b}");
+        assert!(b["status"]["disruptedPods"]["web-0"].is_string(), "{b}");
+        assert_eq!(b["status"]["conditions"][0]["reason"], "InsufficientPods", "{b}");
+
+        // Spent: the next ready pod stays, with kube's words.
+        let (code, st) = evict("web-1").await;
+        assert_eq!(code, StatusCode::TOO_MANY_REQUESTS, "{st}");
+        assert_eq!(st["message"], "Cannot evict pod as it would violate the pod's disruption budget.");
+        assert_eq!(
+            st["details"]["causes"][0]["message"],
+            "The disruption budget web needs 1 healthy pods and has 2 currently"
+        );
+        assert_eq!(s.get(&format!("{pods}/web-1")).await.0, StatusCode::OK);
+        // An unready pod while the application is healthy, a pod not yet running, and a pod no budget
+        // covers all go, and spend nothing.
+        for name in ["web-2", "web-3", "lone"] {
+            let (code, st) = evict(name).await;
+            assert_eq!(code, StatusCode::CREATED, "{backend:?} {name}: {st}");
+            assert_eq!(s.get(&format!("{pods}/{name}")).await.0, StatusCode::NOT_FOUND, "{name}");
+        }
+        assert_eq!(s.get(&format!("{pdbs}/web")).await.1["status"]["disruptionsAllowed"], 0);
+
+        // Two budgets over one pod: the eviction cannot tell which to spend.
+        let mut second = pdb.clone();
+        second["metadata"]["name"] = json!("web-too");
+        assert_eq!(s.post(pdbs, &second).await.0, StatusCode::CREATED);
+        let (code, st) = evict("web-1").await;
+        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR, "{st}");
+        assert!(st["message"].as_str().unwrap().contains("more than one PodDisruptionBudget"), "{st}");
+        assert_eq!(s.get(&format!("{pods}/web-1")).await.0, StatusCode::OK);
+        s.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn access_reviews_answer_from_the_clusters_rbac() {
     let s = TestServer::start(Backend::Embedded).await;

@@ -51,7 +51,7 @@ pub(super) async fn serve(
         ("", "pods", "eviction") => {
             let eviction = decode(content_type, body_bytes)?;
             let opts = DeleteOptions::parse(eviction.get("deleteOptions"), q)?;
-            reg.delete(ctx, name, &opts).await?;
+            reg.evict(ctx, name, &eviction, &opts).await?;
             Ok(respond::json(201, &success(201)))
         }
         ("", "pods", "binding") => {

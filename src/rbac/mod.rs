@@ -8,15 +8,14 @@ mod defaults;
 mod escalation;
 mod reconcile;
 mod rule;
-mod selector;
 #[cfg(test)]
 mod tests;
 
 pub use defaults::{default_cluster_role_bindings, default_cluster_roles};
 pub use reconcile::{policy_revision, reconcile};
 
+use crate::selector::object::Selector;
 pub(crate) use rule::{parse_rules, PolicyRule};
-use selector::Selector;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::mem::size_of;

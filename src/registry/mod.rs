@@ -5,6 +5,7 @@
 
 mod convert;
 mod defaults;
+mod eviction;
 pub mod footprint;
 mod namespaces;
 mod options;

@@ -1,4 +1,5 @@
-//! Label selectors of `aggregationRule.clusterRoleSelectors` (metav1.LabelSelector semantics).
+//! Label selectors written as objects (`metav1.LabelSelector`: `matchLabels`, `matchExpressions`), as
+//! ClusterRole aggregation and a pod's eviction match them.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -15,16 +16,16 @@ enum Requirement {
 
 /// A parsed selector; all requirements must hold.
 #[derive(Debug, Clone)]
-pub(crate) struct Selector {
+pub struct Selector {
     requirements: Vec<Requirement>,
 }
 
 impl Selector {
     /// Parses a LabelSelector object. `None` when it is invalid, as `LabelSelectorAsSelector` would reject it
     /// (unknown operator, In/NotIn without values, Exists/DoesNotExist with values, non-string values);
-    /// the aggregation controller then aggregates nothing for it, so callers treat `None` as matching nothing.
-    /// An empty selector `{}` matches every ClusterRole, as in kube.
-    pub(crate) fn parse(v: &Value) -> Option<Selector> {
+    /// kube's callers (the aggregation controller, the eviction) then select nothing with it, and so do
+    /// kgate's. An empty selector `{}` matches everything, as in kube.
+    pub fn parse(v: &Value) -> Option<Selector> {
         let obj = v.as_object()?;
         let mut requirements = Vec::new();
         match obj.get("matchLabels") {
@@ -48,8 +49,8 @@ impl Selector {
         Some(Selector { requirements })
     }
 
-    /// Whether a ClusterRole with these labels is selected.
-    pub(crate) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    /// Whether an object with these labels is selected.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.requirements.iter().all(|r| match r {
             Requirement::Equals(k, v) => labels.get(k) == Some(v),
             Requirement::In(k, vals) => labels.get(k).is_some_and(|v| vals.contains(v)),
