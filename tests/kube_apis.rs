@@ -86,10 +86,29 @@ async fn every_discovered_resource_is_served_with_kubes_discovery_facts() {
         }
     }
     let mut listed = 0;
+    let mut subresources = 0;
     for gv in gvs {
         let (_, doc) = s.get(&format!("{base}{}", path_of(&gv))).await;
+        let (code, openapi) = s.get(&format!("{base}/openapi/v3{}", path_of(&gv))).await;
+        assert_eq!(code, StatusCode::OK, "{gv}");
         for r in doc["resources"].as_array().unwrap() {
             let name = r["name"].as_str().unwrap();
+            // Every subresource discovery lists has its path in the group-version's OpenAPI, with an
+            // operation for each verb it serves.
+            if let Some((parent, sub)) = name.split_once('/') {
+                let ns = if r["namespaced"] == true { "/namespaces/{namespace}" } else { "" };
+                let path = format!("{}{ns}/{parent}/{{name}}/{sub}", path_of(&gv));
+                let item = &openapi["paths"][&path];
+                for verb in r["verbs"].as_array().unwrap() {
+                    let method = match verb.as_str().unwrap() {
+                        "create" => "post",
+                        "update" => "put",
+                        other => other,
+                    };
+                    assert!(item[method]["operationId"].is_string(), "{gv} {name}: no {method} at {path}: {item}");
+                }
+                subresources += 1;
+            }
             if name.contains('/') || !r["verbs"].as_array().unwrap().contains(&json!("list")) {
                 continue;
             }
@@ -100,6 +119,19 @@ async fn every_discovered_resource_is_served_with_kubes_discovery_facts() {
         }
     }
     assert!(listed >= 50, "only {listed} resources listed");
+    assert!(subresources >= 30, "only {subresources} subresources published");
+    let (_, core) = s.get(&format!("{base}/openapi/v3/api/v1")).await;
+    let post = &core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/eviction"]["post"];
+    assert_eq!(post["operationId"], "createCoreV1NamespacedPodEviction", "{post}");
+    assert_eq!(
+        post["x-kubernetes-group-version-kind"],
+        json!({"group": "policy", "kind": "Eviction", "version": "v1"})
+    );
+    let exec = &core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/exec"];
+    assert_eq!(
+        (&exec["get"]["operationId"], &exec["get"]["x-kubernetes-action"]),
+        (&json!("connectCoreV1GetNamespacedPodExec"), &json!("connect"))
+    );
     s.stop().await;
 }
 

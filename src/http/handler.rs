@@ -463,7 +463,7 @@ async fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> ApiResult<O
     if hit.is_some() {
         return Ok(hit);
     }
-    let ops: Vec<crate::openapi::ResourceOps> = defs
+    let mut ops: Vec<crate::openapi::ResourceOps> = defs
         .iter()
         .map(|d| crate::openapi::ResourceOps {
             plural: &d.plural,
@@ -474,6 +474,30 @@ async fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> ApiResult<O
             verbs: d.verbs,
         })
         .collect();
+    // The subresources that are more than a view of status or scale (eviction, binding, token,
+    // approval, finalize, ephemeralcontainers, resize, and the streaming ones kgate refuses), each
+    // published as kube publishes it.
+    let subs: Vec<(String, &str, bool, Vec<&str>)> = defs
+        .iter()
+        .flat_map(|d| {
+            d.subresources.iter().filter(|s| s.name != "status" && s.name != "scale").map(|s| {
+                (
+                    format!("{}/{}", d.plural, s.name),
+                    s.kind.as_str(),
+                    d.namespaced,
+                    s.verbs.iter().map(String::as_str).collect(),
+                )
+            })
+        })
+        .collect();
+    ops.extend(subs.iter().map(|(plural, kind, namespaced, verbs)| crate::openapi::ResourceOps {
+        plural,
+        kind,
+        namespaced: *namespaced,
+        status: false,
+        scale: false,
+        verbs,
+    }));
     let mut schemas = Vec::new();
     for d in defs.iter().filter(|d| d.custom.is_some()) {
         // A CRD whose schema is gone (deleted meanwhile) is published with an open object schema.

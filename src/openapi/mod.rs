@@ -189,6 +189,15 @@ impl Builtins {
         let mut paths = Map::new();
         let scale = self.kind("autoscaling", "v1", "Scale");
         for r in resources {
+            // A subresource's operations are named after the kind it belongs to (kube's
+            // `createCoreV1NamespacedPodEviction`), whatever kind its body is.
+            let owner = match r.plural.split_once('/') {
+                Some((parent, _)) => resources.iter().find(|p| p.plural == parent).map_or(r.kind, |p| p.kind),
+                None => r.kind,
+            };
+            if paths::add_stream(&mut paths, group, version, r, owner) {
+                continue;
+            }
             let info = if r.plural.contains('/') {
                 self.kind_anywhere(group, version, r.kind)
             } else {
@@ -214,7 +223,7 @@ impl Builtins {
                 list_def: None,
                 strategic: info.strategic,
             });
-            paths::add_resource(&mut paths, group, version, r, &target, scale_target.as_ref());
+            paths::add_resource(&mut paths, group, version, r, owner, &target, scale_target.as_ref());
         }
 
         let paths = Value::Object(paths);

@@ -45,12 +45,87 @@ const PATCH_DEF: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
 const STATUS_DEF: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
 const DELETE_OPTIONS_DEF: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
 
-/// Adds every endpoint of `r` to `paths`.
+/// Subresources that stream from a kubelet or a pod network rather than read or write an object, with
+/// the kind their options are (none for a log, whose options are a pod's).
+const STREAMS: &[&str] = &["attach", "exec", "log", "portforward", "proxy"];
+
+/// Adds the endpoints of `r` if it is a streaming subresource (see [`STREAMS`]), as kube-apiserver
+/// publishes them: `connect` operations answering a string (a log's is a `get`), named after `owner`.
+/// False, adding nothing, for anything else.
+pub(super) fn add_stream(
+    paths: &mut Map<String, Value>,
+    group: &str,
+    version: &str,
+    r: &ResourceOps,
+    owner: &str,
+) -> bool {
+    let Some((parent, sub)) = r.plural.split_once('/').filter(|(_, sub)| STREAMS.contains(sub)) else {
+        return false;
+    };
+    let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+    let ns = if r.namespaced { "/namespaces/{namespace}" } else { "" };
+    let names = Names::new(group, version, r.namespaced);
+    let gvk = json!({"group": group, "kind": r.kind, "version": version});
+    let suffix = capitalize(sub);
+    let text = json!({"schema": {"type": "string"}});
+    let op = |action: &str, id: String, description: String, content: Value| {
+        json!({"tags": [names.tag], "description": description, "operationId": id, "x-kubernetes-action": action,
+            "x-kubernetes-group-version-kind": gvk,
+            "responses": {"200": {"description": "OK", "content": content}, "401": {"description": "Unauthorized"}}})
+    };
+    let mut ops = Map::new();
+    if sub == "log" {
+        let content: Map<String, Value> =
+            ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf", "text/plain"]
+                .into_iter()
+                .map(|t| (t.to_string(), text.clone()))
+                .collect();
+        let id = names.id("read", owner, &suffix);
+        ops.insert("get".into(), op("get", id, format!("read log of the specified {owner}"), Value::Object(content)));
+    } else {
+        for (verb, method) in
+            [("get", "get"), ("create", "post"), ("update", "put"), ("patch", "patch"), ("delete", "delete")]
+        {
+            if r.verbs.contains(&verb) {
+                // kube puts the method after the group-version: `connectCoreV1GetNamespacedPodExec`.
+                let scope = if r.namespaced { "Namespaced" } else { "" };
+                let id = format!("connect{}{}{scope}{owner}{suffix}", names.gv, capitalize(method));
+                let description = format!("connect {} requests to {sub} of {owner}", method.to_uppercase());
+                ops.insert(method.into(), op("connect", id, description, json!({"*/*": text})));
+            }
+        }
+    }
+    let path = format!("{prefix}{ns}/{parent}/{{name}}/{sub}");
+    if sub == "proxy" {
+        // A proxy also takes the rest of the path after it.
+        let with_path: Map<String, Value> = ops
+            .iter()
+            .map(|(m, op)| {
+                let mut op = op.clone();
+                let id = op["operationId"].as_str().unwrap_or_default().to_string();
+                op["operationId"] = json!(format!("{id}WithPath"));
+                (m.clone(), op)
+            })
+            .collect();
+        insert_path(paths, format!("{path}/{{path}}"), with_path, r.namespaced, true);
+        if let Some(Value::Array(params)) =
+            paths.get_mut(&format!("{path}/{{path}}")).and_then(|p| p.get_mut("parameters"))
+        {
+            params.insert(1, path_param("path", "path to the resource"));
+        }
+    }
+    insert_path(paths, path, ops, r.namespaced, true);
+    true
+}
+
+/// Adds every endpoint of `r` to `paths`; a subresource's operations are named after `owner`, the kind
+/// of the resource it belongs to.
 pub(super) fn add_resource(
     paths: &mut Map<String, Value>,
     group: &str,
     version: &str,
     r: &ResourceOps,
+    owner: &str,
     target: &Target,
     scale: Option<&Target>,
 ) {
@@ -62,18 +137,23 @@ pub(super) fn add_resource(
     if let Some((parent, sub)) = r.plural.split_once('/') {
         let path = format!("{prefix}{ns}/{parent}/{{name}}/{sub}");
         let suffix = capitalize(sub);
+        // Named after the owner, described by the body's own kind.
+        let named = Target { kind: owner, ..*target };
         let mut item = Map::new();
         if has("create") {
-            item.insert("post".into(), names.create(target, &suffix));
+            item.insert("post".into(), names.create(&named, &suffix));
         }
         if has("get") {
-            item.insert("get".into(), names.read(target, &suffix));
+            item.insert("get".into(), names.read(&named, &suffix));
         }
         if has("update") {
-            item.insert("put".into(), names.replace(target, &suffix));
+            item.insert("put".into(), names.replace(&named, &suffix));
         }
         if has("patch") {
-            item.insert("patch".into(), names.patch(target, &suffix));
+            item.insert("patch".into(), names.patch(&named, &suffix));
+        }
+        for op in item.values_mut() {
+            op["x-kubernetes-group-version-kind"] = target.gvk();
         }
         insert_path(paths, path, item, r.namespaced, true);
         return;

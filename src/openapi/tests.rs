@@ -384,3 +384,48 @@ fn every_served_kind_has_a_self_contained_document() {
         assert!(has_patch, "{kind}: no patch op with fieldValidation");
     }
 }
+
+#[test]
+fn subresources_are_named_after_their_owner_and_streams_connect() {
+    let res = [
+        ResourceOps { plural: "pods", kind: "Pod", namespaced: true, status: true, scale: false, verbs: DEPLOY_VERBS },
+        ResourceOps {
+            plural: "pods/eviction",
+            kind: "Eviction",
+            namespaced: true,
+            status: false,
+            scale: false,
+            verbs: &["create"],
+        },
+        ResourceOps { plural: "pods/log", kind: "Pod", namespaced: true, status: false, scale: false, verbs: &["get"] },
+        ResourceOps {
+            plural: "pods/proxy",
+            kind: "PodProxyOptions",
+            namespaced: true,
+            status: false,
+            scale: false,
+            verbs: &["create", "delete", "get", "patch", "update"],
+        },
+    ];
+    let doc = Builtins::get().gv_document("", "v1", &res);
+    let paths = &doc["paths"];
+    let eviction = &paths["/api/v1/namespaces/{namespace}/pods/{name}/eviction"]["post"];
+    assert_eq!(eviction["operationId"], "createCoreV1NamespacedPodEviction");
+    assert_eq!(eviction["x-kubernetes-group-version-kind"]["group"], "policy");
+    assert_eq!(
+        eviction["requestBody"]["content"]["*/*"]["schema"]["$ref"],
+        "#/components/schemas/io.k8s.api.policy.v1.Eviction"
+    );
+    assert!(doc["components"]["schemas"]["io.k8s.api.policy.v1.Eviction"].is_object());
+    let log = &paths["/api/v1/namespaces/{namespace}/pods/{name}/log"]["get"];
+    assert_eq!(
+        (&log["operationId"], &log["responses"]["200"]["content"]["text/plain"]["schema"]["type"]),
+        (&json!("readCoreV1NamespacedPodLog"), &json!("string"))
+    );
+    let proxy = &paths["/api/v1/namespaces/{namespace}/pods/{name}/proxy/{path}"];
+    assert_eq!(proxy["put"]["operationId"], "connectCoreV1PutNamespacedPodProxyWithPath");
+    let params: Vec<&str> =
+        proxy["parameters"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(params, ["name", "path", "namespace", "pretty"]);
+    assert_eq!(paths["/api/v1/namespaces/{namespace}/pods/{name}/proxy"]["delete"]["x-kubernetes-action"], "connect");
+}
