@@ -50,18 +50,25 @@ pub const PHASE_READY: &str = "Ready";
 pub const PHASE_TERMINATING: &str = "Terminating";
 
 /// Records, on a LogicalCluster, the defaults its cluster was last brought up to (`defaults_revision`),
-/// so that a start reconciles only clusters an older kgate, or one with another CA, made. (Named for
+/// so that a start reconciles only clusters an older kgate, or one with another CA or address, made. (Named for
 /// the RBAC policy, which was all it covered at first.)
 pub const POLICY_ANNOTATION: &str = "tenancy.kgate.dev/rbac-policy";
 
 /// A digest of the defaults this server gives a cluster: the bootstrap RBAC policy
-/// (`rbac::policy_revision`) and the CA it publishes into every namespace, so that a new CA reaches
-/// every cluster's `kube-root-ca.crt` as kube's publisher would bring it.
+/// (`rbac::policy_revision`), the CA it publishes into every namespace and the address it publishes as
+/// `default/kubernetes`, so that a new CA reaches every cluster's `kube-root-ca.crt` as kube's
+/// publisher would bring it, and a server that moved is where every cluster's Endpoints and
+/// EndpointSlice say it is, as kube-apiserver's endpoint reconciler keeps them.
 pub fn defaults_revision(registry: &Registry) -> String {
     use sha2::{Digest, Sha256};
     let policy = crate::rbac::policy_revision();
     match &registry.published {
-        Some(facts) => format!("{policy}-{}", hex::encode(&Sha256::digest(facts.ca_pem.as_bytes())[..4])),
+        Some(facts) => {
+            let mut digest = Sha256::new();
+            digest.update(facts.ca_pem.as_bytes());
+            digest.update(format!("\n{}:{}", facts.ip, facts.port).as_bytes());
+            format!("{policy}-{}", hex::encode(&digest.finalize()[..4]))
+        }
         None => policy.to_string(),
     }
 }

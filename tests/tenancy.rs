@@ -590,6 +590,34 @@ async fn default_roles_made_by_an_older_kgate_are_brought_up_to_date_at_start() 
     s.stop().await;
 }
 
+/// A kgate that comes back at another address (here another port) points every cluster's
+/// `default/kubernetes` Endpoints and EndpointSlice at it, as kube-apiserver's endpoint reconciler
+/// does; in-cluster clients that resolve the service reach the server that serves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_server_is_where_every_clusters_kubernetes_endpoints_say() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("moved").await;
+    let endpoints = "/clusters/moved/api/v1/namespaces/default/endpoints/kubernetes";
+    let slice = "/clusters/moved/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes";
+    let port_of = |url: &str| url.rsplit(':').next().unwrap().parse::<u64>().unwrap();
+    let (_, ep) = s.get(endpoints).await;
+    assert_eq!(ep["subsets"][0]["ports"][0]["port"], port_of(&s.url), "{ep}");
+    let uid = ep["metadata"]["uid"].clone();
+    let prefix = s.prefix.clone();
+    let dir = s.stop().await;
+    let s = TestServer::start_in(Backend::Embedded, dir, prefix).await;
+    let now = port_of(&s.url);
+    eventually(30, "the cluster's endpoints to follow the server", || async {
+        let (_, ep) = s.get(endpoints).await;
+        let (_, sl) = s.get(slice).await;
+        ep["subsets"][0]["ports"][0]["port"] == now && sl["ports"][0]["port"] == now
+    })
+    .await;
+    // Updated in place, not made anew.
+    assert_eq!(s.get(endpoints).await.1["metadata"]["uid"], uid);
+    s.stop().await;
+}
+
 /// A bootstrap or a reconcile writes nothing into a cluster being deleted: each of its creates is
 /// checked against the LogicalCluster in the same store step, so nothing is left behind a purge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
