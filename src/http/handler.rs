@@ -1,8 +1,8 @@
-//! The request path after TLS: cluster and request info, authentication, authorization, then the
-//! handler for discovery, OpenAPI or a resource verb. Every error becomes a Status here.
+//! The handler at the bottom of the edge (`edge`): for a request whose cluster, route and caller the
+//! layers above learned and whose admission they gave, discovery, OpenAPI, metrics or a resource
+//! verb, authorized against the cluster's RBAC. Its errors rise through the edge to become a Status.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use bytes::Bytes;
 use dashmap::DashMap;
@@ -13,16 +13,17 @@ use hyper::body::{Frame, Incoming};
 use serde_json::{json, Value};
 
 use super::body;
-use super::inflight::{self, InFlight, Limits};
+use super::edge::{learned, Caller, Labels, RequestInfo, Target};
+use super::inflight::{InFlight, Limits};
 use super::respond::{self, Body};
 use crate::auth::{self, Identity};
 use crate::authz::Authorizer;
-use crate::cluster::{self, ClusterTarget, ROOT};
+use crate::cluster::{ClusterTarget, ROOT};
 use crate::discovery::{Aggregated, Discovery};
 use crate::metrics::Metrics;
 use crate::patch::PatchType;
 use crate::registry::{Ctx, DeleteOptions, ListOptions, Registry, WriteOptions};
-use crate::request::{self, Query, ResourcePath, Route};
+use crate::request::{Query, ResourcePath, Route};
 use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
 use crate::tenancy::Directory;
@@ -179,55 +180,23 @@ impl AppState {
     }
 }
 
-/// Handle one request; never fails. `request` is its place on its connection, held by the response
-/// body until it is sent.
-pub async fn handle(
-    state: Arc<AppState>,
-    conn: Arc<ConnInfo>,
-    req: Request<Incoming>,
-    request: super::conn::InFlight,
-) -> Response<Body> {
-    let started = Instant::now();
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let mut admission = Admission::default();
-    // Boxed: hyper keeps each stream's service future allocated while the response body streams, so
-    // an unboxed route (several KiB of state) would cost that much per open watch.
-    let (resp, labels) = match Box::pin(route(&state, &conn, req, &mut admission)).await {
-        Ok(r) => r,
-        Err(e) => (respond::error(&e), Labels::default()),
-    };
-    state.metrics.observe(&method, &labels.verb, &labels.resource, resp.status().as_u16(), started.elapsed());
-    if let Some(cluster) = &admission.cluster {
-        state.usage.record(cluster, &labels.verb, resp.status().as_u16(), started.elapsed());
-    }
-    if let Some(record) = &admission.audit {
-        record.responded(resp.status().as_u16(), labels.verb == "watch");
-    }
-    tracing::debug!(%method, %path, status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request");
-    super::meter::wrap(resp, request, admission)
-}
-
-/// What a request is admitted with, held by its response until sent: its place among the requests
-/// in flight (none for the exempt) and the account its bytes in flight are charged to (none before
-/// authentication: refusals and health checks charge nobody).
-#[derive(Default)]
-pub struct Admission {
-    /// Its place in the server's and its cluster's budgets of requests in flight.
-    pub ticket: Option<inflight::Ticket>,
-    /// What its answer holds in memory is charged here.
-    pub account: Option<Arc<crate::budget::Account>>,
-    /// Its audit record, which writes `ResponseComplete` once the answer is sent.
-    pub audit: Option<Arc<crate::audit::Record>>,
-    /// The logical cluster whose figures it counts in (see `usage`): set once its caller is
-    /// authenticated and the cluster is known to exist.
-    pub cluster: Option<String>,
-}
-
-#[derive(Default)]
-struct Labels {
-    verb: String,
-    resource: String,
+/// The handler at the bottom of the edge (see `edge::stack`): what the layers above learned about the
+/// request, then its answer.
+pub async fn serve(state: Arc<AppState>, mut req: Request<Incoming>) -> ApiResult<Response<Body>> {
+    let missing = |what: &str| ApiError::internal(format!("the edge has no {what}"));
+    let conn = req.extensions().get::<Arc<ConnInfo>>().cloned().ok_or_else(|| missing("connection"))?;
+    let account = req.extensions().get::<Arc<crate::budget::Account>>().cloned().ok_or_else(|| missing("account"))?;
+    let (caller, target) = (learned::<Caller>(&req)?, learned::<Target>(&req)?);
+    // Taken, not shared: the route and the query are the handler's to consume (the layers above let
+    // theirs go), and a watch then keeps none of it in the request's parts.
+    let info = req.extensions_mut().remove::<Arc<RequestInfo>>().ok_or_else(|| missing("request info"))?;
+    let RequestInfo { route, query, .. } = Arc::unwrap_or_clone(info);
+    let exchange = super::edge::exchange(&req);
+    let (resp, labels) =
+        admitted(&state, &conn, &caller.0, target.cluster.clone(), route, query, req, &account, &exchange.cluster)
+            .await?;
+    let _ = exchange.labels.set(labels);
+    Ok(resp)
 }
 
 type Routed = ApiResult<(Response<Body>, Labels)>;
@@ -236,92 +205,7 @@ fn plain(r: Response<Body>) -> Routed {
     Ok((r, Labels::default()))
 }
 
-/// Route a request; what it is admitted with goes in `admission` (for its response to hold).
-async fn route(
-    state: &Arc<AppState>,
-    conn: &ConnInfo,
-    mut req: Request<Incoming>,
-    admission: &mut Admission,
-) -> Routed {
-    let header_cluster = req.headers().get(cluster::CLUSTER_HEADER).map(|v| v.to_str().unwrap_or("\u{0}").to_string());
-    let path = req.uri().path().to_string();
-    let (target, rest) = cluster::resolve(&path, header_cluster.as_deref())?;
-    let route = request::parse_route(rest)?;
-    match &route {
-        Route::Version => return plain(respond::json(200, &version())),
-        Route::Health(which) => {
-            let ok = *which != "readyz" || state.registry.store.healthy().await;
-            return plain(if ok {
-                respond::bytes(200, "text/plain; charset=utf-8", "ok")
-            } else {
-                respond::bytes(
-                    500,
-                    "text/plain; charset=utf-8",
-                    "[-]etcd failed: store is unreachable\nreadyz check failed",
-                )
-            });
-        }
-        _ => {}
-    }
-    let bearer = super::tokens::bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
-    // A verified client certificate wins (kube-apiserver tries x509 first); then a bearer token, which
-    // is valid only in its own cluster and for kgate's audiences. Anything else is 401 before any work.
-    let who = match (&conn.identity, bearer) {
-        (Some(id), _) => id.clone(),
-        (None, Some(token)) => {
-            match super::tokens::authenticate(state, token, target.name(), &state.audiences).await? {
-                Ok((who, _)) => who,
-                Err(why) => {
-                    tracing::debug!(reason = %why, "bearer token refused");
-                    return Err(ApiError::unauthorized());
-                }
-            }
-        }
-        (None, None) => return Err(ApiError::unauthorized()),
-    };
-    // Who authenticated decides the exemption, not whom they impersonate.
-    let exempt = inflight::exempt(&who);
-    // As kube's filter chain: audited as the authenticated user, before impersonation is tried, so a
-    // refused impersonation is recorded too.
-    if let Some(auditor) = &state.audit {
-        admission.audit = audit_record(auditor, conn, &req, &route, &target, &path, &who);
-        if let Some(record) = &admission.audit {
-            // The handler that reads the body keeps it for the record (level Request and above).
-            req.extensions_mut().insert(record.clone());
-        }
-    }
-    let authenticated = admission.audit.is_some().then(|| who.clone());
-    let who = impersonate(state, req.headers(), who, target.name().unwrap_or(ROOT)).await?;
-    if let (Some(record), Some(authn)) = (&admission.audit, &authenticated) {
-        if authn.user != who.user || authn.groups != who.groups {
-            record.impersonating(&who.user, &who.groups);
-        }
-    }
-    // After authentication and impersonation, before any work, as kube-apiserver's max-in-flight
-    // filter; the target decides whose share is charged.
-    // Parsed once here, for the admission and for the handler.
-    let q = Query::parse(req.uri().query());
-    let watch = match &route {
-        // A bad value is the handler's 400 to give; until then it costs what a read costs.
-        Route::Resource(rp) => rp.watch_path || q.flag("watch").unwrap_or(false),
-        _ => false,
-    };
-    let kind = inflight::Kind::of(req.method(), watch);
-    let own = target.name().and_then(|c| state.directory.limits(c));
-    admission.ticket = state.inflight.admit_within(exempt, target.name().unwrap_or("*"), kind, own).await?;
-    let account = state.budgets.account(target.name(), exempt)?;
-    admission.account = Some(account.clone());
-    let work = admitted(state, conn, &who, target, route, q, req, &account, &mut admission.cluster);
-    if kind != inflight::Kind::ReadOnly {
-        return work.await;
-    }
-    // Reads end at the deadline with kube-apiserver's timeout answer (see `REQUEST_TIMEOUT` for writes).
-    tokio::time::timeout(super::heavy::REQUEST_TIMEOUT, work).await.unwrap_or_else(|_| {
-        Err(ApiError::timeout("Timeout: request did not complete within requested timeout - context deadline exceeded"))
-    })
-}
-
-/// The rest of `route`, once the request is admitted.
+/// A request the edge admitted: discovery, OpenAPI, metrics or a resource.
 #[allow(clippy::too_many_arguments)]
 async fn admitted(
     state: &Arc<AppState>,
@@ -332,14 +216,14 @@ async fn admitted(
     q: Query,
     req: Request<Incoming>,
     account: &Arc<crate::budget::Account>,
-    counted_in: &mut Option<String>,
+    counted_in: &OnceLock<String>,
 ) -> Routed {
     if let ClusterTarget::Named(name) = &target {
         if !state.directory.exists(name).await? {
             return Err(ApiError::not_found("logicalclusters", resources::TENANCY_GROUP, name));
         }
         // Only clusters that exist get figures: no caller can make up names to fill the table with.
-        *counted_in = Some(name.clone());
+        let _ = counted_in.set(name.clone());
     }
     // The wildcard's discovery is the built-ins' (see `CrdIndex::docs`).
     let cluster_name = target.name().unwrap_or("*").to_string();
@@ -359,7 +243,8 @@ async fn admitted(
         r
     };
     match route {
-        Route::Version | Route::Health(_) => unreachable!("answered above"),
+        // Answered by the edge before authentication; a route is never both.
+        Route::Version | Route::Health(_) => Err(ApiError::path_not_found()),
         Route::Metrics => {
             // Root's are the whole server's, granted by root's RBAC only; another cluster's are its
             // own requests, granted by its RBAC (its admin's `nonResourceURLs: ["*"]` by default).
@@ -428,7 +313,8 @@ async fn admitted(
     }
 }
 
-fn version() -> Value {
+/// The `/version` answer.
+pub(super) fn version() -> Value {
     json!({
         "major": KUBE_MAJOR, "minor": KUBE_MINOR, "gitVersion": format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0"),
         "gitCommit": env!("CARGO_PKG_VERSION"), "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
@@ -583,71 +469,8 @@ const PATCH_TYPES: [&str; 4] = [
     "application/strategic-merge-patch+json",
 ];
 
-/// The audit record of a request, with its `RequestReceived` event written; `None` when the policy
-/// does not record it.
-#[allow(clippy::too_many_arguments)]
-fn audit_record(
-    auditor: &Arc<crate::audit::Auditor>,
-    conn: &ConnInfo,
-    req: &Request<Incoming>,
-    route: &Route,
-    target: &ClusterTarget,
-    path: &str,
-    authn: &Identity,
-) -> Option<Arc<crate::audit::Record>> {
-    let object = match route {
-        Route::Resource(rp) => Some(crate::audit::ObjectRef {
-            group: rp.group.clone(),
-            version: rp.version.clone(),
-            resource: rp.resource.clone(),
-            subresource: rp.subresource.clone().unwrap_or_default(),
-            // As kube's request info: a namespace object is in its own namespace.
-            namespace: match (&rp.namespace, rp.group.as_str(), rp.resource.as_str(), &rp.name) {
-                (None, "", "namespaces", Some(n)) => n.clone(),
-                (ns, ..) => ns.clone().unwrap_or_default(),
-            },
-            name: rp.name.clone().unwrap_or_default(),
-        }),
-        _ => None,
-    };
-    let verb = match route {
-        Route::Resource(rp) => {
-            let watch = rp.watch_path || Query::parse(req.uri().query()).flag("watch").unwrap_or(false);
-            verb_of(req.method(), rp, watch).unwrap_or("unknown")
-        }
-        // As kube: a non-resource request's verb is its method, lower-cased.
-        _ => match *req.method() {
-            Method::GET => "get",
-            Method::HEAD => "head",
-            Method::POST => "post",
-            Method::PUT => "put",
-            Method::PATCH => "patch",
-            Method::DELETE => "delete",
-            _ => "unknown",
-        },
-    };
-    // The request URI names the logical cluster even when the header chose it.
-    let query = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
-    let uri = match target.name() {
-        Some(c) if !path.starts_with("/clusters/") && c != ROOT => format!("/clusters/{c}{path}{query}"),
-        _ => format!("{path}{query}"),
-    };
-    crate::audit::Record::begin(
-        auditor,
-        crate::audit::Received {
-            user: (&authn.user, &authn.groups),
-            verb,
-            uri: &uri,
-            object: object.as_ref(),
-            cluster: target.name().unwrap_or("*"),
-            source_ip: conn.peer.map(|p| p.ip().to_string()),
-            user_agent: req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()),
-        },
-    )
-}
-
 /// The Kubernetes verb of a resource request.
-fn verb_of(method: &Method, rp: &ResourcePath, watch: bool) -> ApiResult<&'static str> {
+pub(super) fn verb_of(method: &Method, rp: &ResourcePath, watch: bool) -> ApiResult<&'static str> {
     Ok(match (method.as_str(), rp.name.is_some()) {
         ("GET" | "HEAD", true) if watch => "watch",
         ("GET" | "HEAD", true) => "get",
@@ -1100,31 +923,6 @@ fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
         )
     };
     DeleteOptions::parse(v.as_ref(), q)
-}
-
-/// Act as the identity the `Impersonate-*` headers name, if the caller's RBAC in the cluster allows
-/// `impersonate` on each part (as kube-apiserver does); otherwise 403 and nothing happens.
-async fn impersonate(state: &AppState, headers: &http::HeaderMap, who: Identity, cluster: &str) -> ApiResult<Identity> {
-    let Some(imp) = crate::auth::Impersonation::from_headers(headers).map_err(ApiError::bad_request)? else {
-        return Ok(who);
-    };
-    for (group, resource, namespace, name) in imp.checks() {
-        // `userextras/<key>` is a resource with a subresource.
-        let (resource, subresource) = match resource.split_once('/') {
-            Some((r, sub)) => (r, Some(sub)),
-            None => (resource.as_str(), None),
-        };
-        let attrs = crate::auth::Attributes {
-            verb: "impersonate",
-            group,
-            resource,
-            subresource,
-            namespace: namespace.as_deref(),
-            name: (!name.is_empty()).then_some(name.as_str()),
-        };
-        state.authz.authorize(&who, cluster, &attrs).await?.map_err(ApiError::forbidden)?;
-    }
-    Ok(imp.identity())
 }
 
 /// SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview: answered, never stored.

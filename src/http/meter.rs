@@ -1,5 +1,5 @@
 //! Every response body, wrapped on its way out: it keeps its request in flight on its connection (and
-//! its admission, if it has one) until its last byte is taken or the client goes, and it counts each
+//! its exchange: what admitted it, see `edge::Exchange`) until its last byte is taken or the client goes, and it counts each
 //! chunk as outstanding on the connection, and as bytes in flight of its account (`budget`), until the
 //! chunk's bytes leave kgate. So the connection's rules (`conn`) can tell a client that stopped reading
 //! from one that has nothing to read, and a tenant whose clients stop reading runs out of its own budget.
@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
 use super::conn::{Activity, InFlight};
-use super::handler::Admission;
+use super::edge::Exchange;
 use super::respond::Body;
 use crate::budget::Charge;
 
@@ -21,7 +21,8 @@ struct Metered {
     body: Body,
     /// The request's place on its connection.
     request: InFlight,
-    admission: Admission,
+    /// What the request was admitted with (its place in flight, its account, its audit record).
+    exchange: Arc<Exchange>,
 }
 
 /// A chunk handed to the connection: its drop, once the connection has written the bytes out (into
@@ -55,13 +56,13 @@ impl http_body::Body for Metered {
         };
         let frame = match frame.into_data() {
             Ok(data) if !data.is_empty() => {
-                if let Some(record) = &self.admission.audit {
-                    record.sent(&data, self.admission.account.as_ref());
+                if let Some(record) = self.exchange.audit.get() {
+                    record.sent(&data, self.exchange.account.get());
                 }
                 let conn = self.request.activity().clone();
                 let n = data.len() as u64;
                 conn.sent(n);
-                let charge = self.admission.account.as_ref().map(|a| a.charge(n));
+                let charge = self.exchange.account.get().map(|a| a.charge(n));
                 Frame::data(Bytes::from_owner(Chunk { data, conn, _charge: charge }))
             }
             Ok(data) => Frame::data(data),
@@ -79,9 +80,9 @@ impl http_body::Body for Metered {
     }
 }
 
-/// `resp` with its body metered, holding `request` and `admission` until it is sent or dropped.
-pub fn wrap(resp: http::Response<Body>, request: InFlight, admission: Admission) -> http::Response<Body> {
-    resp.map(|body| http_body_util::BodyExt::boxed_unsync(Metered { body, request, admission }))
+/// `resp` with its body metered, holding `request` and `exchange` until it is sent or dropped.
+pub fn wrap(resp: http::Response<Body>, request: InFlight, exchange: Arc<Exchange>) -> http::Response<Body> {
+    resp.map(|body| http_body_util::BodyExt::boxed_unsync(Metered { body, request, exchange }))
 }
 
 #[cfg(test)]
@@ -92,8 +93,7 @@ mod tests {
     #[tokio::test]
     async fn chunks_are_outstanding_until_dropped_and_the_request_until_the_body_goes() {
         let activity = Activity::new();
-        let resp =
-            wrap(super::super::respond::bytes(200, "text/plain", "hello"), activity.begin(), Admission::default());
+        let resp = wrap(super::super::respond::bytes(200, "text/plain", "hello"), activity.begin(), Default::default());
         assert_eq!(activity.snapshot().in_flight, 1);
         let mut body = resp.into_body();
         let chunk = body.frame().await.unwrap().unwrap().into_data().unwrap();

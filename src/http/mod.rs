@@ -4,6 +4,7 @@ pub mod body;
 pub mod coalesce;
 mod components;
 pub mod conn;
+pub mod edge;
 pub mod handler;
 pub mod heavy;
 pub mod inflight;

@@ -1,7 +1,6 @@
 //! The listener: TLS (rustls, ALPN h2 and http/1.1, optional client certificates verified against
 //! kgate's CA), HTTP/1.1 and HTTP/2 through hyper, and graceful shutdown.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use tokio_rustls::LazyConfigAcceptor;
 
 use super::coalesce::Coalesce;
 use super::conn::{judge, Activity, Timeouts, Verdict};
-use super::handler::{handle, AppState, ConnInfo};
+use super::handler::{AppState, ConnInfo};
 pub use crate::config::ConnLimits;
 
 /// TLS set-up failures.
@@ -174,6 +173,8 @@ pub async fn serve(
     let max = if limits.max == 0 { u32::MAX as usize } else { limits.max };
     let slots = Arc::new(Semaphore::new(max));
     let open = Arc::new(super::conn::Open::default());
+    // Assembled once; each connection's requests run through clones of it.
+    let edge = super::edge::stack(&state);
     let mut backoff: Option<Duration> = None;
     let mut refused_since_log = 0u64;
     let mut last_refusal_log: Option<std::time::Instant> = None;
@@ -210,6 +211,7 @@ pub async fn serve(
         let conn = Connection {
             tls: tls.clone(),
             state: state.clone(),
+            edge: edge.clone(),
             server_address: server_address.clone(),
             timeouts: limits.timeouts,
             shutdown: shutdown.clone(),
@@ -243,6 +245,8 @@ pub async fn serve(
 struct Connection {
     tls: Tls,
     state: Arc<AppState>,
+    /// The request path (see `edge::stack`).
+    edge: super::edge::Edge,
     server_address: String,
     timeouts: Timeouts,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -275,13 +279,13 @@ impl Connection {
         let activity = Activity::new();
         let open = self.open.clone();
         let registered = open.add(activity.clone());
-        let (state, requests) = (self.state.clone(), activity.clone());
+        let (edge, requests) = (self.edge.clone(), activity.clone());
         let svc = service_fn(move |req| {
-            let (state, info, request) = (state.clone(), info.clone(), requests.begin());
+            let (edge, info, request) = (edge.clone(), info.clone(), requests.begin());
             // Boxed: hyper spawns a task per HTTP/2 stream sized for this future, and keeps that
             // task for as long as the response body streams; unboxed, every open watch would hold
-            // the request's whole handling state (about 650 bytes) after it has finished.
-            Box::pin(async move { Ok::<_, Infallible>(handle(state, info, req, request).await) })
+            // the request's whole entry state after it has finished.
+            Box::pin(super::edge::serve(edge, info, req, request))
         });
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
