@@ -187,3 +187,48 @@ async fn the_resync_counts_every_quota_afresh() {
         s.stop().await;
     }
 }
+
+/// `pods` counts the pods that still hold resources, as kube's pod evaluator does, while `count/pods`
+/// counts every pod: a pod that finishes gives its `pods` count back at once and makes room for
+/// another; deleting a finished pod gives back only what it still held. On both stores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_pods_leave_the_pods_count() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        let quotas = "/api/v1/namespaces/default/resourcequotas";
+        let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods"},
+            "spec": {"hard": {"pods": "2", "count/pods": "10"}}});
+        assert_eq!(s.post(quotas, &quota).await.0, StatusCode::CREATED);
+        let pods = "/api/v1/namespaces/default/pods";
+        let pod = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+        };
+        for name in ["a", "b"] {
+            assert_eq!(s.post(pods, &pod(name)).await.0, StatusCode::CREATED, "{backend:?}");
+        }
+        let (code, err) = s.post(pods, &pod("c")).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{backend:?}: {err}");
+        assert!(err["message"].as_str().unwrap().contains("exceeded quota: pods, requested: pods=1"), "{err}");
+        // `a` finishes, as its kubelet would report it.
+        let (_, mut a) = s.get(&format!("{pods}/a")).await;
+        a["status"]["phase"] = json!("Succeeded");
+        assert_eq!(s.put(&format!("{pods}/a/status"), &a).await.0, StatusCode::OK);
+        let used = || async { s.get(&format!("{quotas}/pods")).await.1["status"]["used"].clone() };
+        assert_eq!(used().await, json!({"pods": "1", "count/pods": "2"}), "{backend:?}");
+        assert_eq!(s.post(pods, &pod("c")).await.0, StatusCode::CREATED, "{backend:?}: room made by the finished pod");
+        assert_eq!(used().await, json!({"pods": "2", "count/pods": "3"}));
+        // Deleting the finished pod gives back only its `count/pods`; a live one gives back both.
+        assert_eq!(s.delete(&format!("{pods}/a")).await.0, StatusCode::OK);
+        assert_eq!(used().await, json!({"pods": "2", "count/pods": "2"}), "{backend:?}");
+        assert_eq!(s.delete(&format!("{pods}/b")).await.0, StatusCode::OK);
+        assert_eq!(used().await, json!({"pods": "1", "count/pods": "1"}), "{backend:?}");
+        // A fresh count agrees with the running one.
+        let store = s.running_store();
+        let registry = kgate::registry::Registry::new(store.clone(), s.prefix.clone());
+        registry.resync_quotas().await.unwrap();
+        assert_eq!(used().await, json!({"pods": "1", "count/pods": "1"}), "{backend:?}");
+        drop((registry, store));
+        s.stop().await;
+    }
+}

@@ -9,6 +9,11 @@
 //! is written, when a CRD's deletion takes its objects, and every `RESYNC` for every quota, as kube's
 //! quota controller resyncs (on the replica that leads the controllers).
 //!
+//! `pods` counts, as kube's pod evaluator does, only the pods that still hold resources: not those
+//! that finished (`Succeeded`, `Failed`) nor those whose deletion's grace has passed, while
+//! `count/pods` counts every pod stored. A pod that finishes gives its `pods` count back at once; one
+//! whose grace runs out, at the next resync.
+//!
 //! Not enforced (they need a kubelet's view or are not counts): compute and storage quantities
 //! (`cpu`, `memory`, `requests.*`, `limits.*`, `*.storageclass.storage.k8s.io/*`, `ephemeral-storage`),
 //! `services.nodeports` and `services.loadbalancers`, and quotas with `scopes` or a `scopeSelector`.
@@ -244,6 +249,26 @@ fn counted(name: &str) -> Option<(String, String)> {
     })
 }
 
+/// Whether `obj` counts under the quota name `name`: every object under its `count/` names, but a pod
+/// under `pods` only while it holds resources (kube's `QuotaV1Pod`).
+fn counts_under(name: &str, obj: &Value) -> bool {
+    name != "pods" || holds_resources(obj, chrono::Utc::now())
+}
+
+/// Whether a pod holds resources at `now`: not finished, and not past its deletion's grace period.
+fn holds_resources(pod: &Value, now: chrono::DateTime<chrono::Utc>) -> bool {
+    if matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed")) {
+        return false;
+    }
+    let meta = &pod["metadata"];
+    let Some(since) = meta["deletionTimestamp"].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    else {
+        return true;
+    };
+    let grace = chrono::Duration::seconds(meta["deletionGracePeriodSeconds"].as_i64().unwrap_or(0).clamp(0, 1 << 40));
+    now <= since.with_timezone(&chrono::Utc) + grace
+}
+
 /// A quantity as a whole count, rounded up as kube's `Quantity.Value` rounds.
 fn count_of(q: &Value) -> Option<i64> {
     let s = match q {
@@ -332,18 +357,32 @@ impl Registry {
         }
     }
 
-    /// An object of `ctx.def` named in `ctx` was deleted: every quota counting it there counts one less.
-    pub(super) async fn released(&self, ctx: &Ctx<'_>) {
-        let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else { return };
+    /// The object `obj` of `ctx.def` was deleted: every quota counting it there counts one less.
+    pub(super) async fn released(&self, ctx: &Ctx<'_>, obj: &Value) {
+        let names: Vec<String> = count_names(ctx.def).into_iter().filter(|n| counts_under(n, obj)).collect();
+        self.give_back(ctx, &names, "releasing a deleted object's quota").await;
+    }
+
+    /// `before` became `after` (an update of `ctx.def`): the quotas whose names counted it and count it
+    /// no longer (a pod that finished, under `pods`) count one less, as kube's quota controller
+    /// replenishes them.
+    pub(super) async fn requalified(&self, ctx: &Ctx<'_>, before: &Value, after: &Value) {
+        let names: Vec<String> =
+            count_names(ctx.def).into_iter().filter(|n| counts_under(n, before) && !counts_under(n, after)).collect();
+        self.give_back(ctx, &names, "giving back a finished pod's quota").await;
+    }
+
+    /// One object less under each of `names` for every quota in `ctx`'s namespace.
+    async fn give_back(&self, ctx: &Ctx<'_>, names: &[String], doing: &str) {
+        let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced && !names.is_empty()) else { return };
         if !self.quota_index.may_hold(ctx.cluster, ns) {
             return;
         }
         let prefix = keys::collection(&self.prefix, "core", "resourcequotas", Some(ctx.cluster), Some(ns));
         let Ok(page) = self.store.range(RangeRequest { prefix, ..Default::default() }).await else { return };
-        let names = count_names(ctx.def);
         for kv in page.kvs {
-            if let Err(e) = self.adjust(ctx.cluster, ns, kv, &names, -1, false).await {
-                tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "releasing a deleted object's quota");
+            if let Err(e) = self.adjust(ctx.cluster, ns, kv, names, -1, false).await {
+                tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "{doing}");
             }
         }
     }
@@ -413,8 +452,16 @@ impl Registry {
         let Some((group, plural)) = counted(name) else { return Ok(0) };
         let prefix = keys::collection(&self.prefix, &group, &plural, Some(cluster), Some(ns));
         let mut n = 0i64;
+        // Only `pods` needs to read what it counts.
+        let every = name != "pods";
         crate::storage::range_pages::<StoreError>(&*self.store, &prefix, COUNT_PAGE, |kvs| {
-            n += kvs.len() as i64;
+            n += match every {
+                true => kvs.len(),
+                false => kvs
+                    .iter()
+                    .filter(|kv| serde_json::from_slice::<Value>(&kv.value).is_ok_and(|p| counts_under(name, &p)))
+                    .count(),
+            } as i64;
             Ok(())
         })
         .await?;
@@ -502,6 +549,30 @@ fn set_status(q: &mut Value, used: &std::collections::HashMap<String, i64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pods_count_while_they_hold_resources() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:01:00Z").unwrap().with_timezone(&chrono::Utc);
+        for (pod, holds) in [
+            (json!({"status": {"phase": "Pending"}}), true),
+            (json!({"status": {"phase": "Running"}}), true),
+            (json!({"status": {"phase": "Succeeded"}}), false),
+            (json!({"status": {"phase": "Failed"}}), false),
+            (
+                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z", "deletionGracePeriodSeconds": 90}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z", "deletionGracePeriodSeconds": 30}}),
+                false,
+            ),
+            (json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}), false),
+        ] {
+            assert_eq!(holds_resources(&pod, now), holds, "{pod}");
+        }
+        let done = json!({"status": {"phase": "Failed"}});
+        assert!(counts_under("count/pods", &done) && !counts_under("pods", &done));
+    }
 
     #[test]
     fn count_names_and_quantities_read_as_kube_reads_them() {

@@ -796,20 +796,32 @@ impl Registry {
         Ok(obj)
     }
 
-    /// What follows an object's removal: the published ConfigMap is made again (taking back the place
+    /// What follows the removal of `obj`: the published ConfigMap is made again (taking back the place
     /// it gave), or the quotas counting it count one less. In a task of its own, awaited, so that a
     /// request dropped now cannot leave the count high.
-    async fn after_delete(&self, ctx: &Ctx<'_>, name: &str) {
+    async fn after_delete(&self, ctx: &Ctx<'_>, name: &str, obj: &Value) {
         if !self.may_hold_quota(ctx) && !self.publishes(ctx.def, name) {
             return;
         }
-        let (this, owned, name) = (self.clone(), super::quota::OwnedCtx::of(ctx), name.to_string());
+        let (this, owned, name, obj) = (self.clone(), super::quota::OwnedCtx::of(ctx), name.to_string(), obj.clone());
         let done = tokio::spawn(async move {
             let ctx = owned.ctx();
             if !this.republish_deleted(&ctx, &name).await {
-                this.released(&ctx).await;
+                this.released(&ctx, &obj).await;
             }
         });
+        let _ = done.await;
+    }
+
+    /// What follows an update from `before` to `after`: a pod that finished gives its `pods` count back
+    /// to the quotas of its namespace. In a task of its own, awaited, as `after_delete`.
+    async fn after_update(&self, ctx: &Ctx<'_>, before: &Value, after: &Value) {
+        if !(ctx.def.group.is_empty() && ctx.def.plural == "pods" && self.may_hold_quota(ctx)) {
+            return;
+        }
+        let (this, owned, before, after) =
+            (self.clone(), super::quota::OwnedCtx::of(ctx), before.clone(), after.clone());
+        let done = tokio::spawn(async move { this.requalified(&owned.ctx(), &before, &after).await });
         let _ = done.await;
     }
 
@@ -915,7 +927,7 @@ impl Registry {
                 match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                     Ok((rev, _)) => {
                         super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
-                        self.after_delete(ctx, name).await;
+                        self.after_delete(ctx, name, &desired).await;
                         return Ok((desired, true));
                     }
                     Err(StoreError::Conflict { .. }) => continue,
@@ -930,6 +942,7 @@ impl Registry {
             match self.store.update(&kv.key, bytes, kv.mod_revision).await {
                 Ok(rev) => {
                     super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
+                    self.after_update(ctx, &current, &desired).await;
                     return Ok((desired, true));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -1337,7 +1350,7 @@ impl Registry {
             }
             match self.store.delete(&kv.key, Some(kv.mod_revision)).await {
                 Ok(_) => {
-                    self.after_delete(ctx, name).await;
+                    self.after_delete(ctx, name, &current).await;
                     return Ok(Written { code: 200, body: answer(), warnings: vec![] });
                 }
                 Err(StoreError::Conflict { .. }) => continue,
