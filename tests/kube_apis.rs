@@ -325,6 +325,69 @@ async fn evictions_spend_the_pods_disruption_budget() {
     }
 }
 
+/// Built-in objects are checked as kube validates their types, not only their schema's types: what
+/// kubectl shows is kube's message, with kube's field paths, and nothing is stored. A status write to
+/// an object is judged by its status alone.
+#[tokio::test]
+async fn built_in_objects_are_validated_as_kube_validates_them() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("team-a").await;
+    let kc = s.kubeconfig_for("team-a");
+    let manifest = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers: [{name: web, image: nginx, ports: [{containerPort: 80}]}]
+"#;
+    let (applied, _, err) = tokio::task::spawn_blocking({
+        let kc = kc.clone();
+        move || common::kubectl_stdin(&kc, &["apply", "-f", "-"], Some(manifest))
+    })
+    .await
+    .unwrap();
+    assert!(!applied);
+    assert!(
+        err.contains(r#"The Deployment "web" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{"app":"api"}: `selector` does not match template `labels`"#),
+        "{err}"
+    );
+    let pods = "/clusters/team-a/api/v1/namespaces/default/pods";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c"}, {"name": "c", "image": "x", "ports": [{"containerPort": 0}]}]}});
+    let (code, st) = s.post(pods, &pod).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    let causes: Vec<(&str, &str)> = st["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["reason"].as_str().unwrap(), c["field"].as_str().unwrap()))
+        .collect();
+    for want in [
+        ("FieldValueRequired", "spec.containers[0].image"),
+        ("FieldValueDuplicate", "spec.containers[1].name"),
+        ("FieldValueRequired", "spec.containers[1].ports[0].containerPort"),
+    ] {
+        assert!(causes.contains(&want), "{want:?} in {causes:?}");
+    }
+    assert_eq!(s.get(&format!("{pods}/p")).await.0, StatusCode::NOT_FOUND, "nothing stored");
+    // A valid pod, and its status written as a kubelet writes it.
+    let good = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    assert_eq!(s.post(pods, &good).await.0, StatusCode::CREATED);
+    let (_, mut p) = s.get(&format!("{pods}/p")).await;
+    p["status"]["phase"] = json!("Running");
+    assert_eq!(s.put(&format!("{pods}/p/status"), &p).await.0, StatusCode::OK);
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "Internal"}});
+    let (code, st) = s.post("/clusters/team-a/api/v1/namespaces/default/services", &svc).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert!(st["message"].as_str().unwrap().contains(r#"spec.type: Unsupported value: "Internal""#), "{st}");
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn access_reviews_answer_from_the_clusters_rbac() {
     let s = TestServer::start(Backend::Embedded).await;

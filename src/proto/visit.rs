@@ -13,8 +13,51 @@ const MAX_DEPTH: usize = 100;
 /// The prefix of every built-in struct's proto name, left out of the names handed to visitors.
 const API_PREFIX: &str = "k8s.io.api.";
 
-/// A visitor: a struct's name and its object.
-pub type Visitor<'a> = dyn FnMut(&str, &mut Map<String, Value>) + 'a;
+/// A visitor: a struct's name, its object, and where in the whole object it is.
+pub type Visitor<'a> = dyn FnMut(&str, &mut Map<String, Value>, &Path) + 'a;
+
+/// One step from an object to what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Field(&'static str),
+    Index(usize),
+    Key(String),
+}
+
+/// Where a struct is in the object being walked, kept as steps and written out only when asked (a
+/// validation error names it; most visits never do).
+#[derive(Debug, Default)]
+pub struct Path(Vec<Step>);
+
+impl Path {
+    /// As kube's field paths read: `spec.template.spec.containers[0].ports[1]`, a map entry `[key]`.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for step in &self.0 {
+            match step {
+                Step::Field(f) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(f);
+                }
+                Step::Index(i) => out.push_str(&format!("[{i}]")),
+                Step::Key(k) => out.push_str(&format!("[{k}]")),
+            }
+        }
+        out
+    }
+
+    /// The path of `field` of the struct here.
+    pub fn child(&self, field: &str) -> String {
+        let here = self.render();
+        if here.is_empty() {
+            field.to_string()
+        } else {
+            format!("{here}.{field}")
+        }
+    }
+}
 
 /// Hand every struct in `obj` (an object of `api_version`/`kind`) to `visit`, a struct before what it
 /// holds, so that what a visitor adds is visited too. A struct Go holds by value (not through a
@@ -24,13 +67,14 @@ pub type Visitor<'a> = dyn FnMut(&str, &mut Map<String, Value>) + 'a;
 pub fn visit_structs(api_version: &str, kind: &str, obj: &mut Value, make: usize, visit: &mut Visitor<'_>) {
     let Some(package) = package_for(api_version) else { return };
     let Some(index) = find(&format!("{package}.{kind}")) else { return };
-    let mut walk = Walk { make, visit };
+    let mut walk = Walk { make, visit, path: Path::default() };
     walk.value(index, obj, 0);
 }
 
 struct Walk<'v, 'a> {
     make: usize,
     visit: &'v mut Visitor<'a>,
+    path: Path,
 }
 
 impl Walk<'_, '_> {
@@ -54,7 +98,7 @@ impl Walk<'_, '_> {
                 map.insert(f.json.to_string(), Value::Object(Map::new()));
             }
         }
-        (self.visit)(msg.name.strip_prefix(API_PREFIX).unwrap_or(msg.name), map);
+        (self.visit)(msg.name.strip_prefix(API_PREFIX).unwrap_or(msg.name), map, &self.path);
         for f in msg.fields {
             let Kind::Msg(child) = f.kind else { continue };
             if f.has(INLINE) {
@@ -65,14 +109,26 @@ impl Walk<'_, '_> {
                 continue;
             }
             let Some(v) = map.get_mut(f.json) else { continue };
+            self.path.0.push(Step::Field(f.json));
             match (f.rep, v) {
                 (Rep::S, v) => self.value(child, v, depth + 1),
-                (Rep::L, Value::Array(items)) => items.iter_mut().for_each(|item| self.value(child, item, depth + 1)),
+                (Rep::L, Value::Array(items)) => {
+                    for (i, item) in items.iter_mut().enumerate() {
+                        self.path.0.push(Step::Index(i));
+                        self.value(child, item, depth + 1);
+                        self.path.0.pop();
+                    }
+                }
                 (Rep::M, Value::Object(entries)) => {
-                    entries.values_mut().for_each(|item| self.value(child, item, depth + 1))
+                    for (k, item) in entries.iter_mut() {
+                        self.path.0.push(Step::Key(k.clone()));
+                        self.value(child, item, depth + 1);
+                        self.path.0.pop();
+                    }
                 }
                 _ => {}
             }
+            self.path.0.pop();
         }
     }
 }
@@ -88,8 +144,12 @@ mod tests {
             "containers": [{"name": "a", "ports": [{"containerPort": 80}]}, {"name": "b"}],
             "volumes": [{"name": "v", "configMap": {"name": "c"}}]}}}});
         let mut seen = Vec::new();
-        visit_structs("apps/v1", "Deployment", &mut d, 100, &mut |name, map| {
+        let mut paths = Vec::new();
+        visit_structs("apps/v1", "Deployment", &mut d, 100, &mut |name, map, path| {
             seen.push(name.to_string());
+            if name == "core.v1.ContainerPort" {
+                paths.push(path.render());
+            }
             if name == "core.v1.ContainerPort" {
                 map.insert("protocol".into(), json!("TCP"));
             }
@@ -105,15 +165,16 @@ mod tests {
         }
         assert_eq!(seen.iter().filter(|s| *s == "core.v1.Container").count(), 2);
         assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
+        assert_eq!(paths, ["spec.template.spec.containers[0].ports[0]"]);
         let mut cr = json!({"apiVersion": "example.com/v1", "kind": "Widget"});
-        visit_structs("example.com/v1", "Widget", &mut cr, 100, &mut |_, _| panic!("no schema, no visit"));
+        visit_structs("example.com/v1", "Widget", &mut cr, 100, &mut |_, _, _| panic!("no schema, no visit"));
         // A struct held by value is made when absent or null; one held through a pointer is not.
         let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": null});
-        visit_structs("apps/v1", "Deployment", &mut d, 100, &mut |_, _| {});
+        visit_structs("apps/v1", "Deployment", &mut d, 100, &mut |_, _, _| {});
         assert!(d["spec"]["template"]["spec"].is_object() && d["metadata"].is_object(), "{d}");
         assert!(d["spec"].get("selector").is_none() && d["spec"].get("strategy").is_some(), "{d}");
         let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment"});
-        visit_structs("apps/v1", "Deployment", &mut d, 1, &mut |_, _| {});
+        visit_structs("apps/v1", "Deployment", &mut d, 1, &mut |_, _, _| {});
         assert!(d.get("metadata").is_some() && d.get("spec").is_none(), "no more than allowed: {d}");
     }
 }

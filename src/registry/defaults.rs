@@ -145,7 +145,7 @@ const FIELDS: &[Rule] = &[
 pub fn apply(api_version: &str, kind: &str, obj: &mut Value) {
     let size = count_values(obj, 0);
     let mut budget = 10_000 + size / 4;
-    crate::proto::visit::visit_structs(api_version, kind, obj, 10_000 + size, &mut |name, map| {
+    crate::proto::visit::visit_structs(api_version, kind, obj, 10_000 + size, &mut |name, map, _| {
         if budget == 0 {
             return;
         }

@@ -13,6 +13,7 @@ mod publish;
 mod quota;
 mod read;
 mod services;
+mod validation;
 mod write;
 
 use std::sync::Arc;

@@ -216,18 +216,33 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResu
             crate::crd::define::validate(obj, old)
         }
         None if def.group.is_empty() && def.kind == "Pod" => {
-            old.map(|o| ephemeral_container_changes(o, obj)).unwrap_or_default()
+            let mut causes = old.map(|o| ephemeral_container_changes(o, obj)).unwrap_or_default();
+            causes.extend(type_errors(def, obj, old));
+            causes
         }
         None if def.group == "certificates.k8s.io" && def.kind == "CertificateSigningRequest" => {
             csr_decision_errors(obj, old)
         }
-        None => Vec::new(),
+        None => type_errors(def, obj, old),
     };
     if causes.is_empty() {
         Ok(())
     } else {
         Err(invalid(def, meta::meta_str(obj, "name").unwrap_or_default(), causes))
     }
+}
+
+/// kube's checks of the type (`validation`), on a create, and on an update that changes more than
+/// metadata and status: a status write is checked as kube's status strategies check it, by its
+/// status alone, so an object stored before a check existed still takes its status.
+fn type_errors(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<crate::status::Cause> {
+    fn content(v: &Value) -> Vec<(&String, &Value)> {
+        v.as_object().into_iter().flatten().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")).collect()
+    }
+    if old.is_some_and(|o| content(o) == content(obj)) {
+        return Vec::new();
+    }
+    super::validation::errors(&def.api_version(), &def.kind, obj)
 }
 
 /// The decisions on a CertificateSigningRequest: an `Approved`, `Denied` or `Failed` condition is there
