@@ -5,12 +5,14 @@
 //!
 //! Every replica follows the same watch and so counts the same; a status write compares the stored
 //! counts first, so N replicas write one change once, not N times. The limits are checked against
-//! this replica's counts, which trail the store by the watch's delay: a burst of concurrent creates
-//! can pass a limit by at most the requests in flight of that cluster, and the next ones are refused.
+//! this replica's counts, which trail the store by the watch's delay, plus what this replica has
+//! admitted and the watch has not yet counted (a [`Reservation`] per admitted write, held until the
+//! watch passes the write's revision): a burst of concurrent writes through one replica never passes
+//! a limit, and writes through several at once pass it by at most what the others have in flight.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -137,6 +139,63 @@ pub struct Footprint {
     dirty: Mutex<HashSet<Box<str>>>,
     /// Counted once from a full read, so that limits hold.
     ready: AtomicBool,
+    /// Writes this replica admitted under a cluster's limits that the watch has not counted yet, by
+    /// cluster; entries only for clusters with limits and writes in flight, so a handful. A `DashMap`
+    /// whose entry lock is held across an admission's check and its reservation, so two writes to one
+    /// cluster cannot both take the last room.
+    pending: DashMap<Box<str>, Vec<Pending>>,
+    /// The revision the watch has counted up to.
+    applied: AtomicI64,
+    /// Names reservations.
+    next: AtomicU64,
+}
+
+/// A write admitted and not yet counted: what it asked for, and once stored the revision it landed at.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    id: u64,
+    delta: Delta,
+    landed: Option<i64>,
+}
+
+/// Room held for one admitted write until the watch counts it: dropped before [`Reservation::landed`],
+/// the write did not happen and the room is given back at once.
+pub struct Reservation {
+    footprint: Arc<Footprint>,
+    cluster: Box<str>,
+    /// `None` once landed: the entry is the watch's to remove.
+    id: Option<u64>,
+}
+
+impl Reservation {
+    /// The write was stored at `revision`: its room is held until the watch counts that revision.
+    pub fn landed(mut self, revision: i64) {
+        let Some(id) = self.id.take() else { return };
+        if self.footprint.applied.load(Ordering::Acquire) >= revision {
+            return self.footprint.unreserve(&self.cluster, id);
+        }
+        if let Some(mut list) = self.footprint.pending.get_mut(&self.cluster) {
+            if let Some(p) = list.iter_mut().find(|p| p.id == id) {
+                p.landed = Some(revision);
+            }
+        }
+        // The watch may have passed `revision` meanwhile, before the mark: count again.
+        self.footprint.counted(self.footprint.applied.load(Ordering::Acquire));
+    }
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation").field("cluster", &self.cluster).field("id", &self.id).finish()
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.footprint.unreserve(&self.cluster, id);
+        }
+    }
 }
 
 /// What one cluster holds: its totals, and its objects by resource (kube's `apiserver_storage_objects`
@@ -187,12 +246,77 @@ impl Footprint {
 
     /// Refuse a write that would take `cluster` past a limit its LogicalCluster sets: a new object of
     /// `def` (`new`), or `grow` more stored bytes. 403 in kube's quota words, as a ResourceQuota's.
-    pub fn admit(&self, cluster: &str, def: &ResourceDef, name: &str, new: bool, grow: i64) -> ApiResult<()> {
-        let Some(limits) = self.limits(cluster) else { return Ok(()) };
+    /// Admitted under limits, the write holds its room until the watch counts it (see [`Reservation`]).
+    pub fn admit(
+        self: &Arc<Self>,
+        cluster: &str,
+        def: &ResourceDef,
+        name: &str,
+        new: bool,
+        grow: i64,
+    ) -> ApiResult<Option<Reservation>> {
+        let Some(limits) = self.limits(cluster) else { return Ok(None) };
         if !self.ready.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(None);
         }
-        let used = self.usage(cluster);
+        let is = |g: &str, p: &str| def.storage_group() == g && def.plural == p;
+        let asked = Delta {
+            objects: i64::from(new),
+            bytes: grow.max(0),
+            namespaces: i64::from(new && is("core", "namespaces")),
+            crds: i64::from(new && is("apiextensions.k8s.io", "customresourcedefinitions")),
+        };
+        // Held while checking and reserving: see `pending`.
+        let mut pending = self.pending.entry(cluster.into()).or_default();
+        let mut used = self.usage(cluster);
+        for p in pending.iter() {
+            used.add(p.delta);
+        }
+        if let Err(e) = self.check(cluster, def, name, &limits, used, new, grow) {
+            let empty = pending.is_empty();
+            drop(pending);
+            if empty {
+                self.pending.remove_if(cluster, |_, list| list.is_empty());
+            }
+            return Err(e);
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        pending.push(Pending { id, delta: asked, landed: None });
+        Ok(Some(Reservation { footprint: self.clone(), cluster: cluster.into(), id: Some(id) }))
+    }
+
+    fn unreserve(&self, cluster: &str, id: u64) {
+        if let Some(mut list) = self.pending.get_mut(cluster) {
+            list.retain(|p| p.id != id);
+        }
+        self.pending.remove_if(cluster, |_, list| list.is_empty());
+    }
+
+    /// The watch has counted every change up to `revision`: the writes that landed by then are in the
+    /// counts, and hold no room of their own any longer.
+    fn counted(&self, revision: i64) {
+        self.applied.fetch_max(revision, Ordering::AcqRel);
+        if self.pending.is_empty() {
+            return;
+        }
+        for mut list in self.pending.iter_mut() {
+            list.retain(|p| p.landed.is_none_or(|r| r > revision));
+        }
+        self.pending.retain(|_, list| !list.is_empty());
+    }
+
+    /// The check of `admit`, against `used` (the counts and what is reserved).
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        &self,
+        cluster: &str,
+        def: &ResourceDef,
+        name: &str,
+        limits: &TenantLimits,
+        used: Usage,
+        new: bool,
+        grow: i64,
+    ) -> ApiResult<()> {
         let is = |g: &str, p: &str| def.storage_group() == g && def.plural == p;
         let mut checks: Vec<(&str, u64, u64, Option<u64>)> = Vec::new();
         if new {
@@ -348,6 +472,7 @@ impl Registry {
                 Ok(())
             })
             .await;
+            let listed_at = listed.as_ref().ok().copied();
             let watch = match listed {
                 Ok(rev) => self.store.watch(&all, rev).await,
                 Err(e) => Err(e),
@@ -357,6 +482,9 @@ impl Registry {
                 continue;
             };
             self.footprint.replace(fresh);
+            if let Some(rev) = listed_at {
+                self.footprint.counted(rev);
+            }
             while let Some(Ok(ev)) = events.next().await {
                 let size = |kv: &crate::storage::KeyValue| kv.key.len() + kv.value.len();
                 let (key, value) = match &ev {
@@ -370,8 +498,12 @@ impl Registry {
                         self.footprint.account(&self.prefix, key, Some(before), None);
                         (key, None)
                     }
-                    WatchEvent::Progress(_) => continue,
+                    WatchEvent::Progress(rev) => {
+                        self.footprint.counted(*rev);
+                        continue;
+                    }
                 };
+                self.footprint.counted(ev.revision());
                 if let Some(name) = key.strip_prefix(&lc_prefix) {
                     let obj = value.and_then(|v| serde_json::from_slice::<Value>(v).ok());
                     self.footprint.observe_cluster(name, obj.as_ref());
@@ -477,7 +609,7 @@ mod tests {
 
     #[test]
     fn keys_are_counted_per_cluster_and_refused_past_a_limit() {
-        let f = Footprint::default();
+        let f = Arc::new(Footprint::default());
         let p = "/registry";
         f.account(p, "/registry/core/namespaces/team-a/default", None, Some(100));
         f.account(p, "/registry/core/configmaps/team-a/default/x", None, Some(50));
@@ -528,5 +660,39 @@ mod tests {
         // Deleting the LogicalCluster drops its limits.
         f.observe_cluster("team-a", None);
         assert!(f.admit("team-a", &cm, "x", true, 10).is_ok());
+    }
+
+    /// Writes admitted and not yet counted hold their room: a burst cannot pass a limit before the
+    /// watch catches up, a write that did not happen gives its room back, and one that landed holds it
+    /// until the watch counts its revision.
+    #[test]
+    fn admitted_writes_hold_their_room_until_counted() {
+        let f = Arc::new(Footprint::default());
+        let p = "/registry";
+        let cm = resources::find("", "v1", "configmaps").unwrap();
+        f.observe_cluster("c", Some(&json!({"metadata": {}, "spec": {"limits": {"objects": 2}}})));
+        f.ready.store(true, Ordering::Release);
+        let first = f.admit("c", &cm, "a", true, 10).unwrap().expect("held under limits");
+        let second = f.admit("c", &cm, "b", true, 10).unwrap().unwrap();
+        assert_eq!(f.admit("c", &cm, "x", true, 10).unwrap_err().code, 403, "the burst's third is refused");
+        drop(second);
+        let second = f.admit("c", &cm, "b", true, 10).unwrap().unwrap();
+        // Both stored, at revisions 5 and 6; the watch has counted up to 4.
+        f.counted(4);
+        first.landed(5);
+        second.landed(6);
+        assert!(f.admit("c", &cm, "x", true, 10).is_err(), "landed, not yet counted: still held");
+        f.account(p, "/registry/core/configmaps/c/default/a", None, Some(10));
+        f.counted(5);
+        assert!(f.admit("c", &cm, "x", true, 10).is_err(), "counted once, not twice");
+        f.account(p, "/registry/core/configmaps/c/default/b", None, Some(10));
+        f.counted(6);
+        assert!(f.pending.is_empty(), "nothing held once counted");
+        f.account(p, "/registry/core/configmaps/c/default/b", Some(10), None);
+        f.counted(7);
+        let late = f.admit("c", &cm, "y", true, 10).unwrap().unwrap();
+        // Landed at a revision the watch has passed already: nothing left held.
+        late.landed(7);
+        assert!(f.pending.is_empty());
     }
 }

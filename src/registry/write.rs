@@ -232,6 +232,11 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResu
     }
 }
 
+/// The revision a stored object was written at (0, which the watch has passed, if it says none).
+fn revision_of(obj: &Value) -> i64 {
+    meta::meta_str(obj, "resourceVersion").and_then(|r| r.parse().ok()).unwrap_or(0)
+}
+
 /// kube's checks of the type (`validation`), on a create, and on an update that changes more than
 /// metadata and status: a status write is checked as kube's status strategies check it, by its
 /// status alone, so an object stored before a check existed still takes its status.
@@ -710,7 +715,7 @@ impl Registry {
             None,
             &kind_key(def),
         );
-        self.admit_footprint(ctx, &obj, None)?;
+        let room = self.admit_footprint(ctx, &obj, None)?;
         // Quota admission, as kube's runs last: dry runs are checked too, and charged nowhere.
         let stored = if self.may_hold_quota(ctx) {
             // In a task of its own, awaited: a request dropped on the way (its client gone) must not
@@ -739,6 +744,9 @@ impl Registry {
             Ok(self.store_new(ctx, obj, guard, generate).await?)
         };
         // `Err` is a dry run's object, not stored.
+        if let (Some(room), Ok(obj)) = (room, &stored) {
+            room.landed(revision_of(obj));
+        }
         match stored {
             Ok(obj) => {
                 let obj = self.after_create(ctx, obj).await?;
@@ -841,10 +849,16 @@ impl Registry {
     }
 
     /// Refuse a write past the limits the platform set on this cluster (see `footprint`): a new object
-    /// (`sizes` absent), or an update from one stored size to another.
-    fn admit_footprint(&self, ctx: &Ctx<'_>, obj: &Value, sizes: Option<(usize, usize)>) -> ApiResult<()> {
+    /// (`sizes` absent), or an update from one stored size to another. An admitted write holds its room
+    /// until the watch counts it: the caller says where it landed, or drops the reservation.
+    fn admit_footprint(
+        &self,
+        ctx: &Ctx<'_>,
+        obj: &Value,
+        sizes: Option<(usize, usize)>,
+    ) -> ApiResult<Option<super::footprint::Reservation>> {
         if self.footprint.limits(ctx.cluster).is_none() {
-            return Ok(());
+            return Ok(None);
         }
         let signed = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         let name = meta::meta_str(obj, "name").unwrap_or_default();
@@ -953,9 +967,12 @@ impl Registry {
                 }
             }
             let bytes = super::encode_for(ctx.def, &desired)?;
-            self.admit_footprint(ctx, &desired, Some((kv.value.len(), bytes.len())))?;
+            let room = self.admit_footprint(ctx, &desired, Some((kv.value.len(), bytes.len())))?;
             match self.store.update(&kv.key, bytes, kv.mod_revision).await {
                 Ok(rev) => {
+                    if let Some(room) = room {
+                        room.landed(rev);
+                    }
                     super::decorate(&mut desired, ctx.def, ctx.cluster, rev);
                     self.after_update(ctx, &current, &desired).await;
                     return Ok((desired, true));
