@@ -1,7 +1,8 @@
 //! One set of controllers per fleet: three kgate replicas on one etcd elect one leader through the
 //! `kube-system/kgate-controllers` Lease in root; logical clusters deleted through any replica are
 //! purged by the leader; when the leader is killed (SIGKILL: it cannot give the lease up), another
-//! takes the lease once it expires and the purges go on.
+//! takes the lease once it expires and the purges go on; a leader paused past its lease (SIGSTOP, as a
+//! frozen VM) finds another holding it when it wakes, and leaves it so.
 
 mod common;
 
@@ -88,4 +89,42 @@ async fn three_replicas_elect_one_leader_and_another_takes_over_when_it_dies() {
     let l = lease(survivor).await.unwrap();
     assert!(l["spec"]["leaseTransitions"].as_i64().unwrap() >= 1, "{l}");
     purged_through(survivor, "gone-after").await;
+}
+
+/// A leader paused past its lease (SIGSTOP: a frozen VM, a stopped container) cannot renew; another
+/// replica takes the lease once it expired, and the paused one, woken, finds its renew deadline long
+/// passed: it stops leading and never takes the lease back from the new holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_leader_wakes_to_find_another_leading() {
+    let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+    let args = ["--etcd-servers", common::shared_etcd(), "--etcd-prefix", &prefix];
+    let replicas = [
+        KgateProcess::start(&args, "kgate-paused-0.log").await,
+        KgateProcess::start(&args, "kgate-paused-1.log").await,
+    ];
+    let both: Vec<&KgateProcess> = replicas.iter().collect();
+    common::eventually(20, "a leader", || async {
+        lease(&replicas[0]).await.is_some_and(|l| holder(&l, &both).is_some())
+    })
+    .await;
+    let l = lease(&replicas[0]).await.unwrap();
+    let leader = holder(&l, &both).unwrap();
+    let other = &replicas[1 - leader];
+    replicas[leader].signal("STOP");
+    common::eventually(40, "the other replica to take the lease", || async {
+        lease(other).await.is_some_and(|l| holder(&l, &both) == Some(1 - leader))
+    })
+    .await;
+    let taken = lease(other).await.unwrap();
+    replicas[leader].signal("CONT");
+    // Woken, the old leader serves again, and for three of its renewal periods the lease stays put.
+    common::eventually(10, "the woken replica to serve", || async { lease(&replicas[leader]).await.is_some() }).await;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = lease(other).await.unwrap();
+        assert_eq!(now["spec"]["holderIdentity"], taken["spec"]["holderIdentity"], "{now}");
+        assert_eq!(now["spec"]["leaseTransitions"], taken["spec"]["leaseTransitions"], "{now}");
+    }
+    // The new leader does the fleet's work.
+    purged_through(&replicas[leader], "after-the-pause").await;
 }

@@ -591,6 +591,13 @@ impl KgateProcess {
         KgateProcess { child, dir, url: format!("https://127.0.0.1:{port}") }
     }
 
+    /// Send the process a signal by name (`STOP`, `CONT`): what a paused VM or a debugger does to it.
+    pub fn signal(&self, name: &str) {
+        // The shell's own `kill`: no binary to install.
+        let ok = Command::new("sh").arg("-c").arg(format!("kill -{name} {}", self.child.id())).status().unwrap();
+        assert!(ok.success(), "kill -{name} failed");
+    }
+
     /// Whether the process is still running.
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
