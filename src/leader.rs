@@ -75,6 +75,57 @@ where
     }
 }
 
+/// Run `job` every `every` while this task runs (under `while_leading`: while this replica leads), on
+/// a schedule kept in the store under `{prefix}/kgate/schedules/{name}`: when the job last ran,
+/// by any replica, and the number it noted then. A new leader goes on with the schedule, running the
+/// job when it falls due, rather than starting it over: leadership that changed more often than
+/// `every` would otherwise never let the job run (compaction never, history growing without end).
+///
+/// `job` gets the note of the last run (`None` the very first time) and returns the next note; a
+/// compare-and-swap of the schedule makes one run per due time, whoever leads.
+pub async fn on_schedule<F, Fut>(registry: Registry, name: &str, every: Duration, mut job: F)
+where
+    F: FnMut(Option<i64>) -> Fut,
+    Fut: Future<Output = i64>,
+{
+    let key = format!("{}/kgate/schedules/{name}", registry.prefix);
+    let store = registry.store.clone();
+    loop {
+        let marker = match store.get(&key).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!(error = %e, schedule = name, "reading a schedule");
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        let last: Option<(i64, i64)> = marker.as_ref().and_then(|kv| {
+            let v: Value = serde_json::from_slice(&kv.value).ok()?;
+            Some((v["at"].as_i64()?, v["note"].as_i64()?))
+        });
+        if let Some((at, _)) = last {
+            // Wall clocks of replicas agree well enough for a schedule of minutes.
+            let due = at.saturating_add(i64::try_from(every.as_millis()).unwrap_or(i64::MAX));
+            let wait = due.saturating_sub(chrono::Utc::now().timestamp_millis());
+            if wait > 0 {
+                tokio::time::sleep(Duration::from_millis(wait.unsigned_abs()).min(every)).await;
+                continue;
+            }
+        }
+        let note = job(last.map(|(_, note)| note)).await;
+        let next = json!({"at": chrono::Utc::now().timestamp_millis(), "note": note}).to_string().into_bytes();
+        let written = match &marker {
+            Some(kv) => store.update(&key, next, kv.mod_revision).await,
+            None => store.create(&key, next).await,
+        };
+        if let Err(e) = written {
+            // Another leader ran it meanwhile (a conflict), or the store is out of reach: read again.
+            tracing::debug!(error = %e, schedule = name, "recording a schedule's run");
+            tokio::time::sleep(RETRY).await;
+        }
+    }
+}
+
 struct Elector {
     registry: Registry,
     identity: String,
@@ -218,6 +269,40 @@ fn micro_time() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A job on a schedule runs when it falls due, whoever runs the schedule: a leader that takes over
+    /// midway goes on from the last run and its note, rather than waiting a whole period again.
+    #[tokio::test]
+    async fn a_schedule_goes_on_across_leaders() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: std::sync::Arc<dyn crate::storage::Store> =
+            std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let registry = Registry::new(store, "/registry");
+        let every = Duration::from_secs(2);
+        let runs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let started = Instant::now();
+        let leader = |n: i64| {
+            let runs = runs.clone();
+            tokio::spawn(on_schedule(registry.clone(), "test", every, move |last| {
+                runs.lock().unwrap().push((n, last, started.elapsed()));
+                std::future::ready(n * 100)
+            }))
+        };
+        let first = leader(1);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        first.abort();
+        let second = leader(2);
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        second.abort();
+        let runs = runs.lock().unwrap().clone();
+        assert_eq!(runs[0].0, 1, "{runs:?}");
+        assert_eq!(runs[0].1, None, "the very first run has no note: {runs:?}");
+        // The second leader ran when the first's period ended (2 s), not a period after it took over
+        // (3 s), with the first's note.
+        let (n, last, at) = runs[1];
+        assert_eq!((n, last), (2, Some(100)), "{runs:?}");
+        assert!(at >= Duration::from_millis(1900) && at < Duration::from_millis(2800), "{runs:?}");
+    }
 
     #[tokio::test]
     async fn one_replica_leads_another_waits_and_takes_over_when_it_is_given_up() {

@@ -169,8 +169,8 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             move || registry.clone().run_usage_status_if(usage)
         })),
         tokio::spawn(crate::leader::while_leading(leading.clone(), {
-            let store = store.clone();
-            move || compactor(store.clone(), compaction)
+            let registry = registry.clone();
+            move || compactor(registry.clone(), compaction)
         })),
         // Every replica, at its start: what a crash of this replica cut short (a namespace's cleanup,
         // a cluster's bootstrap) is resumed without waiting for the leader to change. Both idempotent.
@@ -243,18 +243,21 @@ fn fit_connections(mut limits: crate::http::server::ConnLimits) -> crate::http::
 }
 
 /// Compact history older than one interval, every interval (what kube-apiserver does to etcd).
-async fn compactor(store: Arc<dyn Store>, every: std::time::Duration) {
-    let mut previous = None;
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tick.tick().await;
-        if let Some(rev) = previous {
-            if let Err(e) = store.compact(rev).await {
-                tracing::warn!(error = %e, revision = rev, "compaction failed");
+async fn compactor(registry: Registry, every: std::time::Duration) {
+    let store = registry.store.clone();
+    crate::leader::on_schedule(registry, "compaction", every, move |previous| {
+        let store = store.clone();
+        async move {
+            if let Some(rev) = previous.filter(|r| *r > 0) {
+                if let Err(e) = store.compact(rev).await {
+                    tracing::warn!(error = %e, revision = rev, "compaction failed");
+                }
             }
+            // What the next run compacts to: history is kept for one period at least.
+            store.revision().await.unwrap_or(0)
         }
-        previous = store.revision().await.ok();
-    }
+    })
+    .await
 }
 
 /// Namespaces left Terminating by a restart are emptied and removed.

@@ -78,16 +78,21 @@ impl Registry {
     /// drifted (a replica killed between an object's removal and its release, objects written around
     /// admission) comes right. Runs until the task is aborted.
     pub async fn run_quota_resync(self) {
-        let mut tick = tokio::time::interval(RESYNC);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await; // the first tick is now: quotas were counted as they were written
-        loop {
-            tick.tick().await;
-            match self.resync_quotas().await {
-                Ok(n) => tracing::debug!(quotas = n, "quotas counted afresh"),
-                Err(e) => tracing::warn!(error = %e, "counting quotas afresh; the next resync retries"),
+        let this = self.clone();
+        crate::leader::on_schedule(self, "quota-resync", RESYNC, move |last| {
+            let this = this.clone();
+            async move {
+                // Not at the very first run: quotas were counted as they were written.
+                if last.is_some() {
+                    match this.resync_quotas().await {
+                        Ok(n) => tracing::debug!(quotas = n, "quotas counted afresh"),
+                        Err(e) => tracing::warn!(error = %e, "counting quotas afresh; the next resync retries"),
+                    }
+                }
+                0
             }
-        }
+        })
+        .await
     }
 
     /// Count every quota of every cluster afresh; how many there are.
