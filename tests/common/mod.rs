@@ -102,6 +102,9 @@ pub struct TestEtcd {
     /// Its member name and the cluster it belongs to (`--initial-cluster`).
     name: String,
     initial_cluster: String,
+    /// Serving certificate, its key and the CA clients' certificates must chain to: set, etcd serves
+    /// TLS only and asks every client for a certificate.
+    tls: Option<[PathBuf; 3]>,
 }
 
 impl TestEtcd {
@@ -116,10 +119,48 @@ impl TestEtcd {
         let (client_port, peer_port) = (free_port(), free_port());
         let endpoint = format!("http://127.0.0.1:{client_port}");
         let initial_cluster = format!("t=http://127.0.0.1:{peer_port}");
-        let mut e =
-            TestEtcd { child: None, endpoint, dir, client_port, peer_port, version, name: "t".into(), initial_cluster };
+        let mut e = TestEtcd {
+            child: None,
+            endpoint,
+            dir,
+            client_port,
+            peer_port,
+            version,
+            name: "t".into(),
+            initial_cluster,
+            tls: None,
+        };
         e.spawn();
         e
+    }
+
+    /// Start etcd serving TLS with `cert` and `key`, and refusing any client without a certificate
+    /// signed by `client_ca` (etcd's `--client-cert-auth`).
+    pub fn start_tls(cert: &Path, key: &Path, client_ca: &Path) -> TestEtcd {
+        let dir = tempfile::tempdir().unwrap();
+        let (client_port, peer_port) = (free_port(), free_port());
+        let mut e = TestEtcd {
+            child: None,
+            endpoint: format!("https://127.0.0.1:{client_port}"),
+            dir,
+            client_port,
+            peer_port,
+            version: EtcdVersion::from_env(),
+            name: "t".into(),
+            initial_cluster: format!("t=http://127.0.0.1:{peer_port}"),
+            tls: Some([cert.to_path_buf(), key.to_path_buf(), client_ca.to_path_buf()]),
+        };
+        e.spawn();
+        e
+    }
+
+    /// `http`, or `https` when it serves TLS.
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// A cluster of `n` members on loopback, each started and answering (a failover test kills and
@@ -144,6 +185,7 @@ impl TestEtcd {
                 version,
                 name: format!("m{i}"),
                 initial_cluster: initial_cluster.clone(),
+                tls: None,
             })
             .collect();
         // Started together: each waits for the others' peers before it answers clients.
@@ -161,7 +203,7 @@ impl TestEtcd {
         let _ = Command::new("pkill")
             .arg("-KILL")
             .arg("-f")
-            .arg(format!("listen-client-urls http://127.0.0.1:{} ", self.client_port))
+            .arg(format!("listen-client-urls {}://127.0.0.1:{} ", self.scheme(), self.client_port))
             .status();
         self.stop();
     }
@@ -175,9 +217,18 @@ impl TestEtcd {
         let etcd = self.version.binary();
         let (c, p) = (self.client_port, self.peer_port);
         let data = self.dir.path().join("data");
-        let (name, initial_cluster) = (&self.name, &self.initial_cluster);
+        let (name, initial_cluster, scheme) = (&self.name, &self.initial_cluster, self.scheme());
+        let tls = match &self.tls {
+            Some([cert, key, ca]) => format!(
+                "--cert-file {} --key-file {} --trusted-ca-file {} --client-cert-auth ",
+                cert.display(),
+                key.display(),
+                ca.display()
+            ),
+            None => String::new(),
+        };
         let cmd = format!(
-            "{etcd} --name {name} --data-dir {data} --listen-client-urls http://127.0.0.1:{c} --advertise-client-urls http://127.0.0.1:{c} \
+            "{etcd} --name {name} --data-dir {data} {tls}--listen-client-urls {scheme}://127.0.0.1:{c} --advertise-client-urls {scheme}://127.0.0.1:{c} \
              --listen-peer-urls http://127.0.0.1:{p} --initial-advertise-peer-urls http://127.0.0.1:{p} \
              --initial-cluster {initial_cluster} --log-level error --quota-backend-bytes 8589934592 & pid=$!; \
              trap 'kill $pid 2>/dev/null' TERM; while kill -0 $PPID 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 0.5; done; kill $pid 2>/dev/null; wait $pid; \
@@ -209,7 +260,7 @@ impl TestEtcd {
         if let Some(mut c) = self.child.take() {
             let _ = Command::new("pkill")
                 .arg("-f")
-                .arg(format!("listen-client-urls http://127.0.0.1:{} ", self.client_port))
+                .arg(format!("listen-client-urls {}://127.0.0.1:{} ", self.scheme(), self.client_port))
                 .status();
             let _ = c.kill();
             let _ = c.wait();
