@@ -11,6 +11,9 @@ use crate::storage::etcd::EtcdTls;
 pub struct Config {
     /// Address to listen on (HTTPS, HTTP/2 and HTTP/1.1).
     pub listen: SocketAddr,
+    /// The address published to every logical cluster as `default/kubernetes` (kube-apiserver's
+    /// `--advertise-address`); `None`: the listen address (loopback when it is unspecified).
+    pub advertise_address: Option<std::net::IpAddr>,
     /// Where the embedded store, PKI and admin kubeconfig live.
     pub data_dir: PathBuf,
     /// etcd endpoints; empty means the embedded store.
@@ -66,6 +69,7 @@ impl Default for Config {
             etcd_tls: EtcdTls::default(),
             tls_cert_file: None,
             tls_key_file: None,
+            advertise_address: None,
             compaction_interval: Duration::from_secs(300),
             tenants_dir: None,
             inflight: Default::default(),

@@ -103,6 +103,12 @@ struct ServeArgs {
     /// Client key for etcd.
     #[arg(long)]
     etcd_keyfile: Option<PathBuf>,
+    /// The address every logical cluster's `default/kubernetes` Endpoints and EndpointSlice name (with
+    /// the listen port), as kube-apiserver's flag: the load balancer's or Service's address in front of
+    /// several replicas, which should all give the same one. Default: the listen address (loopback when
+    /// listening on all addresses).
+    #[arg(long)]
+    advertise_address: Option<std::net::IpAddr>,
     /// Serving certificate (PEM) instead of the generated one.
     #[arg(long)]
     tls_cert_file: Option<PathBuf>,
@@ -242,6 +248,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         },
         tls_cert_file: a.tls_cert_file,
         tls_key_file: a.tls_key_file,
+        advertise_address: a.advertise_address,
         tenants_dir: a.tenants_dir.or_else(|| Some(PathBuf::from("./tenants")).filter(|d| d.is_dir())),
         inflight: Limits {
             requests: a.max_requests_inflight,

@@ -99,9 +99,9 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
     let store: Arc<dyn Store> =
         Arc::new(crate::storage::metered::Metered::new(open_store(&config).await?, metrics.store.clone()));
-    // Clients in a cluster find the server through `default/kubernetes`; an unspecified listen address
-    // gives them loopback, as there is no one interface to name.
-    let ip = match addr.ip() {
+    // Clients in a cluster find the server through `default/kubernetes`: the advertised address, else
+    // the listen address; an unspecified one gives them loopback, as there is no one interface to name.
+    let ip = match config.advertise_address.unwrap_or(addr.ip()) {
         ip if !ip.is_unspecified() => ip,
         std::net::IpAddr::V4(_) => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         std::net::IpAddr::V6(_) => std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),

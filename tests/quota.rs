@@ -223,6 +223,30 @@ async fn finished_pods_leave_the_pods_count() {
         assert_eq!(used().await, json!({"pods": "2", "count/pods": "2"}), "{backend:?}");
         assert_eq!(s.delete(&format!("{pods}/b")).await.0, StatusCode::OK);
         assert_eq!(used().await, json!({"pods": "1", "count/pods": "1"}), "{backend:?}");
+        // Set back to running (the quota controller counts what is so): counted again.
+        let status = |phase: &'static str| {
+            let s = &s;
+            async move {
+                let (_, mut c) = s.get(&format!("{pods}/c")).await;
+                c["status"]["phase"] = json!(phase);
+                assert_eq!(s.put(&format!("{pods}/c/status"), &c).await.0, StatusCode::OK);
+            }
+        };
+        status("Failed").await;
+        assert_eq!(used().await, json!({"pods": "0", "count/pods": "1"}), "{backend:?}");
+        status("Running").await;
+        assert_eq!(used().await, json!({"pods": "1", "count/pods": "1"}), "{backend:?}");
+        // A pod held by a finalizer holds nothing once marked for deletion (no grace here), and
+        // leaves `count/pods` when it goes.
+        let mut held = pod("f");
+        held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        assert_eq!(s.post(pods, &held).await.0, StatusCode::CREATED);
+        assert_eq!(used().await, json!({"pods": "2", "count/pods": "2"}), "{backend:?}");
+        assert_eq!(s.delete(&format!("{pods}/f")).await.0, StatusCode::OK);
+        assert_eq!(used().await, json!({"pods": "1", "count/pods": "2"}), "{backend:?}: marked, not yet gone");
+        let release = json!({"metadata": {"finalizers": null}});
+        assert_eq!(s.patch(&format!("{pods}/f"), "application/merge-patch+json", &release).await.0, StatusCode::OK);
+        assert_eq!(used().await, json!({"pods": "1", "count/pods": "1"}), "{backend:?}");
         // A fresh count agrees with the running one.
         let store = s.running_store();
         let registry = kgate::registry::Registry::new(store.clone(), s.prefix.clone());

@@ -605,12 +605,19 @@ async fn a_moved_server_is_where_every_clusters_kubernetes_endpoints_say() {
     let uid = ep["metadata"]["uid"].clone();
     let prefix = s.prefix.clone();
     let dir = s.stop().await;
-    let s = TestServer::start_in(Backend::Embedded, dir, prefix).await;
+    // Back on another port, advertising another address (what a load balancer in front would have).
+    let s = TestServer::start_configured(Backend::Embedded, dir, prefix, |c| {
+        c.advertise_address = Some("10.1.2.3".parse().unwrap());
+    })
+    .await;
     let now = port_of(&s.url);
     eventually(30, "the cluster's endpoints to follow the server", || async {
         let (_, ep) = s.get(endpoints).await;
         let (_, sl) = s.get(slice).await;
-        ep["subsets"][0]["ports"][0]["port"] == now && sl["ports"][0]["port"] == now
+        ep["subsets"][0]["ports"][0]["port"] == now
+            && ep["subsets"][0]["addresses"][0]["ip"] == "10.1.2.3"
+            && sl["endpoints"][0]["addresses"][0] == "10.1.2.3"
+            && sl["ports"][0]["port"] == now
     })
     .await;
     // Updated in place, not made anew.

@@ -35,9 +35,9 @@ fn own_write() -> WriteOptions {
 enum Guard {
     /// Nothing: no budget covers the pod.
     None,
-    /// A budget covers the pod but lets it go without spending (the pod is not ready and the budget
-    /// can spare it): delete only the pod as it was read.
-    Unready,
+    /// A budget (named) covers the pod but lets it go without spending (the pod is not ready and the
+    /// budget can spare it): delete only the pod as it was read.
+    Unready(String),
     /// A budget that must allow a disruption, and spend it.
     Budget(Value),
 }
@@ -49,26 +49,48 @@ impl Registry {
         if meta::meta_str(eviction, "name").is_some_and(|n| n != name) {
             return Err(ApiError::bad_request("name in URL does not match name in Eviction object"));
         }
-        let pod = self.get(ctx, name).await?;
-        if can_ignore_budgets(&pod) {
+        // As kube: a pod that ignores budgets is read and deleted again when another write comes
+        // between (unless the client named the version it meant).
+        let retry = opts.resource_version.is_none();
+        let mut pod = self.get(ctx, name).await?;
+        let mut attempts = 0;
+        while can_ignore_budgets(&pod) {
             let mut opts = opts.clone();
             // A pending pod could turn ready in between: delete only the one that was judged.
-            if !terminal_or_going(&pod) && opts.resource_version.is_none() {
+            if !terminal_or_going(&pod) && retry {
                 opts.resource_version = meta::meta_str(&pod, "resourceVersion").map(str::to_string);
             }
-            return self.mark_and_delete(ctx, name, &opts).await;
+            match self.mark_and_delete(ctx, name, &opts).await {
+                Err(e) if e.code == 409 && retry && attempts < ATTEMPTS => {
+                    attempts += 1;
+                    pod = self.get(ctx, name).await?;
+                }
+                done => return done,
+            }
         }
         let mut opts = opts.clone();
-        match self.guard(ctx, &pod).await? {
-            Guard::None => {}
-            Guard::Unready => {
-                if opts.resource_version.is_none() {
-                    opts.resource_version = meta::meta_str(&pod, "resourceVersion").map(str::to_string);
-                }
+        // For an unready pod: its budget's name, and whether the client named a version of its own.
+        let unready = match self.guard(ctx, &pod).await? {
+            Guard::None => None,
+            Guard::Unready(budget) => {
+                // kube deletes only the version judged unready, whatever the client named.
+                let judged = meta::meta_str(&pod, "resourceVersion").unwrap_or_default().to_string();
+                Some((budget, opts.resource_version.replace(judged).is_some()))
             }
-            Guard::Budget(pdb) => self.spend(ctx, &pdb, name, opts.dry_run).await?,
+            Guard::Budget(pdb) => {
+                self.spend(ctx, &pdb, name, opts.dry_run).await?;
+                None
+            }
+        };
+        match (self.mark_and_delete(ctx, name, &opts).await, unready) {
+            // The unready pod changed since it was judged (it may be ready now) and the client named no
+            // version: kube's answer is to try again, as while a budget is being processed.
+            (Err(e), Some((budget, false))) if e.code == 409 => Err(budget_refusal(
+                Some(10),
+                format!("The disruption budget {budget} is still being processed by the server."),
+            )),
+            (done, _) => done,
         }
-        self.mark_and_delete(ctx, name, &opts).await
     }
 
     /// The budget covering `pod`, if any, and whether the eviction must spend it.
@@ -103,7 +125,7 @@ impl Registry {
             // An unready pod counts for nothing in the budget: it goes without spending when the policy
             // says so, or when the application is healthy without it.
             if pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow" || (current >= desired && desired > 0) {
-                return Ok(Guard::Unready);
+                return Ok(Guard::Unready(meta::meta_str(&pdb, "name").unwrap_or_default().to_string()));
             }
         }
         Ok(Guard::Budget(pdb))

@@ -179,8 +179,11 @@ impl Reservation {
                 p.landed = Some(revision);
             }
         }
-        // The watch may have passed `revision` meanwhile, before the mark: count again.
-        self.footprint.counted(self.footprint.applied.load(Ordering::Acquire));
+        // The watch may have passed `revision` between the look above and the mark, its pruning
+        // missing this entry: look again (the watch sets `applied` before it prunes).
+        if self.footprint.applied.load(Ordering::Acquire) >= revision {
+            self.footprint.unreserve(&self.cluster, id);
+        }
     }
 }
 
@@ -257,6 +260,10 @@ impl Footprint {
     ) -> ApiResult<Option<Reservation>> {
         let Some(limits) = self.limits(cluster) else { return Ok(None) };
         if !self.ready.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        if !new && grow <= 0 {
+            // Nothing asked for: deletes' and shrinking updates' room is never held.
             return Ok(None);
         }
         let is = |g: &str, p: &str| def.storage_group() == g && def.plural == p;

@@ -274,6 +274,17 @@ fn holds_resources(pod: &Value, now: chrono::DateTime<chrono::Utc>) -> bool {
     now <= since.with_timezone(&chrono::Utc) + grace
 }
 
+/// How a change of a quota's count is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Charge {
+    /// A create's admission: refused past a limit.
+    Admit,
+    /// A dry run's: judged as `Admit`, written nowhere.
+    DryRun,
+    /// What is so (an object gone, or one that counts again): written whatever the limit.
+    Counted,
+}
+
 /// A quantity as a whole count, rounded up as kube's `Quantity.Value` rounds.
 fn count_of(q: &Value) -> Option<i64> {
     let s = match q {
@@ -333,7 +344,8 @@ impl Registry {
         let quotas = self.store.range(RangeRequest { prefix, ..Default::default() }).await?.kvs;
         let mut charged = Vec::new();
         for kv in quotas {
-            match self.adjust(ctx.cluster, ns, kv, &names, 1, dry_run).await {
+            let how = if dry_run { Charge::DryRun } else { Charge::Admit };
+            match self.adjust(ctx.cluster, ns, kv, &names, 1, how).await {
                 Ok(Some(key)) => charged.push(key),
                 Ok(None) => {}
                 Err(e) => {
@@ -356,7 +368,7 @@ impl Registry {
                 Ok(Some(kv)) => kv,
                 _ => continue,
             };
-            if let Err(e) = self.adjust(ctx.cluster, ns, kv, &names, -1, false).await {
+            if let Err(e) = self.adjust(ctx.cluster, ns, kv, &names, -1, Charge::Counted).await {
                 tracing::warn!(error = %e, quota = %key, "giving a failed create back to its quota");
             }
         }
@@ -369,16 +381,29 @@ impl Registry {
     }
 
     /// `before` became `after` (an update of `ctx.def`): the quotas whose names counted it and count it
-    /// no longer (a pod that finished, under `pods`) count one less, as kube's quota controller
-    /// replenishes them.
+    /// no longer (a pod that finished, under `pods`) count one less, and those that count it again (a
+    /// finished pod's phase set back) one more, as kube's quota controller counts them: past the limit
+    /// if need be, since the object is there.
     pub(super) async fn requalified(&self, ctx: &Ctx<'_>, before: &Value, after: &Value) {
-        let names: Vec<String> =
-            count_names(ctx.def).into_iter().filter(|n| counts_under(n, before) && !counts_under(n, after)).collect();
-        self.give_back(ctx, &names, "giving back a finished pod's quota").await;
+        let (mut down, mut up) = (Vec::new(), Vec::new());
+        for name in count_names(ctx.def) {
+            match (counts_under(&name, before), counts_under(&name, after)) {
+                (true, false) => down.push(name),
+                (false, true) => up.push(name),
+                _ => {}
+            }
+        }
+        self.recount_by(ctx, &down, -1, "giving back a finished pod's quota").await;
+        self.recount_by(ctx, &up, 1, "counting a pod that runs again").await;
     }
 
     /// One object less under each of `names` for every quota in `ctx`'s namespace.
     async fn give_back(&self, ctx: &Ctx<'_>, names: &[String], doing: &str) {
+        self.recount_by(ctx, names, -1, doing).await
+    }
+
+    /// `delta` objects more under each of `names` for every quota in `ctx`'s namespace, never refused.
+    async fn recount_by(&self, ctx: &Ctx<'_>, names: &[String], delta: i64, doing: &str) {
         let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced && !names.is_empty()) else { return };
         if !self.quota_index.may_hold(ctx.cluster, ns) {
             return;
@@ -386,15 +411,15 @@ impl Registry {
         let prefix = keys::collection(&self.prefix, "core", "resourcequotas", Some(ctx.cluster), Some(ns));
         let Ok(page) = self.store.range(RangeRequest { prefix, ..Default::default() }).await else { return };
         for kv in page.kvs {
-            if let Err(e) = self.adjust(ctx.cluster, ns, kv, names, -1, false).await {
+            if let Err(e) = self.adjust(ctx.cluster, ns, kv, names, delta, Charge::Counted).await {
                 tracing::warn!(error = %e, cluster = ctx.cluster, namespace = ns, "{doing}");
             }
         }
     }
 
     /// Bring the quota at `kv` (in `cluster`/`ns`) to count `delta` more of the objects `names` count,
-    /// retrying on conflicts; refuses (403) a positive delta that would pass a limit. Returns the
-    /// quota's key when it was charged.
+    /// retrying on conflicts; as `how` says, refuses (403) a positive delta that would pass a limit.
+    /// Returns the quota's key when it was charged.
     async fn adjust(
         &self,
         cluster: &str,
@@ -402,7 +427,7 @@ impl Registry {
         mut kv: KeyValue,
         names: &[String],
         delta: i64,
-        dry_run: bool,
+        how: Charge,
     ) -> ApiResult<Option<String>> {
         for _ in 0..super::write::MAX_RETRIES {
             let Ok(mut quota) = serde_json::from_slice::<Value>(&kv.value) else { return Ok(None) };
@@ -421,14 +446,15 @@ impl Registry {
                 }
             }
             // The count kept, not a fresh one: creates charged and not yet stored are in it.
-            if let Some((k, hard)) = limits.iter().find(|(k, hard)| delta > 0 && used[k] + delta > *hard) {
+            let enforced = matches!(how, Charge::Admit | Charge::DryRun);
+            if let Some((k, hard)) = limits.iter().find(|(k, hard)| enforced && delta > 0 && used[k] + delta > *hard) {
                 let name = crate::meta::meta_str(&quota, "name").unwrap_or_default();
                 return Err(ApiError::forbidden(format!(
                     "exceeded quota: {name}, requested: {k}={delta}, used: {k}={}, limited: {k}={hard}",
                     used[k]
                 )));
             }
-            if dry_run {
+            if how == Charge::DryRun {
                 return Ok(None);
             }
             for (k, _) in &limits {

@@ -109,9 +109,11 @@ fn one_of(map: &Map<String, Value>, field: &str, path: &Path, supported: &[&str]
     }
 }
 
-/// A port number, if set: 1 to 65535 (kube's `IsValidPortNum`).
-fn port_number(map: &Map<String, Value>, field: &str, path: &Path, causes: &mut Vec<Cause>) {
-    if let Some(n) = map.get(field).and_then(Value::as_i64).filter(|n| !(1..=65535).contains(n)) {
+/// A port number, if set: 1 to 65535 (kube's `IsValidPortNum`); 0 passes where kube takes it as unset
+/// (`zero_unset`: a host port, or a container port whose absence is reported as Required).
+fn port_number(map: &Map<String, Value>, field: &str, path: &Path, zero_unset: bool, causes: &mut Vec<Cause>) {
+    let checked = |n: &i64| !((1..=65535).contains(n) || zero_unset && *n == 0);
+    if let Some(n) = map.get(field).and_then(Value::as_i64).filter(checked) {
         invalid(causes, path.child(field), n.to_string(), "must be between 1 and 65535, inclusive");
     }
 }
@@ -130,10 +132,10 @@ fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     if is_empty(map.get("containers")) {
         required(causes, path.child("containers"));
     }
-    // Names are unique across the pod's containers and init containers (kube checks init containers
-    // first, then containers against them).
+    // Names are unique across the pod's containers and init containers: kube checks the containers
+    // first, then the init containers against them (an empty name is only Required, in `container`).
     let mut seen = std::collections::HashSet::new();
-    for list in ["initContainers", "containers"] {
+    for list in ["containers", "initContainers"] {
         for (i, c) in map.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
             let Some(name) = c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { continue };
             if !seen.insert(name) {
@@ -164,8 +166,8 @@ fn container_port(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>
     if is_empty(map.get("containerPort")) {
         required(causes, path.child("containerPort"));
     }
-    port_number(map, "containerPort", path, causes);
-    port_number(map, "hostPort", path, causes);
+    port_number(map, "containerPort", path, true, causes);
+    port_number(map, "hostPort", path, true, causes);
     one_of(map, "protocol", path, PROTOCOLS, causes);
 }
 
@@ -189,7 +191,7 @@ fn service_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) 
 }
 
 fn service_port(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    port_number(map, "port", path, causes);
+    port_number(map, "port", path, false, causes);
     one_of(map, "protocol", path, PROTOCOLS, causes);
 }
 
@@ -241,26 +243,26 @@ fn go_selector(v: &Value) -> String {
     format!("v1.LabelSelector{{MatchLabels:map[string]string{labels}, MatchExpressions:[]v1.LabelSelectorRequirement{exprs}}}")
 }
 
-/// The keys of a ConfigMap's or Secret's `field`: kube's `IsConfigMapKey`.
+/// The keys of a ConfigMap's or Secret's `field`: kube's `IsConfigMapKey`, each failing rule its own
+/// error at `field[key]`.
 fn config_keys(map: &Map<String, Value>, field: &str, path: &Path, causes: &mut Vec<Cause>) {
+    const PATTERN: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
     for key in map.get(field).and_then(Value::as_object).into_iter().flat_map(|m| m.keys()) {
-        let why = if key.is_empty() {
-            Some("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')".to_string())
-        } else if key.len() > 253 {
-            Some("must be no more than 253 characters".to_string())
-        } else if !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.') {
-            Some("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')".to_string())
-        } else if key == "." || key == ".." || key.starts_with("..") {
-            Some(match key.as_str() {
-                "." => "must not be '.'".to_string(),
-                ".." => "must not be '..'".to_string(),
-                _ => "must not start with '..'".to_string(),
-            })
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            invalid(causes, path.child(field), format!("{key:?}"), &why);
+        let mut why = Vec::new();
+        if key.len() > 253 {
+            why.push("must be no more than 253 characters");
+        }
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.') {
+            why.push(PATTERN);
+        }
+        match key.as_str() {
+            "." => why.push("must not be '.'"),
+            ".." => why.push("must not be '..'"),
+            k if k.starts_with("..") => why.push("must not start with '..'"),
+            _ => {}
+        }
+        for w in why {
+            invalid(causes, format!("{}[{key}]", path.child(field)), format!("{key:?}"), w);
         }
     }
 }
@@ -282,7 +284,7 @@ mod tests {
         let pod = json!({"metadata": {"name": "p"}, "spec": spec});
         let got = messages("v1", "Pod", pod);
         for want in [
-            "spec.containers[1].name: Duplicate value: \"sidecar\"",
+            "spec.initContainers[0].name: Duplicate value: \"sidecar\"",
             "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
             "spec.containers[0].image: Required value",
             "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
@@ -336,6 +338,20 @@ mod tests {
         let cm = json!({"data": {"ok.key_1-x": "", "bad key": "", "..x": ""}});
         let got = messages("v1", "ConfigMap", cm);
         assert_eq!(got.len(), 2, "{got:?}");
-        assert!(got.iter().any(|g| g.starts_with("data: Invalid value: \"bad key\": a valid config key")), "{got:?}");
+        assert!(
+            got.iter().any(|g| g.starts_with("data[bad key]: Invalid value: \"bad key\": a valid config key")),
+            "{got:?}"
+        );
+        assert!(got.contains(&"data[..x]: Invalid value: \"..x\": must not start with '..'".to_string()), "{got:?}");
+        // A port of 0 is unset to Go: a host port may be left so; a container port is then required.
+        let pod = json!({"spec": {"containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 0, "hostPort": 0}]}],
+            "initContainers": [{"name": "c", "image": "x"}]}});
+        assert_eq!(
+            messages("v1", "Pod", pod),
+            [
+                "spec.initContainers[0].name: Duplicate value: \"c\"",
+                "spec.containers[0].ports[0].containerPort: Required value"
+            ]
+        );
     }
 }

@@ -836,8 +836,9 @@ impl Registry {
         let _ = done.await;
     }
 
-    /// What follows an update from `before` to `after`: a pod that finished gives its `pods` count back
-    /// to the quotas of its namespace. In a task of its own, awaited, as `after_delete`.
+    /// What follows an update from `before` to `after`: a pod that finished (or is going) gives its
+    /// `pods` count back to the quotas of its namespace, one that runs again takes it. In a task of
+    /// its own, awaited, as `after_delete`.
     async fn after_update(&self, ctx: &Ctx<'_>, before: &Value, after: &Value) {
         if !(ctx.def.group.is_empty() && ctx.def.plural == "pods" && self.may_hold_quota(ctx)) {
             return;
@@ -1364,6 +1365,8 @@ impl Registry {
                 match self.store.update(&kv.key, super::encode_for(def, &next)?, kv.mod_revision).await {
                     Ok(rev) => {
                         super::decorate(&mut next, def, ctx.cluster, rev);
+                        // A pod marked for deletion with no grace holds nothing from now on.
+                        self.after_update(ctx, &current, &next).await;
                         if is_namespace {
                             self.spawn_namespace_cleanup(ctx.cluster.to_string(), name.to_string());
                         }
