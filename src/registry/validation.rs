@@ -272,6 +272,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn holds_all(got: &[String], wants: &[&str]) {
+        for want in wants {
+            assert!(got.iter().any(|g| g == want), "{want} in {got:?}");
+        }
+    }
+
     fn messages(api_version: &str, kind: &str, obj: Value) -> Vec<String> {
         errors(api_version, kind, &obj).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
     }
@@ -283,14 +289,15 @@ mod tests {
             "restartPolicy": "Sometimes", "dnsPolicy": "ClusterFirst"});
         let pod = json!({"metadata": {"name": "p"}, "spec": spec});
         let got = messages("v1", "Pod", pod);
-        for want in [
-            "spec.initContainers[0].name: Duplicate value: \"sidecar\"",
-            "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
-            "spec.containers[0].image: Required value",
-            "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
-        ] {
-            assert!(got.iter().any(|g| g == want), "{want} in {got:?}");
-        }
+        holds_all(
+            &got,
+            &[
+                "spec.initContainers[0].name: Duplicate value: \"sidecar\"",
+                "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+                "spec.containers[0].image: Required value",
+                "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+            ],
+        );
         assert!(got
             .iter()
             .any(|g| g.starts_with("spec.containers[0].name: Invalid value: \"Web\": a lowercase RFC 1123 label")));
@@ -325,14 +332,15 @@ mod tests {
     fn services_and_config_keys() {
         let svc = json!({"spec": {"type": "Internal", "ports": [{"port": 80}, {"port": 0, "protocol": "ICMP"}]}});
         let got = messages("v1", "Service", svc);
-        for want in [
-            "spec.type: Unsupported value: \"Internal\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"",
-            "spec.ports[0].name: Required value",
-            "spec.ports[1].port: Invalid value: 0: must be between 1 and 65535, inclusive",
-            "spec.ports[1].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
-        ] {
-            assert!(got.iter().any(|g| g == want), "{want} in {got:?}");
-        }
+        holds_all(
+            &got,
+            &[
+                "spec.type: Unsupported value: \"Internal\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"",
+                "spec.ports[0].name: Required value",
+                "spec.ports[1].port: Invalid value: 0: must be between 1 and 65535, inclusive",
+                "spec.ports[1].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+            ],
+        );
         let headless = json!({"spec": {"clusterIP": "None", "type": "ClusterIP"}});
         assert!(messages("v1", "Service", headless).is_empty());
         let cm = json!({"data": {"ok.key_1-x": "", "bad key": "", "..x": ""}});
