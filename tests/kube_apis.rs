@@ -381,6 +381,28 @@ spec:
     let (_, mut p) = s.get(&format!("{pods}/p")).await;
     p["status"]["phase"] = json!("Running");
     assert_eq!(s.put(&format!("{pods}/p/status"), &p).await.0, StatusCode::OK);
+    // What an update may not change: a Deployment's selector; an immutable ConfigMap's data.
+    let deploys = "/clusters/team-a/apis/apps/v1/namespaces/default/deployments";
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d", "tier": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
+    assert_eq!(s.post(deploys, &deploy).await.0, StatusCode::CREATED);
+    let reselect = json!({"spec": {"selector": {"matchLabels": {"app": "d", "tier": "x"}}}});
+    let (code, st) = s.patch(&format!("{deploys}/d"), "application/merge-patch+json", &reselect).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert!(st["message"].as_str().unwrap().contains("spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"d\", \"tier\":\"x\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"), "{st}");
+    let cms = "/clusters/team-a/api/v1/namespaces/default/configmaps";
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "frozen"}, "immutable": true, "data": {"k": "v"}});
+    assert_eq!(s.post(cms, &cm).await.0, StatusCode::CREATED);
+    let thaw = json!({"data": {"k": "w"}});
+    let (code, st) = s.patch(&format!("{cms}/frozen"), "application/merge-patch+json", &thaw).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert!(
+        st["message"].as_str().unwrap().contains("data: Forbidden: field is immutable when `immutable` is set"),
+        "{st}"
+    );
+    let relabel = json!({"metadata": {"labels": {"may": "change"}}});
+    assert_eq!(s.patch(&format!("{cms}/frozen"), "application/merge-patch+json", &relabel).await.0, StatusCode::OK);
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "Internal"}});
     let (code, st) = s.post("/clusters/team-a/api/v1/namespaces/default/services", &svc).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");

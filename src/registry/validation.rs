@@ -55,6 +55,47 @@ pub fn errors(api_version: &str, kind: &str, obj: &Value) -> Vec<Cause> {
     causes
 }
 
+/// kube's checks of an update from `old` to `new` beyond those of the object itself: fields a type
+/// keeps once set (a workload's selector; a ConfigMap's or Secret's data once `immutable`, a Secret's
+/// type).
+pub fn update_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match kind {
+        // kube 1.33's strategies for apps/v1 (the only version served).
+        "Deployment" | "ReplicaSet" | "DaemonSet" => {
+            let (was, is) = (&old["spec"]["selector"], &new["spec"]["selector"]);
+            if was != is {
+                invalid(&mut causes, "spec.selector".into(), go_selector(is), "field is immutable");
+            }
+        }
+        "ConfigMap" | "Secret" => {
+            if old["immutable"] == true {
+                let forbid = |causes: &mut Vec<Cause>, at: &str| {
+                    causes.push(cause(
+                        "FieldValueForbidden",
+                        at,
+                        "Forbidden: field is immutable when `immutable` is set",
+                    ))
+                };
+                if new["immutable"] != true {
+                    forbid(&mut causes, "immutable");
+                }
+                let fields: &[&str] = if kind == "ConfigMap" { &["data", "binaryData"] } else { &["data"] };
+                for f in fields {
+                    if old.get(*f) != new.get(*f) {
+                        forbid(&mut causes, f);
+                    }
+                }
+            }
+            if kind == "Secret" && old["type"] != new["type"] {
+                invalid(&mut causes, "type".into(), shown(&new["type"]), "field is immutable");
+            }
+        }
+        _ => {}
+    }
+    causes
+}
+
 fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     match name {
         "core.v1.PodSpec" => pod_spec(map, path, causes),
@@ -235,11 +276,47 @@ fn workload_spec(what: &str, map: &Map<String, Value>, path: &Path, causes: &mut
     }
 }
 
-/// Go's `%#v` of an empty selector, as kube's message shows it (an empty list or map sent as such, else
-/// nil).
+/// Go's `%#v` of a selector, as kube's messages show it (a map or list sent is shown, empty or not;
+/// one left out is nil).
 fn go_selector(v: &Value) -> String {
-    let labels = if v.get("matchLabels").is_some_and(Value::is_object) { "{}" } else { "(nil)" };
-    let exprs = if v.get("matchExpressions").is_some_and(Value::is_array) { "{}" } else { "(nil)" };
+    let strings = |v: &Value| -> String {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let labels = match v.get("matchLabels").and_then(Value::as_object) {
+        Some(m) => {
+            let mut pairs: Vec<String> =
+                m.iter().map(|(k, v)| format!("{k:?}:{:?}", v.as_str().unwrap_or_default())).collect();
+            pairs.sort();
+            format!("{{{}}}", pairs.join(", "))
+        }
+        None => "(nil)".to_string(),
+    };
+    let exprs = match v.get("matchExpressions").and_then(Value::as_array) {
+        Some(list) => {
+            let each: Vec<String> = list
+                .iter()
+                .map(|e| {
+                    let values = match e.get("values") {
+                        Some(vs) if vs.is_array() => format!("[]string{{{}}}", strings(vs)),
+                        _ => "[]string(nil)".to_string(),
+                    };
+                    format!(
+                        "v1.LabelSelectorRequirement{{Key:{:?}, Operator:{:?}, Values:{values}}}",
+                        e["key"].as_str().unwrap_or_default(),
+                        e["operator"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect();
+            format!("{{{}}}", each.join(", "))
+        }
+        None => "(nil)".to_string(),
+    };
     format!("v1.LabelSelector{{MatchLabels:map[string]string{labels}, MatchExpressions:[]v1.LabelSelectorRequirement{exprs}}}")
 }
 
@@ -326,6 +403,24 @@ mod tests {
         assert!(messages("apps/v1", "ReplicaSet", rs)[0].ends_with("empty selector is invalid for deployment"));
         let got = messages("apps/v1", "Deployment", deploy(json!({"matchLabels": {"app": "web"}})));
         assert_eq!(got.len(), 1, "only replicas: {got:?}");
+    }
+
+    #[test]
+    fn what_an_update_may_not_change() {
+        let deploy = |app: &str| json!({"spec": {"selector": {"matchLabels": {"app": app}}}});
+        let got: Vec<String> = update_errors("Deployment", &deploy("web"), &deploy("api"))
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(got, ["spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"api\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"]);
+        assert!(update_errors("Deployment", &deploy("web"), &deploy("web")).is_empty());
+        let cm = |v: &str, immutable: bool| json!({"immutable": immutable, "data": {"k": v}});
+        assert!(update_errors("ConfigMap", &cm("a", false), &cm("b", true)).is_empty(), "not immutable yet");
+        let got: Vec<String> =
+            update_errors("ConfigMap", &cm("a", true), &cm("b", false)).into_iter().map(|c| c.field).collect();
+        assert_eq!(got, ["immutable", "data"]);
+        let secret = |t: &str| json!({"type": t});
+        assert_eq!(update_errors("Secret", &secret("Opaque"), &secret("kubernetes.io/tls"))[0].field, "type");
     }
 
     #[test]

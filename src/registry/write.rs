@@ -247,7 +247,9 @@ fn type_errors(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<crate
     if old.is_some_and(|o| content(o) == content(obj)) {
         return Vec::new();
     }
-    super::validation::errors(&def.api_version(), &def.kind, obj)
+    let mut causes = old.map(|o| super::validation::update_errors(&def.kind, o, obj)).unwrap_or_default();
+    causes.extend(super::validation::errors(&def.api_version(), &def.kind, obj));
+    causes
 }
 
 /// The decisions on a CertificateSigningRequest: an `Approved`, `Denied` or `Failed` condition is there
