@@ -161,8 +161,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         tokio::spawn(authz.watch_invalidations()),
         tokio::spawn(crds.clone().run(crds_revision, shutdown_rx.clone())),
         tokio::spawn(crds.clean_deleted()),
-        tokio::spawn(registry.clone().run_quota_index()),
-        tokio::spawn(registry.clone().run_footprint_if(usage)),
+        tokio::spawn(registry.clone().run_counts(usage)),
         tokio::spawn(directory.run()),
         tokio::spawn(crate::leader::while_leading(leading.clone(), {
             let registry = registry.clone();

@@ -23,11 +23,7 @@ use super::Registry;
 use crate::cluster::ROOT;
 use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
-use crate::storage::{keys, StoreError, WatchEvent};
-
-/// Keys read per store round trip when counting everything at start: few, since each comes with its
-/// value, and values may be megabytes.
-const PAGE: usize = 64;
+use crate::storage::{keys, StoreError};
 
 /// How often changed counts are written to LogicalClusters' `status.usage`.
 pub const USAGE_INTERVAL: Duration = Duration::from_secs(5);
@@ -116,12 +112,24 @@ impl Usage {
 }
 
 /// A change to a cluster's usage.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Delta {
     objects: i64,
     bytes: i64,
     namespaces: i64,
     crds: i64,
+}
+
+impl Delta {
+    /// `self` and `sign` times `other`.
+    fn plus(self, other: Delta, sign: i64) -> Delta {
+        Delta {
+            objects: self.objects + sign * other.objects,
+            bytes: self.bytes + sign * other.bytes,
+            namespaces: self.namespaces + sign * other.namespaces,
+            crds: self.crds + sign * other.crds,
+        }
+    }
 }
 
 /// Per-cluster usage and limits. One entry per cluster that holds a key (about 100 bytes), so 100,000
@@ -143,7 +151,7 @@ pub struct Footprint {
     /// cluster; entries only for clusters with limits and writes in flight, so a handful. A `DashMap`
     /// whose entry lock is held across an admission's check and its reservation, so two writes to one
     /// cluster cannot both take the last room.
-    pending: DashMap<Box<str>, Vec<Pending>>,
+    pending: DashMap<Box<str>, Held>,
     /// The revision the watch has counted up to.
     applied: AtomicI64,
     /// Names reservations.
@@ -156,6 +164,40 @@ struct Pending {
     id: u64,
     delta: Delta,
     landed: Option<i64>,
+}
+
+/// One cluster's writes admitted and not yet counted, with their sum kept as they come and go: an
+/// admission reads the sum, so a burst of a thousand writes costs each one no walk of the others.
+#[derive(Debug, Default)]
+struct Held {
+    writes: Vec<Pending>,
+    total: Delta,
+}
+
+impl Held {
+    fn push(&mut self, p: Pending) {
+        self.total = self.total.plus(p.delta, 1);
+        self.writes.push(p);
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.retain(|p| p.id != id);
+    }
+
+    fn retain(&mut self, keep: impl Fn(&Pending) -> bool) {
+        let total = &mut self.total;
+        self.writes.retain(|p| {
+            let kept = keep(p);
+            if !kept {
+                *total = total.plus(p.delta, -1);
+            }
+            kept
+        });
+    }
+
+    fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
 }
 
 /// Room held for one admitted write until the watch counts it: dropped before [`Reservation::landed`],
@@ -174,8 +216,8 @@ impl Reservation {
         if self.footprint.applied.load(Ordering::Acquire) >= revision {
             return self.footprint.unreserve(&self.cluster, id);
         }
-        if let Some(mut list) = self.footprint.pending.get_mut(&self.cluster) {
-            if let Some(p) = list.iter_mut().find(|p| p.id == id) {
+        if let Some(mut held) = self.footprint.pending.get_mut(&self.cluster) {
+            if let Some(p) = held.writes.iter_mut().find(|p| p.id == id) {
                 p.landed = Some(revision);
             }
         }
@@ -276,14 +318,12 @@ impl Footprint {
         // Held while checking and reserving: see `pending`.
         let mut pending = self.pending.entry(cluster.into()).or_default();
         let mut used = self.usage(cluster);
-        for p in pending.iter() {
-            used.add(p.delta);
-        }
+        used.add(pending.total);
         if let Err(e) = self.check(cluster, def, name, &limits, used, new, grow) {
             let empty = pending.is_empty();
             drop(pending);
             if empty {
-                self.pending.remove_if(cluster, |_, list| list.is_empty());
+                self.pending.remove_if(cluster, |_, held| held.is_empty());
             }
             return Err(e);
         }
@@ -293,23 +333,23 @@ impl Footprint {
     }
 
     fn unreserve(&self, cluster: &str, id: u64) {
-        if let Some(mut list) = self.pending.get_mut(cluster) {
-            list.retain(|p| p.id != id);
+        if let Some(mut held) = self.pending.get_mut(cluster) {
+            held.remove(id);
         }
-        self.pending.remove_if(cluster, |_, list| list.is_empty());
+        self.pending.remove_if(cluster, |_, held| held.is_empty());
     }
 
     /// The watch has counted every change up to `revision`: the writes that landed by then are in the
     /// counts, and hold no room of their own any longer.
-    fn counted(&self, revision: i64) {
+    pub(super) fn counted(&self, revision: i64) {
         self.applied.fetch_max(revision, Ordering::AcqRel);
         if self.pending.is_empty() {
             return;
         }
-        for mut list in self.pending.iter_mut() {
-            list.retain(|p| p.landed.is_none_or(|r| r > revision));
+        for mut held in self.pending.iter_mut() {
+            held.retain(|p| p.landed.is_none_or(|r| r > revision));
         }
-        self.pending.retain(|_, list| !list.is_empty());
+        self.pending.retain(|_, held| !held.is_empty());
     }
 
     /// The check of `admit`, against `used` (the counts and what is reserved).
@@ -367,7 +407,7 @@ impl Footprint {
 
     /// Account one key's change: `before` and `after` are its sizes (key and value), absent when the
     /// key was not there.
-    fn account(&self, prefix: &str, key: &str, before: Option<usize>, after: Option<usize>) {
+    pub(super) fn account(&self, prefix: &str, key: &str, before: Option<usize>, after: Option<usize>) {
         let Some(p) = parts(prefix, key) else { return };
         let size = |s: Option<usize>| s.map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX));
         let count = i64::from(after.is_some()) - i64::from(before.is_some());
@@ -418,7 +458,7 @@ impl Footprint {
     }
 
     /// Take note of a LogicalCluster's limits and recorded usage (`None`: it is gone).
-    fn observe_cluster(&self, name: &str, obj: Option<&Value>) {
+    pub(super) fn observe_cluster(&self, name: &str, obj: Option<&Value>) {
         let live = obj.filter(|o| o["metadata"].get("deletionTimestamp").is_none());
         match live.and_then(TenantLimits::of) {
             Some(l) => {
@@ -446,77 +486,10 @@ impl Footprint {
 }
 
 impl Registry {
-    /// `run_footprint` when `on`; else nothing (and limits on holdings are not enforced).
-    pub async fn run_footprint_if(self, on: bool) {
-        if on {
-            self.run_footprint().await
-        }
-    }
-
     /// `run_usage_status` when `on`.
     pub async fn run_usage_status_if(self, on: bool) {
         if on {
             self.run_usage_status().await
-        }
-    }
-
-    /// Keep `footprint` current: count every key, then follow the store's changes; count afresh when
-    /// the watch ends. Runs until the task is aborted.
-    pub async fn run_footprint(self) {
-        let all = format!("{}/", self.prefix);
-        let lc = resources::logical_cluster_def();
-        let lc_prefix = self.collection(&lc, Some(ROOT), None);
-        loop {
-            // Counted into a fresh table, swapped in whole: limits hold on the old counts meanwhile.
-            let fresh = Footprint::default();
-            let listed = crate::storage::range_pages::<StoreError>(&*self.store, &all, PAGE, |kvs| {
-                for kv in kvs {
-                    fresh.account(&self.prefix, &kv.key, None, Some(kv.key.len() + kv.value.len()));
-                    if let Some(name) = kv.key.strip_prefix(&lc_prefix) {
-                        fresh.observe_cluster(name, serde_json::from_slice(&kv.value).ok().as_ref());
-                    }
-                }
-                Ok(())
-            })
-            .await;
-            let listed_at = listed.as_ref().ok().copied();
-            let watch = match listed {
-                Ok(rev) => self.store.watch(&all, rev).await,
-                Err(e) => Err(e),
-            };
-            let Ok(mut events) = watch else {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            };
-            self.footprint.replace(fresh);
-            if let Some(rev) = listed_at {
-                self.footprint.counted(rev);
-            }
-            while let Some(Ok(ev)) = events.next().await {
-                let size = |kv: &crate::storage::KeyValue| kv.key.len() + kv.value.len();
-                let (key, value) = match &ev {
-                    WatchEvent::Put { kv, prev } => {
-                        self.footprint.account(&self.prefix, &kv.key, prev.as_ref().map(size), Some(size(kv)));
-                        (&kv.key, Some(&kv.value))
-                    }
-                    WatchEvent::Delete { key, prev, .. } => {
-                        // A store that lost the old value cannot say its size; the next full count will.
-                        let before = prev.as_ref().map_or(key.len(), size);
-                        self.footprint.account(&self.prefix, key, Some(before), None);
-                        (key, None)
-                    }
-                    WatchEvent::Progress(rev) => {
-                        self.footprint.counted(*rev);
-                        continue;
-                    }
-                };
-                self.footprint.counted(ev.revision());
-                if let Some(name) = key.strip_prefix(&lc_prefix) {
-                    let obj = value.and_then(|v| serde_json::from_slice::<Value>(v).ok());
-                    self.footprint.observe_cluster(name, obj.as_ref());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
@@ -580,7 +553,7 @@ impl Registry {
 
 impl Footprint {
     /// Take `fresh`'s counts and notes; what changed since is marked to be written.
-    fn replace(&self, fresh: Footprint) {
+    pub(super) fn replace(&self, fresh: Footprint) {
         let Footprint { usage, recorded, limits, .. } = fresh;
         let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
         // A cluster whose last key went while the watch was down is written too (as holding nothing).
@@ -682,7 +655,10 @@ mod tests {
         let first = f.admit("c", &cm, "a", true, 10).unwrap().expect("held under limits");
         let second = f.admit("c", &cm, "b", true, 10).unwrap().unwrap();
         assert_eq!(f.admit("c", &cm, "x", true, 10).unwrap_err().code, 403, "the burst's third is refused");
+        let held = |f: &Footprint| f.pending.get("c").map(|h| h.total).unwrap_or_default();
+        assert_eq!(held(&f), Delta { objects: 2, bytes: 20, namespaces: 0, crds: 0 }, "the refused one holds nothing");
         drop(second);
+        assert_eq!(held(&f), Delta { objects: 1, bytes: 10, namespaces: 0, crds: 0 }, "a dropped one gives it back");
         let second = f.admit("c", &cm, "b", true, 10).unwrap().unwrap();
         // Both stored, at revisions 5 and 6; the watch has counted up to 4.
         f.counted(4);

@@ -6,6 +6,7 @@
 mod convert;
 mod defaults;
 mod eviction;
+mod follow;
 pub mod footprint;
 mod namespaces;
 mod options;
@@ -55,7 +56,7 @@ pub struct Registry {
     /// for a registry used without a server (tools, tests).
     pub published: Option<Arc<Published>>,
     /// What each cluster holds and the limits set on it, shared by the clones of one registry (see
-    /// `footprint`); counted only while `run_footprint` runs.
+    /// `footprint`); counted only while `run_counts` runs with accounting on.
     pub footprint: Arc<footprint::Footprint>,
 }
 

@@ -27,7 +27,7 @@ use crate::storage::{keys, KeyValue, RangeRequest, StoreError};
 
 /// Which namespaces hold a ResourceQuota, so that a create in one that holds none (almost every one)
 /// costs no store read, as kube's quota admission reads its informer's cache. Fed by a store watch of
-/// every cluster's quotas (`run`); until that has listed them all it knows nothing, and every create
+/// every cluster's quotas (`follow`); until that has listed them all it knows nothing, and every create
 /// reads the store. Its size follows the namespaces with quotas, which the quotas' own storage bounds.
 #[derive(Default)]
 pub struct QuotaIndex {
@@ -54,6 +54,24 @@ impl QuotaIndex {
     /// count comes with the watch's event).
     pub(super) fn wrote(&self, cluster: &str, ns: &str) {
         self.holding.entry(format!("{cluster}/{ns}")).or_insert(0);
+    }
+
+    /// Starting over: nothing known until `listed`.
+    pub(super) fn forget(&self) {
+        self.ready.store(false, std::sync::atomic::Ordering::Release);
+        self.holding.clear();
+    }
+
+    /// Every quota has been counted (`quota_added` since the list began).
+    pub(super) fn listed(&self) {
+        self.ready.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A quota key appeared (`n` = 1) or went (-1); other keys are not counted.
+    pub(super) fn quota_added(&self, quotas: &str, key: &str, n: isize) {
+        if let Some(at) = QuotaIndex::namespace_of(quotas, key) {
+            self.add(at, n);
+        }
     }
 
     fn add(&self, at: String, n: isize) {
@@ -125,47 +143,6 @@ impl Registry {
         match failed.into_iter().next() {
             Some(e) => Err(e),
             None => Ok(n),
-        }
-    }
-
-    /// Keep `quota_index` current: list every quota, then follow the store's changes; start over
-    /// (unknowing meanwhile) when the watch ends. Runs until the task is aborted.
-    pub async fn run_quota_index(self) {
-        use futures::StreamExt;
-        let index = self.quota_index.clone();
-        let prefix = keys::collection(&self.prefix, "core", "resourcequotas", None, None);
-        loop {
-            index.ready.store(false, std::sync::atomic::Ordering::Release);
-            index.holding.clear();
-            let listed = crate::storage::range_pages::<StoreError>(&*self.store, &prefix, COUNT_PAGE, |kvs| {
-                for kv in kvs {
-                    if let Some(at) = QuotaIndex::namespace_of(&prefix, &kv.key) {
-                        index.add(at, 1);
-                    }
-                }
-                Ok(())
-            })
-            .await;
-            let watch = match listed {
-                Ok(rev) => self.store.watch(&prefix, rev).await,
-                Err(e) => Err(e),
-            };
-            let Ok(mut events) = watch else {
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-                continue;
-            };
-            index.ready.store(true, std::sync::atomic::Ordering::Release);
-            while let Some(Ok(ev)) = events.next().await {
-                let (key, n) = match &ev {
-                    crate::storage::WatchEvent::Put { kv, prev: None } => (&kv.key, 1),
-                    crate::storage::WatchEvent::Delete { key, .. } => (key, -1),
-                    _ => continue,
-                };
-                if let Some(at) = QuotaIndex::namespace_of(&prefix, key) {
-                    index.add(at, n);
-                }
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
     }
 }
