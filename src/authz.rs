@@ -349,19 +349,9 @@ impl crate::registry::Admit for Escalation {
     fn admit(&self, old: Option<&Value>, new: &Value) -> ApiResult<()> {
         let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
         let binding_kind = if self.plural == "rolebindings" { "RoleBinding" } else { "ClusterRoleBinding" };
-        let ref_changed = || {
-            crate::status::ApiError::invalid(
-                binding_kind,
-                RBAC_GROUP,
-                name,
-                vec![crate::status::cause("FieldValueInvalid", "roleRef", "Invalid value: cannot change roleRef")],
-            )
-        };
+        // A changed roleRef is refused by the type's validation, after this check, as in kube.
         if self.binding.is_some() {
             validate_role_ref(binding_kind, name, new)?;
-            if old.is_some_and(|old| role_ref(old) != role_ref(new)) {
-                return Err(ref_changed());
-            }
         }
         if self.exempt || old.is_some_and(|old| gc_only(old, new)) {
             return Ok(());
@@ -379,8 +369,17 @@ impl crate::registry::Admit for Escalation {
         };
         let wanted = role_ref(new);
         if wanted != binding.role_ref {
-            // The check was prepared for the role the request named; roleRef cannot change.
-            return Err(ref_changed());
+            // The check was prepared for the role the request named: one that differs is refused, in
+            // the words of the type's validation when it is a change of the stored binding's.
+            let mut causes = old.map(|o| crate::registry::update_errors(binding_kind, o, new)).unwrap_or_default();
+            if causes.is_empty() {
+                causes.push(crate::status::cause(
+                    "FieldValueInvalid",
+                    "roleRef",
+                    "Invalid value: cannot change roleRef",
+                ));
+            }
+            return Err(crate::status::ApiError::invalid(binding_kind, RBAC_GROUP, name, causes));
         }
         if binding.bind || wanted.is_none() {
             return Ok(());

@@ -407,6 +407,59 @@ spec:
     let (code, st) = s.post("/clusters/team-a/api/v1/namespaces/default/services", &svc).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
     assert!(st["message"].as_str().unwrap().contains(r#"spec.type: Unsupported value: "Internal""#), "{st}");
+
+    // What a StatefulSet, a Pod and a RoleBinding keep, as kubectl users meet it.
+    let sts = |size: &str, replicas: u32| {
+        format!(
+            r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: db}}
+spec:
+  replicas: {replicas}
+  serviceName: db
+  selector: {{matchLabels: {{app: db}}}}
+  template:
+    metadata: {{labels: {{app: db}}}}
+    spec: {{containers: [{{name: db, image: postgres}}]}}
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: {size}}}}}}}
+"#
+        )
+    };
+    let apply = |manifest: String| {
+        let kc = kc.clone();
+        tokio::task::spawn_blocking(move || common::kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&manifest)))
+    };
+    assert!(apply(sts("1Gi", 1)).await.unwrap().0);
+    let (ok, out, err) = apply(sts("1Gi", 3)).await.unwrap();
+    assert!(ok, "replicas may change: {out} {err}");
+    let (ok, _, err) = apply(sts("5Gi", 3)).await.unwrap();
+    assert!(!ok);
+    assert!(err.contains(r#"The StatefulSet "db" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"#), "{err}");
+    let (_, mut p) = s.get(&format!("{pods}/p")).await;
+    p["spec"]["containers"][0]["image"] = json!("y");
+    assert_eq!(s.put(&format!("{pods}/p"), &p).await.0, StatusCode::OK, "an image may change");
+    let (_, mut p) = s.get(&format!("{pods}/p")).await;
+    p["spec"]["containers"][0]["env"] = json!([{"name": "A", "value": "1"}]);
+    let (code, st) = s.put(&format!("{pods}/p"), &p).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    let message = st["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"),
+        "{st}"
+    );
+    assert!(message.contains(r#"+ containers[0].env: [{"name":"A","value":"1"}]"#), "the diff names the field: {st}");
+    let rb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "rb"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "jane"}]});
+    let rbs = "/clusters/team-a/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings";
+    assert_eq!(s.post(rbs, &rb).await.0, StatusCode::CREATED);
+    let escalate = json!({"roleRef": {"name": "edit"}});
+    let (code, st) = s.patch(&format!("{rbs}/rb"), "application/merge-patch+json", &escalate).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert!(st["message"].as_str().unwrap().contains(r#"roleRef: Invalid value: rbac.RoleRef{APIGroup:"rbac.authorization.k8s.io", Kind:"ClusterRole", Name:"edit"}: cannot change roleRef"#), "{st}");
     s.stop().await;
 }
 

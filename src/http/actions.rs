@@ -117,6 +117,6 @@ pub(super) async fn bind(
     }
     let mut next = pod.clone();
     next["spec"]["nodeName"] = json!(node);
-    reg.update(ctx, name, next, &WriteOptions::from_query(q)?, None).await?;
+    reg.update(ctx, name, next, &WriteOptions::from_query(q)?, Some("binding")).await?;
     Ok(())
 }

@@ -11,10 +11,12 @@ pub mod footprint;
 mod namespaces;
 mod options;
 mod publish;
+mod quantity;
 mod quota;
 mod read;
 mod services;
 mod validation;
+pub use validation::update_errors;
 mod write;
 
 use std::sync::Arc;

@@ -264,34 +264,8 @@ enum Charge {
 
 /// A quantity as a whole count, rounded up as kube's `Quantity.Value` rounds.
 fn count_of(q: &Value) -> Option<i64> {
-    let s = match q {
-        Value::String(s) => s.trim().to_string(),
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let factor: f64 = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        // A decimal exponent (`1e3`, `2E2`), which kube's quantities take too.
-        e if e.len() > 1 && e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse::<i32>().ok()?.clamp(-30, 30)),
-        _ => return None,
-    };
-    let v = (num.parse::<f64>().ok()? * factor).ceil();
-    (v.is_finite() && v.abs() < 9.0e18).then_some(v as i64)
+    let v = super::quantity::value(q)?.ceil();
+    (v.abs() < 9.0e18).then_some(v as i64)
 }
 
 /// Whether a quota selects objects by scope: kgate enforces none of those.

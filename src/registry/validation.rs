@@ -5,8 +5,11 @@
 //! keyed by the Go struct it belongs to and runs wherever that struct appears (a Pod's spec and every
 //! template's alike), by a walk along the schema (`proto::visit`), with kube's field paths and words.
 //!
-//! Not checked: the many rarer rules (volume sources, probes' handlers, affinity terms, resource
-//! quantities against limits, security contexts), which kube refuses and kgate stores.
+//! Also: probes' and lifecycle hooks' handlers, requests against limits, and on updates what each
+//! type keeps once set (`update_errors`).
+//!
+//! Not checked: the many rarer rules (volume sources, affinity terms, security contexts, resource
+//! names), which kube refuses and kgate stores.
 
 use serde_json::{Map, Value};
 
@@ -61,40 +64,102 @@ pub fn errors(api_version: &str, kind: &str, obj: &Value) -> Vec<Cause> {
     causes
 }
 
-/// kube's checks of an update from `old` to `new` beyond those of the object itself: fields a type
-/// keeps once set (a workload's selector; a ConfigMap's or Secret's data once `immutable`, a Secret's
-/// type).
+/// How kube words a change to a field it keeps once set.
+#[derive(Debug, Clone, Copy)]
+enum Words {
+    /// `ValidateImmutableField`: `Invalid value: <new>: field is immutable`.
+    Immutable,
+    /// `Invalid value: <new>: <why>`.
+    Invalid(&'static str),
+    /// `Forbidden: <why>`.
+    Forbidden(&'static str),
+}
+
+/// The fields kube 1.33's validation keeps through updates, by kind: the field's place in the object,
+/// the path kube's error names (kube's own, its misspelling included), and kube's words. Kinds with
+/// rules beyond one field each have a function (`update_errors`).
+const KEPT: &[(&str, &str, &str, Words)] = &[
+    ("Deployment", "spec.selector", "spec.selector", Words::Immutable),
+    ("ReplicaSet", "spec.selector", "spec.selector", Words::Immutable),
+    ("DaemonSet", "spec.selector", "spec.selector", Words::Immutable),
+    ("Job", "spec.selector", "spec.selector", Words::Immutable),
+    ("Job", "spec.completionMode", "spec.completionMode", Words::Immutable),
+    ("Job", "spec.podFailurePolicy", "spec.podFailurePolicy", Words::Immutable),
+    ("Job", "spec.backoffLimitPerIndex", "spec.backoffLimitPerIndex", Words::Immutable),
+    ("Job", "spec.managedBy", "spec.managedBy", Words::Immutable),
+    ("Job", "spec.successPolicy", "spec.successPolicy", Words::Immutable),
+    ("Secret", "type", "type", Words::Immutable),
+    ("PersistentVolumeClaim", "spec.volumeMode", "volumeMode", Words::Immutable),
+    ("PersistentVolume", "spec.volumeMode", "volumeMode", Words::Immutable),
+    ("RoleBinding", "roleRef", "roleRef", Words::Invalid("cannot change roleRef")),
+    ("ClusterRoleBinding", "roleRef", "roleRef", Words::Invalid("cannot change roleRef")),
+    ("StorageClass", "parameters", "parameters", Words::Forbidden("updates to parameters are forbidden.")),
+    ("StorageClass", "provisioner", "provisioner", Words::Forbidden("updates to provisioner are forbidden.")),
+    ("StorageClass", "reclaimPolicy", "reclaimPolicy", Words::Forbidden("updates to reclaimPolicy are forbidden.")),
+    ("StorageClass", "volumeBindingMode", "volumeBindingMode", Words::Immutable),
+    ("EndpointSlice", "addressType", "addressType", Words::Immutable),
+    ("IngressClass", "spec.controller", "spec.controller", Words::Immutable),
+    ("PriorityClass", "value", "value", Words::Forbidden("may not be changed in an update.")),
+    ("PriorityClass", "preemptionPolicy", "preemptionPolicy", Words::Immutable),
+    ("CSIDriver", "spec.attachRequired", "spec.attachedRequired", Words::Immutable),
+    ("CSIDriver", "spec.volumeLifecycleModes", "spec.volumeLifecycleModes", Words::Immutable),
+    ("VolumeAttachment", "spec", "spec", Words::Immutable),
+];
+
+/// The value at a dotted `path` (a null is no value).
+fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |v, k| v.get(k)).filter(|v| !v.is_null())
+}
+
+/// A kept field's new value as kube's message shows it: a selector or role reference as Go shows the
+/// struct, nil as
+/// `null`, a string quoted, anything else as JSON.
+fn shown_kept(path: &str, v: Option<&Value>) -> String {
+    match v {
+        None => "null".to_string(),
+        Some(v) if path.ends_with("selector") && v.is_object() => go_selector(v),
+        Some(v) if path == "roleRef" => {
+            let f = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            format!("rbac.RoleRef{{APIGroup:{:?}, Kind:{:?}, Name:{:?}}}", f("apiGroup"), f("kind"), f("name"))
+        }
+        Some(v) => shown(v),
+    }
+}
+
+/// kube's checks of an update from `old` to `new` of a built-in `kind` beyond those of the object
+/// itself: the fields a type keeps once set (`KEPT`), and the rules of the kinds that keep more (a
+/// Pod's and a StatefulSet's spec but a few fields, a Job's template, a claim's and a volume's spec,
+/// an immutable ConfigMap's or Secret's data). Run on writes of the object itself, not of its
+/// subresources, which kube validates by their own rules.
 pub fn update_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
-    match kind {
-        // kube 1.33's strategies for apps/v1 (the only version served).
-        "Deployment" | "ReplicaSet" | "DaemonSet" => {
-            let (was, is) = (&old["spec"]["selector"], &new["spec"]["selector"]);
-            if was != is {
-                invalid(&mut causes, "spec.selector".into(), go_selector(is), "field is immutable");
-            }
+    for (_, field, path, words) in KEPT.iter().filter(|k| k.0 == kind) {
+        let (was, is) = (at(old, field), at(new, field));
+        if was == is {
+            continue;
         }
-        "ConfigMap" | "Secret" => {
-            if old["immutable"] == true {
-                let forbid = |causes: &mut Vec<Cause>, at: &str| {
-                    causes.push(cause(
-                        "FieldValueForbidden",
-                        at,
-                        "Forbidden: field is immutable when `immutable` is set",
-                    ))
-                };
-                if new["immutable"] != true {
-                    forbid(&mut causes, "immutable");
-                }
-                let fields: &[&str] = if kind == "ConfigMap" { &["data", "binaryData"] } else { &["data"] };
-                for f in fields {
-                    if old.get(*f) != new.get(*f) {
-                        forbid(&mut causes, f);
-                    }
-                }
+        match words {
+            Words::Immutable => invalid(&mut causes, path.to_string(), shown_kept(path, is), "field is immutable"),
+            Words::Invalid(why) => invalid(&mut causes, path.to_string(), shown_kept(path, is), why),
+            Words::Forbidden(why) => forbidden(&mut causes, path, why),
+        }
+    }
+    match kind {
+        "Pod" => pod_update(old, new, &mut causes),
+        "StatefulSet" => statefulset_update(old, new, &mut causes),
+        "Job" => job_update(old, new, &mut causes),
+        "PersistentVolumeClaim" => claim_update(old, new, &mut causes),
+        "PersistentVolume" => volume_update(old, new, &mut causes),
+        "ConfigMap" | "Secret" if old["immutable"] == true => {
+            let why = "field is immutable when `immutable` is set";
+            if new["immutable"] != true {
+                forbidden(&mut causes, "immutable", why);
             }
-            if kind == "Secret" && old["type"] != new["type"] {
-                invalid(&mut causes, "type".into(), shown(&new["type"]), "field is immutable");
+            let fields: &[&str] = if kind == "ConfigMap" { &["data", "binaryData"] } else { &["data"] };
+            for f in fields {
+                if old.get(*f) != new.get(*f) {
+                    forbidden(&mut causes, f, why);
+                }
             }
         }
         _ => {}
@@ -102,11 +167,332 @@ pub fn update_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
     causes
 }
 
+fn forbidden(causes: &mut Vec<Cause>, at: &str, why: &str) {
+    causes.push(cause("FieldValueForbidden", at, format!("Forbidden: {why}")));
+}
+
+/// A spec's fields but those named, by name, for comparing what may not change.
+fn fields_but<'a>(spec: &'a Value, but: &[&str]) -> std::collections::BTreeMap<&'a str, &'a Value> {
+    spec.as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| !but.contains(&k.as_str()) && !v.is_null())
+        .map(|(k, v)| (k.as_str(), v))
+        .collect()
+}
+
+/// What changed from `old` to `new`, a line per changed leaf (`- path: old`, `+ path: new`), at most
+/// `DIFF_LINES` lines: kube appends a diff of the Go structs to its refusals of a changed spec, and a
+/// user needs to see which field it was.
+fn diff(old: &Value, new: &Value) -> String {
+    const DIFF_LINES: usize = 20;
+    fn walk(path: &str, old: Option<&Value>, new: Option<&Value>, out: &mut Vec<String>) {
+        if out.len() >= DIFF_LINES || old == new {
+            return;
+        }
+        let child = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+        match (old, new) {
+            (Some(Value::Object(a)), Some(Value::Object(b))) => {
+                let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+                for k in keys {
+                    walk(&child(k), a.get(k), b.get(k), out);
+                }
+            }
+            (Some(Value::Array(a)), Some(Value::Array(b))) if a.len() == b.len() => {
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    walk(&format!("{path}[{i}]"), Some(x), Some(y), out);
+                }
+            }
+            _ => {
+                for (sign, v) in [("-", old), ("+", new)] {
+                    if let Some(v) = v {
+                        out.push(format!("{sign} {path}: {v}"));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", Some(old), Some(new), &mut out);
+    out.truncate(DIFF_LINES);
+    out.join("\n")
+}
+
+/// A StatefulSet's spec keeps all but a few fields (kube's `ValidateStatefulSetUpdate`).
+fn statefulset_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    const MUTABLE: &[&str] = &[
+        "replicas",
+        "ordinals",
+        "template",
+        "updateStrategy",
+        "revisionHistoryLimit",
+        "persistentVolumeClaimRetentionPolicy",
+        "minReadySeconds",
+    ];
+    if fields_but(&old["spec"], MUTABLE) != fields_but(&new["spec"], MUTABLE) {
+        forbidden(causes, "spec", "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden");
+    }
+}
+
+/// A Job's completions and template (kube's `ValidateJobSpecUpdate`; its other kept fields are in
+/// `KEPT`). A Job suspended before it started may change where its pods go (kube's
+/// `AllowMutableSchedulingDirectives`): node affinity, node selector, tolerations, scheduling gates
+/// and the template's labels and annotations.
+fn job_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    let (was, is) = (at(old, "spec.completions"), at(new, "spec.completions"));
+    if was != is {
+        if at(new, "spec.completionMode").and_then(Value::as_str) != Some("Indexed") {
+            invalid(causes, "spec.completions".into(), shown_kept("", is), "field is immutable");
+        } else if is.is_some() && is != at(new, "spec.parallelism") {
+            let why = "can only be modified in tandem with spec.parallelism";
+            invalid(causes, "spec.completions".into(), shown_kept("", is), why);
+        }
+    }
+    let (was, is) = (&old["spec"]["template"], &new["spec"]["template"]);
+    let mut allowed = was.clone();
+    let started = at(old, "status.startTime").is_some();
+    if old["spec"]["suspend"] == true && !started && allowed.is_object() {
+        for (place, field) in [
+            ("metadata", "labels"),
+            ("metadata", "annotations"),
+            ("spec", "nodeSelector"),
+            ("spec", "tolerations"),
+            ("spec", "schedulingGates"),
+        ] {
+            set_or_remove(&mut allowed, place, field, is[place].get(field));
+        }
+        if allowed["spec"].is_object() {
+            let node_affinity = is["spec"]["affinity"].get("nodeAffinity").filter(|v| !v.is_null());
+            set_or_remove(&mut allowed["spec"], "affinity", "nodeAffinity", node_affinity);
+            // An affinity of node affinity alone may go with it.
+            if allowed["spec"]["affinity"].as_object().is_some_and(|m| m.is_empty())
+                && is["spec"].get("affinity").is_none()
+            {
+                allowed["spec"].as_object_mut().map(|m| m.remove("affinity"));
+            }
+        }
+    }
+    if allowed != *is {
+        invalid(causes, "spec.template".into(), is.to_string(), "field is immutable");
+    }
+}
+
+/// `v[place][field]` set to `to`, or removed when `to` is `None`.
+fn set_or_remove(v: &mut Value, place: &str, field: &str, to: Option<&Value>) {
+    match to {
+        Some(to) => {
+            if !v.get(place).is_some_and(Value::is_object) {
+                v[place] = serde_json::json!({});
+            }
+            v[place][field] = to.clone();
+        }
+        None => {
+            v.get_mut(place).and_then(Value::as_object_mut).map(|m| m.remove(field));
+        }
+    }
+}
+
+/// A claim's spec is kept but for a volume name or class set once, and a bound claim's size (kube's
+/// `ValidatePersistentVolumeClaimUpdate`, with 1.33's `RecoverVolumeExpansionFailure` on: a size may go
+/// down, to recover from a failed expansion, but not to what the volume already has).
+fn claim_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    let (mut was, mut is) = (old["spec"].clone(), new["spec"].clone());
+    if is_empty(was.get("volumeName")) {
+        match is.get("volumeName") {
+            Some(v) => was["volumeName"] = v.clone(),
+            None => {
+                was.as_object_mut().map(|m| m.remove("volumeName"));
+            }
+        }
+    }
+    if at(&was, "storageClassName").is_none() {
+        if let Some(v) = is.get("storageClassName") {
+            was["storageClassName"] = v.clone();
+        }
+    }
+    let storage = "resources.requests.storage";
+    let (old_size, new_size) = (at(&was, storage).cloned(), at(&is, storage).cloned());
+    if at(new, "status.phase").and_then(Value::as_str) == Some("Bound") {
+        for spec in [&mut was, &mut is] {
+            if let Some(requests) = spec.pointer_mut("/resources/requests").and_then(Value::as_object_mut) {
+                requests.remove("storage");
+            }
+        }
+        if at(&is, "volumeAttributesClassName").is_some() {
+            was["volumeAttributesClassName"] = is["volumeAttributesClassName"].clone();
+        }
+    }
+    if was != is {
+        let why =
+            "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims";
+        forbidden(causes, "spec", &format!("{why}\n{}", diff(&was, &is)));
+    }
+    let quantity = |v: Option<&Value>| v.and_then(super::quantity::value);
+    if let (Some(before), Some(now)) = (quantity(old_size.as_ref()), quantity(new_size.as_ref())) {
+        let capacity = quantity(at(new, "status.capacity.storage")).unwrap_or(0.0);
+        if now < before && now <= capacity {
+            forbidden(causes, "spec.resources.requests.storage", "field can not be less than status.capacity");
+        }
+    }
+}
+
+/// A volume's source is kept (kube's `ValidatePersistentVolumeUpdate`), but for a CSI volume's
+/// expansion secret set once; its node affinity too, once set. kube's exception for node affinity
+/// moved from a beta topology label to the GA one is not made.
+fn volume_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    const NOT_SOURCE: &[&str] = &[
+        "accessModes",
+        "capacity",
+        "claimRef",
+        "mountOptions",
+        "nodeAffinity",
+        "persistentVolumeReclaimPolicy",
+        "storageClassName",
+        "volumeAttributesClassName",
+        "volumeMode",
+    ];
+    let mut was = old["spec"].clone();
+    if let (Some(secret), Some(csi)) =
+        (at(new, "spec.csi.controllerExpandSecretRef"), was.get_mut("csi").and_then(Value::as_object_mut))
+    {
+        csi.entry("controllerExpandSecretRef").or_insert_with(|| secret.clone());
+    }
+    let (was, is) = (fields_but(&was, NOT_SOURCE), fields_but(&new["spec"], NOT_SOURCE));
+    if was != is {
+        let json = |m: std::collections::BTreeMap<&str, &Value>| {
+            Value::Object(m.into_iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        };
+        let why = format!("spec.persistentvolumesource is immutable after creation\n{}", diff(&json(was), &json(is)));
+        forbidden(causes, "spec.persistentvolumesource", &why);
+    }
+    let (was, is) = (at(old, "spec.nodeAffinity"), at(new, "spec.nodeAffinity"));
+    if was.is_some() && was != is {
+        let why = "field is immutable, except for updating from beta label to GA";
+        invalid(causes, "nodeAffinity".into(), shown_kept("", is), why);
+    }
+}
+
+/// What a pod's update may change of its spec (kube's `ValidatePodUpdate`): its containers' images,
+/// a shorter active deadline, added tolerations (or another `tolerationSeconds`), removed scheduling
+/// gates, a negative grace period made 1; while gated, additions to its node selector and its node
+/// affinity. Everything else is refused with kube's words and a diff of what changed.
+fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    let (was, is) = (&old["spec"], &new["spec"]);
+    for list in ["containers", "initContainers"] {
+        let len = |v: &Value| v[list].as_array().map_or(0, Vec::len);
+        if len(was) != len(is) {
+            return forbidden(causes, &format!("spec.{list}"), "pod updates may not add or remove containers");
+        }
+    }
+    let deadline = "spec.activeDeadlineSeconds".to_string();
+    match (was["activeDeadlineSeconds"].as_i64(), is.get("activeDeadlineSeconds").filter(|v| !v.is_null())) {
+        (_, Some(v)) if !v.as_i64().is_some_and(|n| (0..=i64::from(i32::MAX)).contains(&n)) => {
+            return invalid(causes, deadline, v.to_string(), "must be between 0 and 2147483647, inclusive");
+        }
+        (Some(before), Some(v)) if v.as_i64() > Some(before) => {
+            return invalid(causes, deadline, v.to_string(), "must be less than or equal to previous value");
+        }
+        (Some(_), None) => {
+            invalid(causes, deadline, "null".into(), "must not update from a positive integer to nil value")
+        }
+        _ => {}
+    }
+    // Every toleration stays, its `tolerationSeconds` aside.
+    let without_seconds = |t: &Value| {
+        let mut t = t.clone();
+        t.as_object_mut().map(|m| m.remove("tolerationSeconds"));
+        t
+    };
+    let now: Vec<Value> = is["tolerations"].as_array().into_iter().flatten().map(without_seconds).collect();
+    if was["tolerations"].as_array().into_iter().flatten().any(|t| !now.contains(&without_seconds(t))) {
+        return forbidden(
+            causes,
+            "spec.tolerations",
+            "existing toleration can not be modified except its tolerationSeconds",
+        );
+    }
+    let gates = |v: &Value| -> Vec<Value> { v["schedulingGates"].as_array().cloned().unwrap_or_default() };
+    for (i, g) in gates(is).iter().enumerate() {
+        if !gates(was).contains(g) {
+            let name = g["name"].as_str().unwrap_or_default();
+            let why = format!("only deletion is allowed, but found new scheduling gate '{name}'");
+            forbidden(causes, &format!("spec.schedulingGates[{i}].name"), &why);
+        }
+    }
+    let mut munged = is.clone();
+    let Some(m) = munged.as_object_mut() else { return };
+    for list in ["containers", "initContainers"] {
+        let images: Vec<Option<Value>> =
+            was[list].as_array().into_iter().flatten().map(|c| c.get("image").cloned()).collect();
+        for (c, image) in m.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten().zip(images) {
+            match (image, c.as_object_mut()) {
+                (Some(image), Some(c)) => {
+                    c.insert("image".into(), image);
+                }
+                (None, Some(c)) => {
+                    c.remove("image");
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut keep = |field: &str| match was.get(field) {
+        Some(v) => {
+            m.insert(field.into(), v.clone());
+        }
+        None => {
+            m.remove(field);
+        }
+    };
+    keep("activeDeadlineSeconds");
+    keep("tolerations");
+    keep("schedulingGates");
+    if was["terminationGracePeriodSeconds"].as_i64().is_some_and(|n| n < 0) && is["terminationGracePeriodSeconds"] == 1
+    {
+        keep("terminationGracePeriodSeconds");
+    }
+    if !gates(was).is_empty() {
+        let selector = |v: &Value| v["nodeSelector"].as_object().cloned().unwrap_or_default();
+        let (before, after) = (selector(was), selector(is));
+        if before.iter().any(|(k, v)| after.get(k) != Some(v)) {
+            let why = "only additions to spec.nodeSelector are allowed (no mutations or deletions)";
+            invalid(causes, "spec.nodeSelector".into(), Value::Object(after).to_string(), why);
+        }
+        keep("nodeSelector");
+        let node_affinity = was["affinity"].get("nodeAffinity").filter(|v| !v.is_null());
+        if m.get("affinity").is_some_and(Value::is_object) || node_affinity.is_some() {
+            let mut affinity = m.get("affinity").cloned().unwrap_or_else(|| serde_json::json!({}));
+            match (node_affinity, affinity.as_object_mut()) {
+                (Some(n), Some(a)) => {
+                    a.insert("nodeAffinity".into(), n.clone());
+                }
+                (None, Some(a)) => {
+                    a.remove("nodeAffinity");
+                }
+                _ => {}
+            }
+            if affinity.as_object().is_some_and(|a| a.is_empty()) && was.get("affinity").is_none() {
+                m.remove("affinity");
+            } else {
+                m.insert("affinity".into(), affinity);
+            }
+        }
+    }
+    if munged != *was {
+        let why = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+        forbidden(causes, "spec", &format!("{why}\n{}", diff(was, &munged)));
+    }
+}
+
 fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     match name {
         "core.v1.PodSpec" => pod_spec(map, path, causes),
         "core.v1.Container" => container(map, path, causes),
         "core.v1.ContainerPort" => container_port(map, path, causes),
+        // Inline in a Probe: visited with the probe's fields, at its path.
+        "core.v1.ProbeHandler" => handler(map, path, &["exec", "httpGet", "tcpSocket", "grpc"], causes),
+        "core.v1.LifecycleHandler" => handler(map, path, &["exec", "httpGet", "tcpSocket", "sleep"], causes),
+        "core.v1.ResourceRequirements" => resources(map, path, causes),
         "core.v1.ServiceSpec" => service_spec(map, path, causes),
         "core.v1.ServicePort" => service_port(map, path, causes),
         // kube's words name a ReplicaSet's selector as a Deployment's.
@@ -206,6 +592,65 @@ fn container(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     }
     if is_empty(map.get("image")) {
         required(causes, path.child("image"));
+    }
+}
+
+/// A probe's or lifecycle hook's action: exactly one of `kinds`, the first set kept and the others
+/// refused in kube's order.
+fn handler(map: &Map<String, Value>, path: &Path, kinds: &[&str], causes: &mut Vec<Cause>) {
+    let mut set = kinds.iter().filter(|k| map.get(**k).is_some_and(|v| !v.is_null()));
+    if set.next().is_none() {
+        causes.push(cause("FieldValueRequired", &path.render(), "Required value: must specify a handler type"));
+    }
+    for extra in set {
+        forbidden(causes, &path.child(extra), "may not specify more than 1 handler type");
+    }
+}
+
+/// A container's (or a pod's) requests and limits (kube's `validateResourceRequirements`): none
+/// negative; a request within its limit; hugepages and extended resources, which cannot be
+/// overcommitted, requested exactly at their limit and in whole units.
+fn resources(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let quantities = |f: &str| map.get(f).and_then(Value::as_object);
+    // A resource kube schedules by a node's exact amount: hugepages, and extended resources (a
+    // domain-qualified name outside kubernetes.io).
+    let exact = |name: &str| {
+        name.starts_with("hugepages-")
+            || name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+    };
+    let extended = |name: &str| !name.starts_with("hugepages-") && exact(name);
+    let (lim_path, req_path) = (path.child("limits"), path.child("requests"));
+    for (field, at) in [("limits", &lim_path), ("requests", &req_path)] {
+        for (name, q) in quantities(field).into_iter().flatten() {
+            let Some(v) = super::quantity::value(q) else { continue };
+            if v < 0.0 {
+                invalid(causes, format!("{at}[{name}]"), shown(q), "must be greater than or equal to 0");
+            } else if extended(name) && v.fract() != 0.0 {
+                invalid(causes, format!("{at}[{name}]"), shown(q), "must be an integer");
+            }
+        }
+    }
+    let limits = quantities("limits");
+    for (name, q) in quantities("requests").into_iter().flatten() {
+        let Some(request) = super::quantity::value(q) else { continue };
+        match limits.and_then(|l| l.get(name)) {
+            Some(l) => {
+                let Some(limit) = super::quantity::value(l) else { continue };
+                let l = l.as_str().map_or_else(|| l.to_string(), str::to_string);
+                if exact(name) && request != limit {
+                    invalid(causes, req_path.clone(), shown(q), &format!("must be equal to {name} limit of {l}"));
+                } else if request > limit {
+                    let why = format!("must be less than or equal to {name} limit of {l}");
+                    invalid(causes, req_path.clone(), shown(q), &why);
+                }
+            }
+            None if exact(name) => causes.push(cause(
+                "FieldValueRequired",
+                &lim_path,
+                "Required value: Limit must be set for non overcommitable resources",
+            )),
+            None => {}
+        }
     }
 }
 
@@ -427,6 +872,191 @@ mod tests {
         assert_eq!(got, ["immutable", "data"]);
         let secret = |t: &str| json!({"type": t});
         assert_eq!(update_errors("Secret", &secret("Opaque"), &secret("kubernetes.io/tls"))[0].field, "type");
+    }
+
+    fn update_messages(kind: &str, old: &Value, new: &Value) -> Vec<String> {
+        update_errors(kind, old, new).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+    }
+
+    #[test]
+    fn kept_fields_in_kubes_words() {
+        let rb = |role: &str| json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}});
+        assert_eq!(
+            update_messages("RoleBinding", &rb("view"), &rb("admin")),
+            ["roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"admin\"}: cannot change roleRef"]
+        );
+        let sc =
+            |p: &str, mode: &str| json!({"provisioner": p, "volumeBindingMode": mode, "parameters": {"type": "gp3"}});
+        assert_eq!(
+            update_messages("StorageClass", &sc("a", "Immediate"), &sc("b", "WaitForFirstConsumer")),
+            [
+                "provisioner: Forbidden: updates to provisioner are forbidden.",
+                "volumeBindingMode: Invalid value: \"WaitForFirstConsumer\": field is immutable"
+            ]
+        );
+        let csi = |attach: bool| json!({"spec": {"attachRequired": attach, "podInfoOnMount": attach}});
+        assert_eq!(
+            update_messages("CSIDriver", &csi(true), &csi(false)),
+            ["spec.attachedRequired: Invalid value: false: field is immutable"],
+            "kube's misspelt path; podInfoOnMount may change"
+        );
+        let pc = |v: i64| json!({"value": v});
+        assert_eq!(
+            update_messages("PriorityClass", &pc(1), &pc(2)),
+            ["value: Forbidden: may not be changed in an update."]
+        );
+        assert!(update_messages("PriorityClass", &pc(1), &pc(1)).is_empty());
+    }
+
+    #[test]
+    fn a_statefulset_and_a_job_keep_their_specs() {
+        let sts = |replicas: i64, size: &str| {
+            json!({"spec": {"replicas": replicas, "serviceName": "db", "template": {"metadata": {"labels": {"a": "b"}}},
+                "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"resources": {"requests": {"storage": size}}}}]}})
+        };
+        assert!(update_messages("StatefulSet", &sts(1, "1Gi"), &sts(3, "1Gi")).is_empty(), "replicas may change");
+        assert_eq!(
+            update_messages("StatefulSet", &sts(1, "1Gi"), &sts(1, "2Gi")),
+            ["spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"]
+        );
+        let job = |suspend: bool, selector: &str, image: &str| {
+            json!({"spec": {"suspend": suspend, "completions": 3, "selector": {"matchLabels": {"j": "x"}},
+                "template": {"metadata": {"labels": {"j": "x"}},
+                    "spec": {"nodeSelector": {"zone": selector}, "containers": [{"name": "c", "image": image}]}}}})
+        };
+        let got = update_messages("Job", &job(false, "a", "x"), &job(false, "b", "x"));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("spec.template: Invalid value: {") && got[0].ends_with("}: field is immutable"),
+            "{got:?}"
+        );
+        assert!(
+            update_messages("Job", &job(true, "a", "x"), &job(true, "b", "x")).is_empty(),
+            "a suspended job not yet started may move its pods"
+        );
+        assert_eq!(update_messages("Job", &job(true, "a", "x"), &job(true, "a", "y")).len(), 1, "but not change them");
+        let mut started = job(true, "a", "x");
+        started["status"] = json!({"startTime": "2026-01-01T00:00:00Z"});
+        assert_eq!(update_messages("Job", &started, &job(true, "b", "x")).len(), 1, "once started, not even that");
+        let mut more = job(false, "a", "x");
+        more["spec"]["completions"] = json!(4);
+        assert_eq!(
+            update_messages("Job", &job(false, "a", "x"), &more),
+            ["spec.completions: Invalid value: 4: field is immutable"]
+        );
+    }
+
+    #[test]
+    fn a_claim_and_a_volume_keep_theirs() {
+        let pvc = |class: Option<&str>, size: &str, phase: &str| {
+            let mut spec = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}});
+            if let Some(c) = class {
+                spec["storageClassName"] = json!(c);
+            }
+            json!({"spec": spec, "status": {"phase": phase, "capacity": {"storage": "2Gi"}}})
+        };
+        assert!(
+            update_messages(
+                "PersistentVolumeClaim",
+                &pvc(None, "1Gi", "Pending"),
+                &pvc(Some("fast"), "1Gi", "Pending")
+            )
+            .is_empty(),
+            "a class may be set once"
+        );
+        let got = update_messages(
+            "PersistentVolumeClaim",
+            &pvc(Some("a"), "1Gi", "Pending"),
+            &pvc(Some("b"), "1Gi", "Pending"),
+        );
+        assert_eq!(
+            got,
+            ["spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n- storageClassName: \"a\"\n+ storageClassName: \"b\""]
+        );
+        assert_eq!(
+            update_messages("PersistentVolumeClaim", &pvc(None, "1Gi", "Pending"), &pvc(None, "5Gi", "Pending")).len(),
+            1,
+            "an unbound claim keeps its size"
+        );
+        assert!(
+            update_messages("PersistentVolumeClaim", &pvc(None, "2Gi", "Bound"), &pvc(None, "5Gi", "Bound")).is_empty(),
+            "a bound one grows"
+        );
+        assert_eq!(
+            update_messages("PersistentVolumeClaim", &pvc(None, "5Gi", "Bound"), &pvc(None, "1Gi", "Bound")),
+            ["spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"]
+        );
+        let pv = |path: &str, policy: &str| json!({"spec": {"hostPath": {"path": path}, "persistentVolumeReclaimPolicy": policy}});
+        assert!(update_messages("PersistentVolume", &pv("/a", "Retain"), &pv("/a", "Delete")).is_empty());
+        let got = update_messages("PersistentVolume", &pv("/a", "Retain"), &pv("/b", "Retain"));
+        assert_eq!(got, ["spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n- hostPath.path: \"/a\"\n+ hostPath.path: \"/b\""]);
+    }
+
+    #[test]
+    fn a_pod_changes_only_what_kube_lets_it() {
+        let pod = |image: &str, env: &str| {
+            json!({"spec": {"containers": [{"name": "c", "image": image, "env": [{"name": "A", "value": env}]}],
+                "tolerations": [{"key": "k", "operator": "Exists", "tolerationSeconds": 5}], "activeDeadlineSeconds": 100}})
+        };
+        assert!(update_messages("Pod", &pod("a", "1"), &pod("b", "1")).is_empty(), "images may change");
+        let got = update_messages("Pod", &pod("a", "1"), &pod("a", "2"));
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].starts_with(
+                "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"
+            ),
+            "{got:?}"
+        );
+        assert!(
+            got[0].ends_with("\n- containers[0].env[0].value: \"1\"\n+ containers[0].env[0].value: \"2\""),
+            "{got:?}"
+        );
+        let mut more = pod("a", "1");
+        more["spec"]["tolerations"].as_array_mut().unwrap().push(json!({"key": "other", "operator": "Exists"}));
+        more["spec"]["tolerations"][0]["tolerationSeconds"] = json!(60);
+        more["spec"]["activeDeadlineSeconds"] = json!(50);
+        assert!(
+            update_messages("Pod", &pod("a", "1"), &more).is_empty(),
+            "added tolerations, new seconds, a shorter deadline"
+        );
+        more["spec"]["activeDeadlineSeconds"] = json!(200);
+        assert_eq!(
+            update_messages("Pod", &pod("a", "1"), &more),
+            ["spec.activeDeadlineSeconds: Invalid value: 200: must be less than or equal to previous value"]
+        );
+        let mut fewer = pod("a", "1");
+        fewer["spec"]["tolerations"] = json!([]);
+        assert_eq!(
+            update_messages("Pod", &pod("a", "1"), &fewer),
+            ["spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds"]
+        );
+        let mut two = pod("a", "1");
+        two["spec"]["containers"].as_array_mut().unwrap().push(json!({"name": "d", "image": "x"}));
+        assert_eq!(
+            update_messages("Pod", &pod("a", "1"), &two),
+            ["spec.containers: Forbidden: pod updates may not add or remove containers"]
+        );
+    }
+
+    #[test]
+    fn probes_and_resources() {
+        let pod = json!({"spec": {"containers": [{"name": "c", "image": "x",
+            "livenessProbe": {"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}},
+            "readinessProbe": {"periodSeconds": 5},
+            "lifecycle": {"preStop": {"sleep": {"seconds": 1}}},
+            "resources": {"requests": {"cpu": "2", "memory": "-1Mi", "example.com/gpu": "1"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}});
+        let got = messages("v1", "Pod", pod);
+        holds_all(
+            &got,
+            &[
+                "spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type",
+                "spec.containers[0].readinessProbe: Required value: must specify a handler type",
+                "spec.containers[0].resources.requests[memory]: Invalid value: \"-1Mi\": must be greater than or equal to 0",
+                "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1",
+                "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+            ],
+        );
+        assert_eq!(got.len(), 5, "a sleep is a hook's handler: {got:?}");
     }
 
     #[test]

@@ -205,7 +205,8 @@ fn merge_string_data(obj: &mut Value) {
 }
 
 /// Checks of one type beyond metadata: a CRD's definition, a custom object's values against its schema.
-fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+/// `through` names the subresource an update is written through.
+fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: Option<&str>) -> ApiResult<()> {
     if super::converts(def) {
         // What cannot be stored is refused before anything is written, dry run or not.
         super::convert::to_storage(def, &mut obj.clone())?;
@@ -217,13 +218,13 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResu
         }
         None if def.group.is_empty() && def.kind == "Pod" => {
             let mut causes = old.map(|o| ephemeral_container_changes(o, obj)).unwrap_or_default();
-            causes.extend(type_errors(def, obj, old));
+            causes.extend(type_errors(def, obj, old, through));
             causes
         }
         None if def.group == "certificates.k8s.io" && def.kind == "CertificateSigningRequest" => {
             csr_decision_errors(obj, old)
         }
-        None => type_errors(def, obj, old),
+        None => type_errors(def, obj, old, through),
     };
     if causes.is_empty() {
         Ok(())
@@ -239,15 +240,25 @@ fn revision_of(obj: &Value) -> i64 {
 
 /// kube's checks of the type (`validation`), on a create, and on an update that changes more than
 /// metadata and status: a status write is checked as kube's status strategies check it, by its
-/// status alone, so an object stored before a check existed still takes its status.
-fn type_errors(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<crate::status::Cause> {
+/// status alone, so an object stored before a check existed still takes its status. What an update
+/// may not change is checked on writes of the object itself: a subresource (a pod's binding, resize or
+/// ephemeral containers) changes what kube lets it change.
+fn type_errors(
+    def: &ResourceDef,
+    obj: &Value,
+    old: Option<&Value>,
+    through: Option<&str>,
+) -> Vec<crate::status::Cause> {
     fn content(v: &Value) -> Vec<(&String, &Value)> {
         v.as_object().into_iter().flatten().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")).collect()
     }
     if old.is_some_and(|o| content(o) == content(obj)) {
         return Vec::new();
     }
-    let mut causes = old.map(|o| super::validation::update_errors(&def.kind, o, obj)).unwrap_or_default();
+    let mut causes = match (old, through) {
+        (Some(o), None) => super::validation::update_errors(&def.kind, o, obj),
+        _ => Vec::new(),
+    };
     causes.extend(super::validation::errors(&def.api_version(), &def.kind, obj));
     causes
 }
@@ -320,9 +331,9 @@ fn service_update(def: &ResourceDef, current: &Value, desired: &mut Value, subre
 }
 
 /// Metadata and type checks, on every write path.
-fn validate_object(ctx: &Ctx, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+fn validate_object(ctx: &Ctx, obj: &Value, old: Option<&Value>, through: Option<&str>) -> ApiResult<()> {
     validate_meta(ctx, obj)?;
-    validate_kind(ctx.def, obj, old)
+    validate_kind(ctx.def, obj, old, through)
 }
 
 fn invalid(def: &ResourceDef, name: &str, causes: Vec<crate::status::Cause>) -> ApiError {
@@ -661,10 +672,10 @@ impl Registry {
             let ns = ctx
                 .namespace
                 .ok_or_else(|| ApiError::bad_request("a namespace is required to create this resource"))?;
-            validate_object(ctx, &obj, None)?;
+            validate_object(ctx, &obj, None, None)?;
             set_meta(&mut obj, "namespace", json!(ns));
         } else {
-            validate_object(ctx, &obj, None)?;
+            validate_object(ctx, &obj, None, None)?;
             meta::metadata_mut(&mut obj).remove("namespace");
         }
         if def.custom.as_ref().is_some_and(|c| c.terminating) {
@@ -1811,7 +1822,7 @@ fn stamp_conditions(obj: &mut Value) {
 }
 
 /// `current` with the fields that a write through `subresource` owns taken from `desired`; `None`
-/// when `subresource` is not one of [`FIELD_SUBRESOURCES`].
+/// when `subresource` is neither one of [`FIELD_SUBRESOURCES`] nor a pod's `binding`.
 fn through_subresource(subresource: &str, current: &Value, desired: &Value) -> Option<Value> {
     let mut next = current.clone();
     let take = |next: &mut Value, path: &[&str]| {
@@ -1848,6 +1859,8 @@ fn through_subresource(subresource: &str, current: &Value, desired: &Value) -> O
             stamp_conditions(&mut next);
         }
         "finalize" => take(&mut next, &["spec", "finalizers"]),
+        // Not served as a view (it is a create of a Binding), but the write it makes is of this field.
+        "binding" => take(&mut next, &["spec", "nodeName"]),
         "resize" => {
             // Only each container's resources and resize policy, matched by name.
             let wanted = desired["spec"]["containers"].as_array().cloned().unwrap_or_default();
@@ -1951,7 +1964,7 @@ fn settle_update(ctx: &Ctx<'_>, current: &Value, desired: &mut Value, subresourc
     if def.group == "apiextensions.k8s.io" && subresource.is_none() {
         crate::crd::refresh_status(current, desired);
     }
-    validate_object(ctx, desired, Some(current))?;
+    validate_object(ctx, desired, Some(current), subresource)?;
     // Scale writes change the spec, so they bump generation; status writes never do.
     if subresource != Some("status") && !meta::spec_equal(current, desired) {
         if let Some(g) = meta::metadata(current).and_then(|m| m.get("generation")).and_then(Value::as_i64) {
