@@ -3,6 +3,9 @@
 //! kgate within 1 s of raw etcd's), errors, and for kgate the watch's events lost or duplicated
 //! (target 0).
 //!
+//! Before the kills, creates at concurrency 64 through kgate against raw compare-and-put transactions
+//! on the same 3 members (target: kgate at 0.6x raw or better), measured twice, interleaved.
+//!
 //! Run: `cargo bench --bench failover` (`KGATE_TEST_ETCD=3.5` for etcd 3.5).
 
 #[path = "../tests/common/mod.rs"]
@@ -87,6 +90,52 @@ async fn finish(Writers { tasks, acks, errors }: Writers, killed: Instant) -> Ro
     Round { acks, errors: errors.load(std::sync::atomic::Ordering::Relaxed), killed }
 }
 
+/// Creates per measurement of the steady phase, and how many at once.
+const STEADY_OPS: usize = 3000;
+const STEADY_CONCURRENCY: usize = 64;
+
+/// Creates per second on the healthy 3-member cluster: raw transactions (a put guarded by
+/// `create_revision == 0`, what kube-apiserver's etcd store sends for a create) and kgate's creates,
+/// alternated so that the machine's noise falls on both.
+async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base: &str) {
+    let url = format!("{base}/api/v1/namespaces/default/configmaps");
+    let (mut raws, mut kgates) = (Vec::new(), Vec::new());
+    for run in 0..2 {
+        let client = raw.clone();
+        raws.push(
+            common::ops_per_second(STEADY_OPS, STEADY_CONCURRENCY, move |i| {
+                let mut c = client.clone();
+                let k = format!("/raw-steady/{run}/{i}");
+                async move {
+                    let t = etcd_client::Txn::new()
+                        .when([etcd_client::Compare::create_revision(k.clone(), etcd_client::CompareOp::Equal, 0)])
+                        .and_then([etcd_client::TxnOp::put(k, vec![b'x'; 200], None)]);
+                    c.txn(t).await.unwrap();
+                }
+            })
+            .await,
+        );
+        let (client, url) = (admin.clone(), url.clone());
+        kgates.push(
+            common::ops_per_second(STEADY_OPS, STEADY_CONCURRENCY, move |i| {
+                let (c, url) = (client.clone(), url.clone());
+                async move {
+                    let cm = json!({"metadata": {"name": format!("steady-{run}-{i}")}, "data": {"k": "v"}});
+                    let r = c.post(&url).json(&cm).send().await.unwrap();
+                    assert_eq!(r.status(), 201);
+                }
+            })
+            .await,
+        );
+    }
+    let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let (raw, kgate) = (best(&raws), best(&kgates));
+    println!(
+        "steady creates at concurrency {STEADY_CONCURRENCY}: raw txn {raw:.0}/s, kgate {kgate:.0}/s ({:.2}x of raw; target >= 0.6x); runs: raw {raws:.0?}, kgate {kgates:.0?}",
+        kgate / raw
+    );
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let version = EtcdVersion::from_env();
@@ -99,6 +148,7 @@ async fn main() {
         KgateProcess::start(&["--etcd-servers", &joined, "--etcd-prefix", &prefix], "kgate-bench-failover.log").await;
     let admin = k.admin();
     let raw = etcd_client::Client::connect(&endpoints, None).await.unwrap();
+    steady_creates(&raw, &admin, &k.url).await;
     let (mut raw_gaps, mut kgate_gaps) = (Vec::new(), Vec::new());
     for r in 0..ROUNDS {
         // Both at once, through the same election: etcd's own unavailability varies from one kill to

@@ -3,6 +3,13 @@
 //! Writes are single transactions that compare the key's create or mod revision, so they are
 //! compare-and-swap exactly like the embedded store. Watches reconnect on their own after etcd restarts,
 //! resuming from the last revision they delivered.
+//!
+//! A create or update that etcd has not answered within a short while is sent again (see
+//! `WRITE_PATIENCE`): a member that forwarded it to a leader that died holds it until etcd's own
+//! request timeout (7 s with the default election timeout), while the other members elect a new
+//! leader in about one. Sending it again is safe because a write is told by its bytes: when the
+//! again-sent transaction's compare fails and the key holds exactly what was written, the first one
+//! landed, and the write is answered as done at the revision it landed at.
 
 use std::time::Duration;
 
@@ -123,6 +130,44 @@ impl EtcdStore {
     fn kv(&self) -> KvClient {
         self.kv.clone()
     }
+
+    /// The revision `key` was written at if it holds exactly `value`: an earlier attempt of a write
+    /// that is being sent again landed.
+    async fn landed(&self, key: &str, value: &[u8]) -> Result<Option<Revision>, StoreError> {
+        Ok(self.get(key).await?.filter(|kv| kv.value == value).map(|kv| kv.mod_revision))
+    }
+}
+
+/// How long each attempt of a create or update may take before it is sent again, the last attempt's
+/// being the whole request's deadline: the first short, since a healthy etcd answers a write in
+/// milliseconds and a leader's death costs it a second to elect another; the later ones longer, so
+/// that a slow etcd under load sees each write at most three times, not a storm of them.
+const WRITE_PATIENCE: [Duration; 3] = [Duration::from_millis(1500), Duration::from_secs(3), Duration::from_secs(30)];
+
+/// Run `attempt` (given its number, from 0) until it answers something other than etcd being
+/// unreachable, within `WRITE_PATIENCE`. An attempt past its patience is dropped, which cancels the
+/// call; what it asked of etcd may still land, which the next attempt finds (see the module's note).
+async fn with_retries<T, F, Fut>(mut attempt: F) -> Result<T, StoreError>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut last = StoreError::Unavailable("etcd did not answer".into());
+    for (i, patience) in WRITE_PATIENCE.iter().enumerate() {
+        match tokio::time::timeout(*patience, attempt(i)).await {
+            Ok(Err(StoreError::Unavailable(why))) => {
+                last = StoreError::Unavailable(why);
+                // Refused at once (a member that is gone): a moment for the channel to move on.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(done) => return done,
+            Err(_) => {
+                tracing::debug!(attempt = i, ?patience, "an etcd write took too long; sending it again");
+                last = StoreError::Unavailable(format!("etcd did not answer within {patience:?}"));
+            }
+        }
+    }
+    Err(last)
 }
 
 fn else_current(resp: &etcd_client::TxnResponse) -> Result<Option<KeyValue>, StoreError> {
@@ -178,28 +223,47 @@ impl Store for EtcdStore {
             // round trip to tell "exists" from "guard changed".
             otherwise.push(TxnOp::get(key, Some(GetOptions::new().with_keys_only())));
         }
-        let txn = Txn::new().when(when).and_then([TxnOp::put(key, value, None)]).or_else(otherwise);
-        let resp = self.kv().txn(txn).await.map_err(map_err)?;
-        if !resp.succeeded() {
-            let exists = guard.is_none() || else_current(&resp)?.is_some();
-            return Err(if exists { StoreError::AlreadyExists } else { StoreError::GuardChanged });
-        }
-        Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
+        let txn = Txn::new().when(when).and_then([TxnOp::put(key, value.clone(), None)]).or_else(otherwise);
+        with_retries(|attempt| {
+            let (txn, mut kv, value) = (txn.clone(), self.kv(), &value);
+            async move {
+                let resp = kv.txn(txn).await.map_err(map_err)?;
+                if resp.succeeded() {
+                    return Ok(resp.header().map(|h| h.revision()).unwrap_or(0));
+                }
+                if attempt > 0 {
+                    if let Some(landed) = self.landed(key, value).await? {
+                        return Ok(landed);
+                    }
+                }
+                let exists = guard.is_none() || else_current(&resp)?.is_some();
+                Err(if exists { StoreError::AlreadyExists } else { StoreError::GuardChanged })
+            }
+        })
+        .await
     }
 
     async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<Revision, StoreError> {
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
-            .and_then([TxnOp::put(key, value, None)])
+            .and_then([TxnOp::put(key, value.clone(), None)])
             .or_else([TxnOp::get(key, None)]);
-        let resp = self.kv().txn(txn).await.map_err(map_err)?;
-        if !resp.succeeded() {
-            return match else_current(&resp)? {
-                None => Err(StoreError::NotFound),
-                current => Err(StoreError::Conflict { current }),
-            };
-        }
-        Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
+        with_retries(|attempt| {
+            let (txn, mut kv, value) = (txn.clone(), self.kv(), &value);
+            async move {
+                let resp = kv.txn(txn).await.map_err(map_err)?;
+                if resp.succeeded() {
+                    return Ok(resp.header().map(|h| h.revision()).unwrap_or(0));
+                }
+                match else_current(&resp)? {
+                    // An earlier attempt of this write landed (see the module's note).
+                    Some(current) if attempt > 0 && current.value == *value => Ok(current.mod_revision),
+                    None => Err(StoreError::NotFound),
+                    current => Err(StoreError::Conflict { current }),
+                }
+            }
+        })
+        .await
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue), StoreError> {
@@ -394,6 +458,45 @@ mod tests {
 
     fn mapped(code: Code, msg: &str) -> StoreError {
         map_err(etcd_client::Error::GRpcStatus(Status::new(code, msg)))
+    }
+
+    /// A write stuck at a member is sent again once its patience runs out, one refused for etcd
+    /// being unreachable is tried again, and any other answer is the answer.
+    #[tokio::test(start_paused = true)]
+    async fn writes_are_sent_again_when_stuck_or_refused() {
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let started = tokio::time::Instant::now();
+        let got = with_retries(|attempt| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async move {
+                if attempt == 0 {
+                    // A member holding the write for etcd's 7 s.
+                    tokio::time::sleep(Duration::from_secs(7)).await;
+                }
+                Ok::<_, StoreError>(attempt)
+            }
+        })
+        .await;
+        assert_eq!(got.unwrap(), 1);
+        assert_eq!(started.elapsed(), WRITE_PATIENCE[0], "sent again after the first patience, not after 7 s");
+
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let got: Result<(), _> = with_retries(|_| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async { Err(StoreError::Unavailable("connection refused".into())) }
+        })
+        .await;
+        assert!(matches!(got, Err(StoreError::Unavailable(_))));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), WRITE_PATIENCE.len());
+
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let got: Result<(), _> = with_retries(|_| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async { Err(StoreError::AlreadyExists) }
+        })
+        .await;
+        assert!(matches!(got, Err(StoreError::AlreadyExists)));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1, "an answer is not retried");
     }
 
     #[test]
