@@ -59,6 +59,12 @@ impl Path {
     }
 }
 
+/// The JSON names of a struct's fields in its Go order, for a name as visitors are given it
+/// (`core.v1.VolumeSource`); none for a name the schema does not hold.
+pub fn field_names(name: &str) -> Vec<&'static str> {
+    find(&format!("{API_PREFIX}{name}")).map(|i| message(i).fields.iter().map(|f| f.json).collect()).unwrap_or_default()
+}
+
 /// Hand every struct in `obj` (an object of `api_version`/`kind`) to `visit`, a struct before what it
 /// holds, so that what a visitor adds is visited too. A struct Go holds by value (not through a
 /// pointer) is there even when the JSON leaves it out or sends null, as Go decodes it, so it is made

@@ -5,11 +5,12 @@
 //! keyed by the Go struct it belongs to and runs wherever that struct appears (a Pod's spec and every
 //! template's alike), by a walk along the schema (`proto::visit`), with kube's field paths and words.
 //!
-//! Also: probes' and lifecycle hooks' handlers, requests against limits, and on updates what each
-//! type keeps once set (`update_errors`).
+//! Also: probes' and lifecycle hooks' handlers, requests against limits, volumes and their mounts,
+//! workloads' restart policies, and on updates what each type keeps once set (`update_errors`). As in
+//! kube, a StatefulSet's template is checked for its labels and restart policy only.
 //!
-//! Not checked: the many rarer rules (volume sources, affinity terms, security contexts, resource
-//! names), which kube refuses and kgate stores.
+//! Not checked: the many rarer rules (each volume source's own fields, affinity terms, security
+//! contexts, resource names, environment variables), which kube refuses and kgate stores.
 
 use serde_json::{Map, Value};
 
@@ -55,8 +56,11 @@ pub fn errors(api_version: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         return causes;
     }
     // The walk makes nothing (a budget of 0), so the copy is only what the walk's signature asks for.
+    // kube validates a StatefulSet's template by its labels alone (its pods' mounts name the claim
+    // templates, which are no volumes of the template's); the restart policy is checked with the spec.
+    let statefulset = kind == "StatefulSet";
     crate::proto::visit::visit_structs(api_version, kind, &mut obj.clone(), 0, &mut |name, map, path| {
-        if causes.len() < MAX_CAUSES {
+        if causes.len() < MAX_CAUSES && !(statefulset && path.render().starts_with("spec.template")) {
             check(name, map, path, &mut causes)
         }
     });
@@ -499,6 +503,15 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
         "apps.v1.DeploymentSpec" | "apps.v1.ReplicaSetSpec" => workload_spec("deployment", map, path, causes),
         "apps.v1.DaemonSetSpec" => workload_spec("daemonset", map, path, causes),
         "apps.v1.StatefulSetSpec" => workload_spec("statefulset", map, path, causes),
+        "batch.v1.JobSpec" => {
+            let at = format!("{}.spec", path.child("template"));
+            let spec = map.get("template").and_then(|t| t.get("spec")).and_then(Value::as_object);
+            if let Some(spec) = spec {
+                one_of_at(spec, "restartPolicy", &at, &["OnFailure", "Never"], causes);
+            }
+        }
+        // Inline in a Volume: visited with the volume's fields, at its path.
+        "core.v1.VolumeSource" => volume_source(map, path, causes),
         "core.v1.ConfigMap" => {
             for field in ["data", "binaryData"] {
                 config_keys(map, field, path, causes);
@@ -534,11 +547,17 @@ fn not_supported(causes: &mut Vec<Cause>, at: String, value: &Value, supported: 
 /// A string field that must be one of `supported` (and is required: defaults have filled it if the
 /// client left it out).
 fn one_of(map: &Map<String, Value>, field: &str, path: &Path, supported: &[&str], causes: &mut Vec<Cause>) {
+    one_of_at(map, field, &path.render(), supported, causes)
+}
+
+/// `one_of` of the struct at `at`, a path already rendered.
+fn one_of_at(map: &Map<String, Value>, field: &str, at: &str, supported: &[&str], causes: &mut Vec<Cause>) {
+    let place = || if at.is_empty() { field.to_string() } else { format!("{at}.{field}") };
     match map.get(field) {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) if s.is_empty() => required(causes, path.child(field)),
+        Some(Value::String(s)) if s.is_empty() => required(causes, place()),
         Some(Value::String(s)) if supported.contains(&s.as_str()) => {}
-        Some(v) => not_supported(causes, path.child(field), v, supported),
+        Some(v) => not_supported(causes, place(), v, supported),
     }
 }
 
@@ -579,6 +598,63 @@ fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     }
     one_of(map, "restartPolicy", path, &["Always", "OnFailure", "Never"], causes);
     one_of(map, "dnsPolicy", path, &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], causes);
+    volumes_and_mounts(map, path, causes);
+}
+
+/// A pod's volumes, named uniquely, and its containers' mounts of them (kube's `ValidateVolumes` and
+/// `validateVolumeMounts`): each mount names a volume of the pod, at a path given once per container.
+fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let mut volumes = std::collections::HashSet::new();
+    for (i, v) in map.get("volumes").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let at = format!("{}[{i}].name", path.child("volumes"));
+        match v.get("name").and_then(Value::as_str) {
+            None | Some("") => required(causes, at),
+            Some(name) => {
+                if let Err(why) = meta::validate_dns1123_label(name) {
+                    invalid(causes, at.clone(), format!("{name:?}"), &why);
+                }
+                if !volumes.insert(name) {
+                    causes.push(cause("FieldValueDuplicate", &at, format!("Duplicate value: {name:?}")));
+                }
+            }
+        }
+    }
+    for list in ["containers", "initContainers"] {
+        for (c, container) in map.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let mut paths = std::collections::HashSet::new();
+            let mounts = container.get("volumeMounts").and_then(Value::as_array);
+            for (m, mount) in mounts.into_iter().flatten().enumerate() {
+                let at = format!("{}[{c}].volumeMounts[{m}]", path.child(list));
+                match mount.get("name").and_then(Value::as_str) {
+                    None | Some("") => required(causes, format!("{at}.name")),
+                    Some(name) if !volumes.contains(name) => {
+                        causes.push(cause("FieldValueNotFound", &format!("{at}.name"), format!("Not found: {name:?}")))
+                    }
+                    Some(_) => {}
+                }
+                match mount.get("mountPath").and_then(Value::as_str) {
+                    None | Some("") => required(causes, format!("{at}.mountPath")),
+                    Some(p) if !paths.insert(p) => {
+                        invalid(causes, format!("{at}.mountPath"), format!("{p:?}"), "must be unique")
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// A volume's source: exactly one (kube's `validateVolumeSource`), the first set in the struct's order
+/// kept and each other refused.
+fn volume_source(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let sources = crate::proto::visit::field_names("core.v1.VolumeSource");
+    let mut set = sources.iter().filter(|s| map.get(**s).is_some_and(|v| !v.is_null()));
+    if set.next().is_none() {
+        causes.push(cause("FieldValueRequired", &path.render(), "Required value: must specify a volume type"));
+    }
+    for extra in set {
+        forbidden(causes, &path.child(extra), "may not specify more than 1 volume type");
+    }
 }
 
 fn container(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
@@ -692,6 +768,20 @@ fn service_port(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) 
 fn workload_spec(what: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     if let Some(n) = map.get("replicas").and_then(Value::as_i64).filter(|n| *n < 0) {
         invalid(causes, path.child("replicas"), n.to_string(), "must be greater than or equal to 0");
+    }
+    // kube's words name the pods of a Deployment's template as a ReplicaSet's.
+    let owner = match what {
+        "daemonset" => "DaemonSet",
+        "statefulset" => "StatefulSet",
+        _ => "ReplicaSet",
+    };
+    if let Some(spec) = map.get("template").and_then(|t| t.get("spec")).and_then(Value::as_object) {
+        let at = format!("{}.spec", path.child("template"));
+        one_of_at(spec, "restartPolicy", &at, &["Always"], causes);
+        if owner != "DaemonSet" && spec.get("activeDeadlineSeconds").is_some_and(|v| !v.is_null()) {
+            let why = format!("activeDeadlineSeconds in {owner} is not Supported");
+            forbidden(causes, &format!("{at}.activeDeadlineSeconds"), &why);
+        }
     }
     let selector = match map.get("selector") {
         None | Some(Value::Null) => return required(causes, path.child("selector")),
@@ -1057,6 +1147,43 @@ mod tests {
             ],
         );
         assert_eq!(got.len(), 5, "a sleep is a hook's handler: {got:?}");
+    }
+
+    #[test]
+    fn volumes_mounts_and_restart_policies() {
+        let spec = json!({"containers": [{"name": "c", "image": "x",
+                "volumeMounts": [{"name": "data", "mountPath": "/d"}, {"name": "cfg", "mountPath": "/d"}]}],
+            "volumes": [{"name": "cfg", "configMap": {"name": "c"}, "emptyDir": {}}, {"name": "cfg", "secret": {}}, {"name": "none"}]});
+        let got = messages("v1", "Pod", json!({"spec": spec.clone()}));
+        holds_all(
+            &got,
+            &[
+                "spec.volumes[0].configMap: Forbidden: may not specify more than 1 volume type",
+                "spec.volumes[1].name: Duplicate value: \"cfg\"",
+                "spec.volumes[2]: Required value: must specify a volume type",
+                "spec.containers[0].volumeMounts[0].name: Not found: \"data\"",
+                "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/d\": must be unique",
+            ],
+        );
+        assert_eq!(got.len(), 5, "{got:?}");
+        // A StatefulSet's pods mount its claim templates: kube checks its template's labels only.
+        let mut template = json!({"metadata": {"labels": {"app": "db"}}, "spec": spec});
+        let sts = json!({"spec": {"selector": {"matchLabels": {"app": "db"}}, "template": template.clone()}});
+        assert!(messages("apps/v1", "StatefulSet", sts).is_empty());
+        template["spec"] = json!({"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"});
+        let deploy = json!({"spec": {"selector": {"matchLabels": {"app": "db"}}, "template": template.clone()}});
+        assert_eq!(
+            messages("apps/v1", "Deployment", deploy),
+            ["spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""]
+        );
+        template["spec"]["restartPolicy"] = json!("Always");
+        let job = json!({"spec": {"template": template}});
+        assert_eq!(
+            messages("batch/v1", "Job", job.clone()),
+            ["spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""]
+        );
+        let cron = json!({"spec": {"schedule": "* * * * *", "jobTemplate": job}});
+        assert_eq!(messages("batch/v1", "CronJob", cron).len(), 1, "a CronJob's jobs alike");
     }
 
     #[test]
