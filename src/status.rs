@@ -318,6 +318,11 @@ impl From<StoreError> for ApiError {
                 ApiError::expired(format!("too old resource version: {requested} ({})", compacted + 1))
             }
             StoreError::Unavailable(msg) => ApiError::unavailable(format!("storage is unavailable: {msg}")),
+            // kube's words when etcd's answer did not come: 504, and no Retry-After, since the write
+            // may be done and client-go would send it again.
+            StoreError::OutcomeUnknown(msg) => ApiError::timeout(format!(
+                "The write may have completed, but the store did not confirm it ({msg}); read the object before writing it again"
+            )),
             // The client's to mend, so not a 500 (as kube-apiserver's is, kubernetes/kubernetes#112152).
             StoreError::TooLarge(msg) => ApiError::new(
                 413,

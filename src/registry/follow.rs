@@ -1,7 +1,8 @@
 //! One list and watch of the store's keys for everything the registry counts from them: what each
 //! cluster holds (`footprint`, with usage accounting on) and which namespaces hold ResourceQuotas
 //! (`quota::QuotaIndex`). One watch, not one per count: each watch of a prefix makes the store send
-//! every write under it once more.
+//! every write under it once more. The price: with accounting on, the quota index knows nothing
+//! until every key is listed (each create reads its namespace's quotas from the store meanwhile).
 
 use std::time::Duration;
 
@@ -104,6 +105,8 @@ impl Registry {
                     self.footprint.observe_cluster(name, obj.as_ref());
                 }
             }
+            // Unknowing at once, not after the pause: a quota written meanwhile would be missed.
+            self.quota_index.forget();
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }

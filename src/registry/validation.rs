@@ -6,11 +6,12 @@
 //! template's alike), by a walk along the schema (`proto::visit`), with kube's field paths and words.
 //!
 //! Also: probes' and lifecycle hooks' handlers, requests against limits, volumes and their mounts,
-//! workloads' restart policies, and on updates what each type keeps once set (`update_errors`). As in
-//! kube, a StatefulSet's template is checked for its labels and restart policy only.
+//! environment variables, port names, node selector terms, workloads' restart policies, and on
+//! updates what each type keeps once set (`update_errors`). As in kube, a StatefulSet's template is
+//! checked for its labels and restart policy only.
 //!
 //! Not checked: the many rarer rules (each volume source's own fields, affinity terms, security
-//! contexts, resource names, environment variables), which kube refuses and kgate stores.
+//! contexts, resource names), which kube refuses and kgate stores.
 
 use serde_json::{Map, Value};
 
@@ -331,10 +332,11 @@ fn claim_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
             "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims";
         forbidden(causes, "spec", &format!("{why}\n{}", diff(&was, &is)));
     }
-    let quantity = |v: Option<&Value>| v.and_then(super::quantity::value);
-    if let (Some(before), Some(now)) = (quantity(old_size.as_ref()), quantity(new_size.as_ref())) {
-        let capacity = quantity(at(new, "status.capacity.storage")).unwrap_or(0.0);
-        if now < before && now <= capacity {
+    if let (Some(before), Some(now)) = (old_size.as_ref(), new_size.as_ref()) {
+        let zero = Value::from(0);
+        let capacity = at(new, "status.capacity.storage").unwrap_or(&zero);
+        let shrunk = super::quantity::compare(now, before).is_some_and(|o| o.is_lt());
+        if shrunk && super::quantity::compare(now, capacity).is_some_and(|o| o.is_le()) {
             forbidden(causes, "spec.resources.requests.storage", "field can not be less than status.capacity");
         }
     }
@@ -499,6 +501,11 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
         "core.v1.ResourceRequirements" => resources(map, path, causes),
         "core.v1.ServiceSpec" => service_spec(map, path, causes),
         "core.v1.ServicePort" => service_port(map, path, causes),
+        "core.v1.NodeSelector" if is_empty(map.get("nodeSelectorTerms")) => {
+            let at = path.child("nodeSelectorTerms");
+            causes.push(cause("FieldValueRequired", &at, "Required value: must have at least one node selector term"));
+        }
+        "core.v1.NodeSelectorRequirement" => node_selector_requirement(map, path, causes),
         // kube's words name a ReplicaSet's selector as a Deployment's.
         "apps.v1.DeploymentSpec" | "apps.v1.ReplicaSetSpec" => workload_spec("deployment", map, path, causes),
         "apps.v1.DaemonSetSpec" => workload_spec("daemonset", map, path, causes),
@@ -669,6 +676,46 @@ fn container(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     if is_empty(map.get("image")) {
         required(causes, path.child("image"));
     }
+    let mut names = std::collections::HashSet::new();
+    for (i, port) in map.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let Some(name) = port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { continue };
+        if port_name_errors(name).is_empty() && !names.insert(name) {
+            let at = format!("{}[{i}].name", path.child("ports"));
+            causes.push(cause("FieldValueDuplicate", &at, format!("Duplicate value: {name:?}")));
+        }
+    }
+    for (i, var) in map.get("env").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        env_var(var, &format!("{}[{i}]", path.child("env")), causes);
+    }
+}
+
+/// One environment variable (kube's `validateEnv`, with 1.33's relaxed names): a name of printable
+/// ASCII but '=', and a value or exactly one source.
+fn env_var(var: &Value, at: &str, causes: &mut Vec<Cause>) {
+    match var.get("name").and_then(Value::as_str) {
+        None | Some("") => required(causes, format!("{at}.name")),
+        Some(name) if name.bytes().any(|b| !(0x20..=0x7e).contains(&b) || b == b'=') => invalid(
+            causes,
+            format!("{at}.name"),
+            format!("{name:?}"),
+            "a valid environment variable name must consist only of printable ASCII characters other than '='",
+        ),
+        Some(_) => {}
+    }
+    let Some(from) = var.get("valueFrom").filter(|v| !v.is_null()) else { return };
+    const SOURCES: &[&str] = &["fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef"];
+    let sources = SOURCES.iter().filter(|s| from.get(**s).is_some_and(|v| !v.is_null())).count();
+    let at = format!("{at}.valueFrom");
+    if sources == 0 {
+        let why = "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`";
+        invalid(causes, at.clone(), "\"\"".into(), why);
+    }
+    if sources > 0 && !is_empty(var.get("value")) {
+        invalid(causes, at.clone(), "\"\"".into(), "may not be specified when `value` is not empty");
+    }
+    if sources > 1 {
+        invalid(causes, at, "\"\"".into(), "may not have more than one field specified at a time");
+    }
 }
 
 /// A probe's or lifecycle hook's action: exactly one of `kinds`, the first set kept and the others
@@ -708,14 +755,13 @@ fn resources(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     }
     let limits = quantities("limits");
     for (name, q) in quantities("requests").into_iter().flatten() {
-        let Some(request) = super::quantity::value(q) else { continue };
         match limits.and_then(|l| l.get(name)) {
             Some(l) => {
-                let Some(limit) = super::quantity::value(l) else { continue };
+                let Some(order) = super::quantity::compare(q, l) else { continue };
                 let l = l.as_str().map_or_else(|| l.to_string(), str::to_string);
-                if exact(name) && request != limit {
+                if exact(name) && order.is_ne() {
                     invalid(causes, req_path.clone(), shown(q), &format!("must be equal to {name} limit of {l}"));
-                } else if request > limit {
+                } else if order.is_gt() {
                     let why = format!("must be less than or equal to {name} limit of {l}");
                     invalid(causes, req_path.clone(), shown(q), &why);
                 }
@@ -734,6 +780,11 @@ fn container_port(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>
     if is_empty(map.get("containerPort")) {
         required(causes, path.child("containerPort"));
     }
+    if let Some(name) = map.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+        for why in port_name_errors(name) {
+            invalid(causes, path.child("name"), format!("{name:?}"), why);
+        }
+    }
     port_number(map, "containerPort", path, true, causes);
     port_number(map, "hostPort", path, true, causes);
     one_of(map, "protocol", path, PROTOCOLS, causes);
@@ -748,6 +799,14 @@ fn service_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) 
     if ports.is_empty() && !headless && !external {
         required(causes, path.child("ports"));
     }
+    let mut names = std::collections::HashSet::new();
+    for (i, p) in ports.iter().enumerate() {
+        let Some(name) = p.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { continue };
+        if !names.insert(name) {
+            let at = format!("{}[{i}].name", path.child("ports"));
+            causes.push(cause("FieldValueDuplicate", &at, format!("Duplicate value: {name:?}")));
+        }
+    }
     // With more than one port, each is named (kube: the names tell the ports apart in Endpoints).
     if ports.len() > 1 {
         for (i, p) in ports.iter().enumerate() {
@@ -761,6 +820,70 @@ fn service_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) 
 fn service_port(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     port_number(map, "port", path, false, causes);
     one_of(map, "protocol", path, PROTOCOLS, causes);
+    if let Some(name) = map.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+        if let Err(why) = meta::validate_dns1123_label(name) {
+            invalid(causes, path.child("name"), format!("{name:?}"), &why);
+        }
+    }
+    // A number, or the name of a port of the pods.
+    match map.get("targetPort") {
+        Some(Value::String(name)) => {
+            for why in port_name_errors(name) {
+                invalid(causes, path.child("targetPort"), format!("{name:?}"), why);
+            }
+        }
+        Some(Value::Number(_)) => port_number(map, "targetPort", path, false, causes),
+        _ => {}
+    }
+}
+
+/// What is wrong with a port's name (kube's `IsValidPortName`, an IANA service name).
+fn port_name_errors(name: &str) -> Vec<&'static str> {
+    let mut why = Vec::new();
+    if name.len() > 15 {
+        why.push("must be no more than 15 characters");
+    }
+    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+        why.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
+    }
+    if !name.bytes().any(|b| b.is_ascii_lowercase()) {
+        why.push("must contain at least one letter (a-z)");
+    }
+    if name.contains("--") {
+        why.push("must not contain consecutive hyphens");
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        why.push("must not begin or end with a hyphen");
+    }
+    why
+}
+
+/// One term of a node selector (kube's `ValidateNodeSelectorRequirement`): values as its operator
+/// wants them.
+fn node_selector_requirement(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let values = map.get("values").and_then(Value::as_array).map_or(0, Vec::len);
+    let at = path.child("values");
+    match map.get("operator").and_then(Value::as_str) {
+        Some("In" | "NotIn") if values == 0 => causes.push(cause(
+            "FieldValueRequired",
+            &at,
+            "Required value: must be specified when `operator` is 'In' or 'NotIn'",
+        )),
+        Some("Exists" | "DoesNotExist") if values > 0 => {
+            forbidden(causes, &at, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        }
+        Some("Gt" | "Lt") if values != 1 => causes.push(cause(
+            "FieldValueRequired",
+            &at,
+            "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
+        )),
+        Some("In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt") => {}
+        _ => {
+            const OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
+            let op = map.get("operator").cloned().unwrap_or(Value::String(String::new()));
+            not_supported(causes, path.child("operator"), &op, OPERATORS);
+        }
+    }
 }
 
 /// A Deployment's, ReplicaSet's, DaemonSet's or StatefulSet's spec (`what`, as kube's words name it): a
@@ -1134,7 +1257,8 @@ mod tests {
             "livenessProbe": {"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}},
             "readinessProbe": {"periodSeconds": 5},
             "lifecycle": {"preStop": {"sleep": {"seconds": 1}}},
-            "resources": {"requests": {"cpu": "2", "memory": "-1Mi", "example.com/gpu": "1"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}});
+            "resources": {"requests": {"cpu": "2", "memory": "-1Mi", "example.com/gpu": "1", "ephemeral-storage": "700m"},
+                "limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "0.7"}}}]}});
         let got = messages("v1", "Pod", pod);
         holds_all(
             &got,
@@ -1184,6 +1308,40 @@ mod tests {
         );
         let cron = json!({"spec": {"schedule": "* * * * *", "jobTemplate": job}});
         assert_eq!(messages("batch/v1", "CronJob", cron).len(), 1, "a CronJob's jobs alike");
+    }
+
+    #[test]
+    fn env_ports_and_node_selectors() {
+        let pod = json!({"spec": {"containers": [{"name": "c", "image": "x",
+            "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 81, "name": "http"}, {"containerPort": 82, "name": "Metrics-Port-Long"}],
+            "env": [{"name": "A=B", "value": "1"}, {"name": "B", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}, {"name": "C", "valueFrom": {}}]}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In"}, {"key": "gpu", "operator": "Exists", "values": ["x"]}, {"key": "k", "operator": "Near"}]}]}}}}});
+        let got = messages("v1", "Pod", pod);
+        holds_all(
+            &got,
+            &[
+                "spec.containers[0].ports[1].name: Duplicate value: \"http\"",
+                "spec.containers[0].ports[2].name: Invalid value: \"Metrics-Port-Long\": must be no more than 15 characters",
+                "spec.containers[0].ports[2].name: Invalid value: \"Metrics-Port-Long\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='",
+                "spec.containers[0].env[1].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty",
+                "spec.containers[0].env[2].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[2].operator: Unsupported value: \"Near\": supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\", \"Gt\", \"Lt\"",
+            ],
+        );
+        assert_eq!(got.len(), 9, "{got:?}");
+        let svc = json!({"spec": {"type": "ClusterIP", "ports": [{"name": "web", "port": 80, "targetPort": "http"},
+            {"name": "web", "port": 81, "targetPort": 70000}]}});
+        assert_eq!(
+            messages("v1", "Service", svc),
+            [
+                "spec.ports[1].name: Duplicate value: \"web\"",
+                "spec.ports[1].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive"
+            ]
+        );
     }
 
     #[test]

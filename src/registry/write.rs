@@ -252,7 +252,9 @@ fn type_errors(
     fn content(v: &Value) -> Vec<(&String, &Value)> {
         v.as_object().into_iter().flatten().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")).collect()
     }
-    if old.is_some_and(|o| content(o) == content(obj)) {
+    // kube's binding writes the node to storage unchecked: a pod stored before a check existed is
+    // still scheduled.
+    if old.is_some_and(|o| content(o) == content(obj)) || through == Some("binding") {
         return Vec::new();
     }
     let mut causes = match (old, through) {
@@ -1025,7 +1027,8 @@ impl Registry {
         }
         self.keep_published(def, &mut desired);
         settle_update(ctx, current, &mut desired, subresource)?;
-        if !same_object(current, &desired) {
+        // A binding is the scheduler's, recorded in no field manager's name, as in kube.
+        if !same_object(current, &desired) && subresource != Some("binding") {
             patch::managed::record_update(
                 Some(current),
                 &mut desired,

@@ -8,8 +8,11 @@
 //! `WRITE_PATIENCE`): a member that forwarded it to a leader that died holds it until etcd's own
 //! request timeout (7 s with the default election timeout), while the other members elect a new
 //! leader in about one. Sending it again is safe because a write is told by its bytes: when the
-//! again-sent transaction's compare fails and the key holds exactly what was written, the first one
-//! landed, and the write is answered as done at the revision it landed at.
+//! again-sent transaction's compare fails and the key holds exactly what was written (read in the
+//! same transaction), the earlier one landed, and the write is answered as done at the revision it
+//! landed at. When the key holds something else, the earlier attempt may have landed and been
+//! written over since, or not: the answer is `OutcomeUnknown` (kube's 504), never a conflict or an
+//! "already exists" that would make the caller write again.
 
 use std::time::Duration;
 
@@ -130,12 +133,6 @@ impl EtcdStore {
     fn kv(&self) -> KvClient {
         self.kv.clone()
     }
-
-    /// The revision `key` was written at if it holds exactly `value`: an earlier attempt of a write
-    /// that is being sent again landed.
-    async fn landed(&self, key: &str, value: &[u8]) -> Result<Option<Revision>, StoreError> {
-        Ok(self.get(key).await?.filter(|kv| kv.value == value).map(|kv| kv.mod_revision))
-    }
 }
 
 /// How long each attempt of a create or update may take before it is sent again, the last attempt's
@@ -144,30 +141,61 @@ impl EtcdStore {
 /// that a slow etcd under load sees each write at most three times, not a storm of them.
 const WRITE_PATIENCE: [Duration; 3] = [Duration::from_millis(1500), Duration::from_secs(3), Duration::from_secs(30)];
 
-/// Run `attempt` (given its number, from 0) until it answers something other than etcd being
-/// unreachable, within `WRITE_PATIENCE`. An attempt past its patience is dropped, which cancels the
-/// call; what it asked of etcd may still land, which the next attempt finds (see the module's note).
+/// Whether an `Unavailable` failure means the write never reached etcd: a connection that could not
+/// be made, or a member without a leader, which proposes nothing. Any other (a connection reset
+/// mid-call, etcd's own "request timed out" or "leader changed") may follow a write that lands.
+fn certainly_unsent(why: &str) -> bool {
+    why.contains("tcp connect error") || why.contains("etcdserver: no leader")
+}
+
+/// Run `attempt` until it answers something other than etcd being unreachable, within
+/// `WRITE_PATIENCE`; it is told whether an earlier attempt may have landed. An attempt past its
+/// patience is dropped, which cancels the call; what it asked of etcd may still land, which the next
+/// attempt finds (see the module's note). When every attempt failed and one may have landed, the
+/// outcome is unknown.
 async fn with_retries<T, F, Fut>(mut attempt: F) -> Result<T, StoreError>
 where
-    F: FnMut(usize) -> Fut,
+    F: FnMut(bool) -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
 {
-    let mut last = StoreError::Unavailable("etcd did not answer".into());
+    let mut last = String::from("etcd did not answer");
+    let mut maybe_landed = false;
     for (i, patience) in WRITE_PATIENCE.iter().enumerate() {
-        match tokio::time::timeout(*patience, attempt(i)).await {
+        match tokio::time::timeout(*patience, attempt(maybe_landed)).await {
             Ok(Err(StoreError::Unavailable(why))) => {
-                last = StoreError::Unavailable(why);
+                maybe_landed |= !certainly_unsent(&why);
+                last = why;
                 // Refused at once (a member that is gone): a moment for the channel to move on.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Ok(done) => return done,
             Err(_) => {
                 tracing::debug!(attempt = i, ?patience, "an etcd write took too long; sending it again");
-                last = StoreError::Unavailable(format!("etcd did not answer within {patience:?}"));
+                maybe_landed = true;
+                last = format!("etcd did not answer within {patience:?}");
             }
         }
     }
-    Err(last)
+    Err(if maybe_landed { StoreError::OutcomeUnknown(last) } else { StoreError::Unavailable(last) })
+}
+
+/// What a write's transaction that failed its compare means, given the key as the transaction read
+/// it: `Ok(revision)` when an earlier attempt of the same write landed (the key holds exactly
+/// `value`), `Err(OutcomeUnknown)` when one may have and the key holds something else, else the
+/// refusal `refused` gives.
+fn after_failed_compare(
+    maybe_landed: bool,
+    current: Option<KeyValue>,
+    value: &[u8],
+    refused: impl FnOnce(Option<KeyValue>) -> StoreError,
+) -> Result<Revision, StoreError> {
+    match current {
+        Some(kv) if maybe_landed && kv.value == value => Ok(kv.mod_revision),
+        _ if maybe_landed => Err(StoreError::OutcomeUnknown(
+            "an earlier attempt of the write may have landed and been changed since".into(),
+        )),
+        current => Err(refused(current)),
+    }
 }
 
 fn else_current(resp: &etcd_client::TxnResponse) -> Result<Option<KeyValue>, StoreError> {
@@ -216,28 +244,27 @@ impl Store for EtcdStore {
 
     async fn create_guarded(&self, key: &str, value: Vec<u8>, guard: Option<&Guard>) -> Result<Revision, StoreError> {
         let mut when = vec![Compare::create_revision(key, CompareOp::Equal, 0)];
-        let mut otherwise = Vec::new();
         if let Some(g) = guard {
             when.push(Compare::mod_revision(g.key.as_str(), CompareOp::Equal, g.mod_revision));
-            // A failed transaction does not say which compare failed: read the key back in the same
-            // round trip to tell "exists" from "guard changed".
-            otherwise.push(TxnOp::get(key, Some(GetOptions::new().with_keys_only())));
         }
-        let txn = Txn::new().when(when).and_then([TxnOp::put(key, value.clone(), None)]).or_else(otherwise);
-        with_retries(|attempt| {
+        // A failed transaction does not say which compare failed: the key is read back in the same
+        // round trip to tell "exists" from "guard changed", and an earlier attempt's landing.
+        let txn =
+            Txn::new().when(when).and_then([TxnOp::put(key, value.clone(), None)]).or_else([TxnOp::get(key, None)]);
+        with_retries(|maybe_landed| {
             let (txn, mut kv, value) = (txn.clone(), self.kv(), &value);
             async move {
                 let resp = kv.txn(txn).await.map_err(map_err)?;
                 if resp.succeeded() {
                     return Ok(resp.header().map(|h| h.revision()).unwrap_or(0));
                 }
-                if attempt > 0 {
-                    if let Some(landed) = self.landed(key, value).await? {
-                        return Ok(landed);
+                after_failed_compare(maybe_landed, else_current(&resp)?, value, |current| {
+                    if guard.is_none() || current.is_some() {
+                        StoreError::AlreadyExists
+                    } else {
+                        StoreError::GuardChanged
                     }
-                }
-                let exists = guard.is_none() || else_current(&resp)?.is_some();
-                Err(if exists { StoreError::AlreadyExists } else { StoreError::GuardChanged })
+                })
             }
         })
         .await
@@ -248,19 +275,17 @@ impl Store for EtcdStore {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::put(key, value.clone(), None)])
             .or_else([TxnOp::get(key, None)]);
-        with_retries(|attempt| {
+        with_retries(|maybe_landed| {
             let (txn, mut kv, value) = (txn.clone(), self.kv(), &value);
             async move {
                 let resp = kv.txn(txn).await.map_err(map_err)?;
                 if resp.succeeded() {
                     return Ok(resp.header().map(|h| h.revision()).unwrap_or(0));
                 }
-                match else_current(&resp)? {
-                    // An earlier attempt of this write landed (see the module's note).
-                    Some(current) if attempt > 0 && current.value == *value => Ok(current.mod_revision),
-                    None => Err(StoreError::NotFound),
-                    current => Err(StoreError::Conflict { current }),
-                }
+                after_failed_compare(maybe_landed, else_current(&resp)?, value, |current| match current {
+                    None => StoreError::NotFound,
+                    current => StoreError::Conflict { current },
+                })
             }
         })
         .await
@@ -460,34 +485,35 @@ mod tests {
         map_err(etcd_client::Error::GRpcStatus(Status::new(code, msg)))
     }
 
-    /// A write stuck at a member is sent again once its patience runs out, one refused for etcd
-    /// being unreachable is tried again, and any other answer is the answer.
+    /// A write stuck at a member is sent again once its patience runs out, told that the first may
+    /// have landed; one refused for etcd being unreachable is tried again; any other answer is the
+    /// answer. Failing every attempt, the outcome is unknown once any attempt may have reached etcd.
     #[tokio::test(start_paused = true)]
     async fn writes_are_sent_again_when_stuck_or_refused() {
-        let calls = std::sync::atomic::AtomicUsize::new(0);
         let started = tokio::time::Instant::now();
-        let got = with_retries(|attempt| {
-            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            async move {
-                if attempt == 0 {
-                    // A member holding the write for etcd's 7 s.
-                    tokio::time::sleep(Duration::from_secs(7)).await;
-                }
-                Ok::<_, StoreError>(attempt)
+        let got = with_retries(|maybe_landed| async move {
+            if !maybe_landed {
+                // A member holding the write for etcd's 7 s.
+                tokio::time::sleep(Duration::from_secs(7)).await;
             }
+            Ok::<_, StoreError>(maybe_landed)
         })
         .await;
-        assert_eq!(got.unwrap(), 1);
+        assert!(got.unwrap(), "the second attempt knows the first may have landed");
         assert_eq!(started.elapsed(), WRITE_PATIENCE[0], "sent again after the first patience, not after 7 s");
 
         let calls = std::sync::atomic::AtomicUsize::new(0);
-        let got: Result<(), _> = with_retries(|_| {
+        let refused: Result<(), _> = with_retries(|_| {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            async { Err(StoreError::Unavailable("connection refused".into())) }
+            async { Err(StoreError::Unavailable("tcp connect error".into())) }
         })
         .await;
-        assert!(matches!(got, Err(StoreError::Unavailable(_))));
+        assert!(matches!(refused, Err(StoreError::Unavailable(_))), "never sent: {refused:?}");
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), WRITE_PATIENCE.len());
+
+        let reset: Result<(), _> =
+            with_retries(|_| async { Err(StoreError::Unavailable("etcdserver: request timed out".into())) }).await;
+        assert!(matches!(reset, Err(StoreError::OutcomeUnknown(_))), "may have landed: {reset:?}");
 
         let calls = std::sync::atomic::AtomicUsize::new(0);
         let got: Result<(), _> = with_retries(|_| {
@@ -497,6 +523,24 @@ mod tests {
         .await;
         assert!(matches!(got, Err(StoreError::AlreadyExists)));
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1, "an answer is not retried");
+    }
+
+    /// A compare that fails after an attempt that may have landed: the write's own bytes mean it
+    /// landed; anything else is not known, never a conflict the caller would act on.
+    #[test]
+    fn a_failed_compare_after_a_lost_attempt() {
+        let kv = |v: &[u8]| Some(KeyValue { key: "k".into(), value: v.to_vec(), mod_revision: 9 });
+        let conflict = |current| StoreError::Conflict { current };
+        assert_eq!(after_failed_compare(true, kv(b"mine"), b"mine", conflict).unwrap(), 9);
+        let other = after_failed_compare(true, kv(b"theirs"), b"mine", conflict);
+        assert!(matches!(other, Err(StoreError::OutcomeUnknown(_))), "{other:?}");
+        let gone = after_failed_compare(true, None, b"mine", conflict);
+        assert!(matches!(gone, Err(StoreError::OutcomeUnknown(_))), "{gone:?}");
+        let first = after_failed_compare(false, kv(b"mine"), b"mine", conflict);
+        assert!(
+            matches!(first, Err(StoreError::Conflict { .. })),
+            "a first attempt's compare is a conflict: {first:?}"
+        );
     }
 
     #[test]

@@ -165,6 +165,10 @@ pub enum StoreError {
     /// The store cannot be reached now; the request may be retried.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// A write was sent and the store did not say whether it was done: it may have been. Not to be
+    /// sent again blindly (a create with a generated name would make two objects).
+    #[error("the store did not answer whether the write was done: {0}")]
+    OutcomeUnknown(String),
     /// Anything else (corruption, engine failure).
     #[error("store failure: {0}")]
     Internal(String),
