@@ -4,42 +4,10 @@
 use serde_json::Value;
 
 /// The value of a quantity (`"1500m"`, `"2Gi"`, `"1e3"`, or a JSON number), `None` when it is not one.
-/// As an `f64`: exact for the sizes and counts kube holds up to 2^53, and a comparison of larger ones
-/// is off by less than one part in 10^15.
+/// As an `f64`: exact for the sizes and counts kube holds up to 2^53; [`compare`] compares exactly.
 pub(super) fn value(q: &Value) -> Option<f64> {
-    let text;
-    let s = match q {
-        Value::String(s) => s.trim(),
-        Value::Number(n) => {
-            text = n.to_string();
-            &text
-        }
-        _ => return None,
-    };
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let factor: f64 = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        // A decimal exponent (`1e3`, `2E2`), which kube's quantities take too.
-        e if e.len() > 1 && e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse::<i32>().ok()?.clamp(-30, 30)),
-        _ => return None,
-    };
-    let v = num.parse::<f64>().ok()? * factor;
+    let x = exact(q)?;
+    let v = x.m as f64 * 10f64.powi(x.e);
     v.is_finite().then_some(v)
 }
 
@@ -69,7 +37,7 @@ fn exact(q: &Value) -> Option<Exact> {
     };
     let (whole, fraction) = num.split_once('.').unwrap_or((num, ""));
     let digits = format!("{whole}{fraction}");
-    // Beyond 36 digits an i128 may not hold it: such a quantity is compared approximately.
+    // Beyond 36 digits an i128 may not hold it: no quantity kube takes is that long.
     if digits.is_empty() || digits.len() > 36 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

@@ -133,6 +133,28 @@ impl EtcdStore {
     fn kv(&self) -> KvClient {
         self.kv.clone()
     }
+
+    /// A write's transaction (a compare, the put of `value`, and a read of the key otherwise), sent
+    /// again while stuck (`with_retries`): the revision it landed at, or `refused` of the key as the
+    /// failed transaction read it.
+    async fn write(
+        &self,
+        txn: Txn,
+        value: &[u8],
+        refused: impl Fn(Option<KeyValue>) -> StoreError + Copy,
+    ) -> Result<Revision, StoreError> {
+        with_retries(|maybe_landed| {
+            let (txn, mut kv) = (txn.clone(), self.kv());
+            async move {
+                let resp = kv.txn(txn).await.map_err(map_err)?;
+                if resp.succeeded() {
+                    return Ok(resp.header().map(|h| h.revision()).unwrap_or(0));
+                }
+                after_failed_compare(maybe_landed, else_current(&resp)?, value, refused)
+            }
+        })
+        .await
+    }
 }
 
 /// How long each attempt of a create or update may take before it is sent again, the last attempt's
@@ -251,20 +273,11 @@ impl Store for EtcdStore {
         // round trip to tell "exists" from "guard changed", and an earlier attempt's landing.
         let txn =
             Txn::new().when(when).and_then([TxnOp::put(key, value.clone(), None)]).or_else([TxnOp::get(key, None)]);
-        with_retries(|maybe_landed| {
-            let (txn, mut kv, value) = (txn.clone(), self.kv(), &value);
-            async move {
-                let resp = kv.txn(txn).await.map_err(map_err)?;
-                if resp.succeeded() {
-                    return Ok(resp.header().map(|h| h.revision()).unwrap_or(0));
-                }
-                after_failed_compare(maybe_landed, else_current(&resp)?, value, |current| {
-                    if guard.is_none() || current.is_some() {
-                        StoreError::AlreadyExists
-                    } else {
-                        StoreError::GuardChanged
-                    }
-                })
+        self.write(txn, &value, |current| {
+            if guard.is_none() || current.is_some() {
+                StoreError::AlreadyExists
+            } else {
+                StoreError::GuardChanged
             }
         })
         .await
@@ -275,18 +288,9 @@ impl Store for EtcdStore {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::put(key, value.clone(), None)])
             .or_else([TxnOp::get(key, None)]);
-        with_retries(|maybe_landed| {
-            let (txn, mut kv, value) = (txn.clone(), self.kv(), &value);
-            async move {
-                let resp = kv.txn(txn).await.map_err(map_err)?;
-                if resp.succeeded() {
-                    return Ok(resp.header().map(|h| h.revision()).unwrap_or(0));
-                }
-                after_failed_compare(maybe_landed, else_current(&resp)?, value, |current| match current {
-                    None => StoreError::NotFound,
-                    current => StoreError::Conflict { current },
-                })
-            }
+        self.write(txn, &value, |current| match current {
+            None => StoreError::NotFound,
+            current => StoreError::Conflict { current },
         })
         .await
     }
