@@ -6,12 +6,14 @@
 //! template's alike), by a walk along the schema (`proto::visit`), with kube's field paths and words.
 //!
 //! Also: probes' and lifecycle hooks' handlers, requests against limits, volumes and their mounts,
-//! environment variables, port names, node selector terms, workloads' restart policies, and on
+//! environment variables, port names, node selector and affinity terms, user and group IDs, resource
+//! names, the common volume sources' fields and file lists, workloads' restart policies, and on
 //! updates what each type keeps once set (`update_errors`). As in kube, a StatefulSet's template is
 //! checked for its labels and restart policy only.
 //!
-//! Not checked: the many rarer rules (each volume source's own fields, affinity terms, security
-//! contexts, resource names), which kube refuses and kgate stores.
+//! Not checked: rarer rules (security contexts' capability and privilege combinations, the cloud and
+//! CSI volume sources' own fields, topology spread constraints, label keys inside affinity terms),
+//! which kube refuses and kgate stores.
 
 use serde_json::{Map, Value};
 
@@ -506,6 +508,53 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
             causes.push(cause("FieldValueRequired", &at, "Required value: must have at least one node selector term"));
         }
         "core.v1.NodeSelectorRequirement" => node_selector_requirement(map, path, causes),
+        "core.v1.PodAffinityTerm" if is_empty(map.get("topologyKey")) => {
+            causes.push(cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
+        }
+        "core.v1.WeightedPodAffinityTerm" | "core.v1.PreferredSchedulingTerm" => {
+            if let Some(w) = map.get("weight").and_then(Value::as_i64).filter(|w| !(1..=100).contains(w)) {
+                invalid(causes, path.child("weight"), w.to_string(), "must be in the range 1-100");
+            }
+        }
+        // User and group IDs (kube's `IsValidUserID` and `IsValidGroupID`).
+        "core.v1.PodSecurityContext" | "core.v1.SecurityContext" => {
+            for field in ["runAsUser", "runAsGroup", "fsGroup"] {
+                ids(map.get(field).into_iter(), &path.child(field), false, causes);
+            }
+            ids(
+                map.get("supplementalGroups").and_then(Value::as_array).into_iter().flatten(),
+                &path.child("supplementalGroups"),
+                true,
+                causes,
+            );
+        }
+        "core.v1.ConfigMapVolumeSource" => {
+            if is_empty(map.get("name")) {
+                required(causes, path.child("name"));
+            }
+            file_mode(map, "defaultMode", path, causes);
+        }
+        "core.v1.SecretVolumeSource" => {
+            if is_empty(map.get("secretName")) {
+                required(causes, path.child("secretName"));
+            }
+            file_mode(map, "defaultMode", path, causes);
+        }
+        "core.v1.ProjectedVolumeSource" | "core.v1.DownwardAPIVolumeSource" => {
+            file_mode(map, "defaultMode", path, causes)
+        }
+        "core.v1.PersistentVolumeClaimVolumeSource" if is_empty(map.get("claimName")) => {
+            required(causes, path.child("claimName"))
+        }
+        "core.v1.HostPathVolumeSource" if is_empty(map.get("path")) => required(causes, path.child("path")),
+        "core.v1.NFSVolumeSource" => {
+            for field in ["server", "path"] {
+                if is_empty(map.get(field)) {
+                    required(causes, path.child(field));
+                }
+            }
+        }
+        "core.v1.KeyToPath" => key_to_path(map, path, causes),
         // kube's words name a ReplicaSet's selector as a Deployment's.
         "apps.v1.DeploymentSpec" | "apps.v1.ReplicaSetSpec" => workload_spec("deployment", map, path, causes),
         "apps.v1.DaemonSetSpec" => workload_spec("daemonset", map, path, causes),
@@ -745,6 +794,13 @@ fn resources(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     let (lim_path, req_path) = (path.child("limits"), path.child("requests"));
     for (field, at) in [("limits", &lim_path), ("requests", &req_path)] {
         for (name, q) in quantities(field).into_iter().flatten() {
+            // kube's `validateContainerResourceName`: a standard resource or an extended one.
+            let standard =
+                matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-");
+            if !standard && !extended(name) {
+                let why = "must be a standard resource for containers";
+                invalid(causes, format!("{at}[{name}]"), format!("{name:?}"), why);
+            }
             let Some(v) = super::quantity::value(q) else { continue };
             if v < 0.0 {
                 invalid(causes, format!("{at}[{name}]"), shown(q), "must be greater than or equal to 0");
@@ -856,6 +912,47 @@ fn port_name_errors(name: &str) -> Vec<&'static str> {
         why.push("must not begin or end with a hyphen");
     }
     why
+}
+
+/// User or group IDs, each within 0 to 2^31-1 (`indexed`: a list, each reported at its index).
+fn ids<'a>(values: impl Iterator<Item = &'a Value>, at: &str, indexed: bool, causes: &mut Vec<Cause>) {
+    for (i, v) in values.enumerate() {
+        let Some(n) = v.as_i64().filter(|n| !(0..=i64::from(i32::MAX)).contains(n)) else { continue };
+        let at = if indexed { format!("{at}[{i}]") } else { at.to_string() };
+        invalid(causes, at, n.to_string(), "must be between 0 and 2147483647, inclusive");
+    }
+}
+
+/// A file mode kube writes a projected file with: 0 to 0777.
+fn file_mode(map: &Map<String, Value>, field: &str, path: &Path, causes: &mut Vec<Cause>) {
+    if let Some(mode) = map.get(field).and_then(Value::as_i64).filter(|m| !(0..=0o777).contains(m)) {
+        invalid(
+            causes,
+            path.child(field),
+            mode.to_string(),
+            "must be a number between 0 and 0777 (octal), both inclusive",
+        );
+    }
+}
+
+/// One item of a ConfigMap's, Secret's or projection's file list (kube's `validateKeyToPathList`): a
+/// key, a relative path that stays below the volume, a file mode.
+fn key_to_path(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    if is_empty(map.get("key")) {
+        required(causes, path.child("key"));
+    }
+    match map.get("path").and_then(Value::as_str) {
+        None | Some("") => required(causes, path.child("path")),
+        Some(p) => {
+            if p.starts_with('/') {
+                invalid(causes, path.child("path"), format!("{p:?}"), "must be a relative path");
+            }
+            if p.split('/').any(|part| part == "..") {
+                invalid(causes, path.child("path"), format!("{p:?}"), "must not contain '..'");
+            }
+        }
+    }
+    file_mode(map, "mode", path, causes);
 }
 
 /// One term of a node selector (kube's `ValidateNodeSelectorRequirement`): values as its operator
@@ -1287,9 +1384,10 @@ mod tests {
                 "spec.volumes[2]: Required value: must specify a volume type",
                 "spec.containers[0].volumeMounts[0].name: Not found: \"data\"",
                 "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/d\": must be unique",
+                "spec.volumes[1].secret.secretName: Required value",
             ],
         );
-        assert_eq!(got.len(), 5, "{got:?}");
+        assert_eq!(got.len(), 6, "{got:?}");
         // A StatefulSet's pods mount its claim templates: kube checks its template's labels only.
         let mut template = json!({"metadata": {"labels": {"app": "db"}}, "spec": spec});
         let sts = json!({"spec": {"selector": {"matchLabels": {"app": "db"}}, "template": template.clone()}});
@@ -1342,6 +1440,39 @@ mod tests {
                 "spec.ports[1].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive"
             ]
         );
+    }
+
+    #[test]
+    fn affinity_ids_resource_names_and_volume_sources() {
+        let pod = json!({"spec": {
+            "securityContext": {"runAsUser": -1, "supplementalGroups": [5, -2]},
+            "affinity": {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": {"a": "b"}}}],
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "podAffinityTerm": {"topologyKey": "zone"}}]}},
+            "containers": [{"name": "c", "image": "x", "securityContext": {"runAsGroup": 4294967296u64},
+                "resources": {"limits": {"gpu": "1", "example.com/gpu": "1", "cpu": "1"}, "requests": {"example.com/gpu": "1"}},
+                "volumeMounts": [{"name": "cm", "mountPath": "/a"}, {"name": "claim", "mountPath": "/b"}]}],
+            "volumes": [{"name": "cm", "configMap": {"defaultMode": 1000, "items": [{"key": "k", "path": "../x"}, {"key": "", "path": "/abs"}]}},
+                {"name": "claim", "persistentVolumeClaim": {"claimName": ""}}]}});
+        let got = messages("v1", "Pod", pod);
+        holds_all(
+            &got,
+            &[
+                "spec.securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive",
+                "spec.securityContext.supplementalGroups[1]: Invalid value: -2: must be between 0 and 2147483647, inclusive",
+                "spec.containers[0].securityContext.runAsGroup: Invalid value: 4294967296: must be between 0 and 2147483647, inclusive",
+                "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty",
+                "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100",
+                "spec.containers[0].resources.limits[gpu]: Invalid value: \"gpu\": must be a standard resource for containers",
+                "spec.volumes[0].configMap.name: Required value",
+                "spec.volumes[0].configMap.defaultMode: Invalid value: 1000: must be a number between 0 and 0777 (octal), both inclusive",
+                "spec.volumes[0].configMap.items[0].path: Invalid value: \"../x\": must not contain '..'",
+                "spec.volumes[0].configMap.items[1].key: Required value",
+                "spec.volumes[0].configMap.items[1].path: Invalid value: \"/abs\": must be a relative path",
+                "spec.volumes[1].persistentVolumeClaim.claimName: Required value",
+            ],
+        );
+        assert_eq!(got.len(), 12, "{got:?}");
     }
 
     #[test]
