@@ -7,13 +7,14 @@
 //!
 //! Also: probes' and lifecycle hooks' handlers, requests against limits, volumes and their mounts,
 //! environment variables, port names, node selector and affinity terms, user and group IDs, resource
-//! names, the common volume sources' fields and file lists, workloads' restart policies, and on
+//! names, the common volume sources' fields and file lists, topology spread constraints, privilege
+//! escalation kept off with privileges, workloads' restart policies, and on
 //! updates what each type keeps once set (`update_errors`). As in kube, a StatefulSet's template is
 //! checked for its labels and restart policy only.
 //!
-//! Not checked: rarer rules (security contexts' capability and privilege combinations, the cloud and
-//! CSI volume sources' own fields, topology spread constraints, label keys inside affinity terms),
-//! which kube refuses and kgate stores.
+//! Not checked: rarer rules (seccomp and AppArmor profiles, the cloud and CSI volume sources' own
+//! fields, label keys inside affinity and spread terms), which kube refuses and kgate stores; nor
+//! kube-apiserver's `--allow-privileged`, off by default there and on in every cluster tool's setup.
 
 use serde_json::{Map, Value};
 
@@ -516,10 +517,25 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
                 invalid(causes, path.child("weight"), w.to_string(), "must be in the range 1-100");
             }
         }
-        // User and group IDs (kube's `IsValidUserID` and `IsValidGroupID`).
+        "core.v1.TopologySpreadConstraint" => spread_constraint(map, path, causes),
+        // User and group IDs (kube's `IsValidUserID` and `IsValidGroupID`); a container's escalation
+        // kept off while it is privileged or adds CAP_SYS_ADMIN (shown as JSON, where kube shows the
+        // Go struct with its pointers' addresses).
         "core.v1.PodSecurityContext" | "core.v1.SecurityContext" => {
             for field in ["runAsUser", "runAsGroup", "fsGroup"] {
                 ids(map.get(field).into_iter(), &path.child(field), false, causes);
+            }
+            if map.get("allowPrivilegeEscalation") == Some(&Value::Bool(false)) {
+                let shown = || Value::Object(map.clone()).to_string();
+                if map.get("privileged") == Some(&Value::Bool(true)) {
+                    let why = "cannot set `allowPrivilegeEscalation` to false and `privileged` to true";
+                    invalid(causes, path.render(), shown(), why);
+                }
+                let added = map.get("capabilities").and_then(|c| c.get("add")).and_then(Value::as_array);
+                if added.into_iter().flatten().any(|c| c == "CAP_SYS_ADMIN") {
+                    let why = "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN";
+                    invalid(causes, path.render(), shown(), why);
+                }
             }
             ids(
                 map.get("supplementalGroups").and_then(Value::as_array).into_iter().flatten(),
@@ -912,6 +928,20 @@ fn port_name_errors(name: &str) -> Vec<&'static str> {
         why.push("must not begin or end with a hyphen");
     }
     why
+}
+
+/// A topology spread constraint (kube's `validateTopologySpreadConstraints`): a positive skew and
+/// minimum of domains, a topology key, a known action.
+fn spread_constraint(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    for field in ["maxSkew", "minDomains"] {
+        if let Some(n) = map.get(field).and_then(Value::as_i64).filter(|n| *n <= 0) {
+            invalid(causes, path.child(field), n.to_string(), "must be greater than zero");
+        }
+    }
+    if is_empty(map.get("topologyKey")) {
+        causes.push(cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
+    }
+    one_of(map, "whenUnsatisfiable", path, &["DoNotSchedule", "ScheduleAnyway"], causes);
 }
 
 /// User or group IDs, each within 0 to 2^31-1 (`indexed`: a list, each reported at its index).
@@ -1473,6 +1503,20 @@ mod tests {
             ],
         );
         assert_eq!(got.len(), 12, "{got:?}");
+        let pod = json!({"spec": {"containers": [{"name": "c", "image": "x",
+                "securityContext": {"privileged": true, "allowPrivilegeEscalation": false}}],
+            "topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "", "whenUnsatisfiable": "Maybe"}]}});
+        let got = messages("v1", "Pod", pod);
+        holds_all(
+            &got,
+            &[
+                "spec.containers[0].securityContext: Invalid value: {\"allowPrivilegeEscalation\":false,\"privileged\":true}: cannot set `allowPrivilegeEscalation` to false and `privileged` to true",
+                "spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero",
+                "spec.topologySpreadConstraints[0].topologyKey: Required value: can not be empty",
+                "spec.topologySpreadConstraints[0].whenUnsatisfiable: Unsupported value: \"Maybe\": supported values: \"DoNotSchedule\", \"ScheduleAnyway\"",
+            ],
+        );
+        assert_eq!(got.len(), 4, "{got:?}");
     }
 
     #[test]
