@@ -36,6 +36,8 @@ const CHECKED: &[&str] = &[
     "Service",
     "ConfigMap",
     "Secret",
+    "Role",
+    "ClusterRole",
 ];
 
 /// Causes reported at most: an object of a hundred thousand empty containers (a few bytes each as
@@ -57,6 +59,13 @@ pub fn errors(api_version: &str, kind: &str, obj: &Value) -> Vec<Cause> {
     if let ("v1", "ConfigMap" | "Secret", Some(map)) = (api_version, kind, obj.as_object()) {
         let name = if kind == "ConfigMap" { "core.v1.ConfigMap" } else { "core.v1.Secret" };
         check(name, map, &Path::default(), &mut causes);
+        return causes;
+    }
+    if let ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") = (api_version, kind) {
+        for (i, rule) in obj["rules"].as_array().into_iter().flatten().enumerate().take(MAX_CAUSES) {
+            policy_rule(rule, &format!("rules[{i}]"), kind == "Role", &mut causes);
+        }
+        causes.truncate(MAX_CAUSES);
         return causes;
     }
     // The walk makes nothing (a budget of 0), so the copy is only what the walk's signature asks for.
@@ -414,11 +423,8 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     };
     let now: Vec<Value> = is["tolerations"].as_array().into_iter().flatten().map(without_seconds).collect();
     if was["tolerations"].as_array().into_iter().flatten().any(|t| !now.contains(&without_seconds(t))) {
-        return forbidden(
-            causes,
-            "spec.tolerations",
-            "existing toleration can not be modified except its tolerationSeconds",
-        );
+        // Reported, and the rest still compared (with the old tolerations, below), as kube does.
+        forbidden(causes, "spec.tolerations", "existing toleration can not be modified except its tolerationSeconds");
     }
     let gates = |v: &Value| -> Vec<Value> { v["schedulingGates"].as_array().cloned().unwrap_or_default() };
     for (i, g) in gates(is).iter().enumerate() {
@@ -985,6 +991,45 @@ fn key_to_path(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     file_mode(map, "mode", path, causes);
 }
 
+/// One rule of a Role or ClusterRole (kube's `ValidatePolicyRule`): verbs, and either non-resource
+/// URLs (a ClusterRole's only) or API groups and resources.
+fn policy_rule(rule: &Value, at: &str, namespaced: bool, causes: &mut Vec<Cause>) {
+    let list = |f: &str| rule.get(f).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    if list("verbs").is_empty() {
+        causes.push(cause(
+            "FieldValueRequired",
+            &format!("{at}.verbs"),
+            "Required value: verbs must contain at least one value",
+        ));
+    }
+    let urls = list("nonResourceURLs");
+    if !urls.is_empty() {
+        // Go's `%#v` of the list.
+        let shown = format!("[]string{{{}}}", urls.iter().map(shown).collect::<Vec<_>>().join(", "));
+        if namespaced {
+            invalid(
+                causes,
+                format!("{at}.nonResourceURLs"),
+                shown.clone(),
+                "namespaced rules cannot apply to non-resource URLs",
+            );
+        }
+        if !list("apiGroups").is_empty() || !list("resources").is_empty() || !list("resourceNames").is_empty() {
+            let why = "rules cannot apply to both regular resources and non-resource URLs";
+            invalid(causes, format!("{at}.nonResourceURLs"), shown, why);
+        }
+        return;
+    }
+    if list("apiGroups").is_empty() {
+        let why = "Required value: resource rules must supply at least one api group";
+        causes.push(cause("FieldValueRequired", &format!("{at}.apiGroups"), why));
+    }
+    if list("resources").is_empty() {
+        let why = "Required value: resource rules must supply at least one resource";
+        causes.push(cause("FieldValueRequired", &format!("{at}.resources"), why));
+    }
+}
+
 /// One term of a node selector (kube's `ValidateNodeSelectorRequirement`): values as its operator
 /// wants them.
 fn node_selector_requirement(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
@@ -1517,6 +1562,26 @@ mod tests {
             ],
         );
         assert_eq!(got.len(), 4, "{got:?}");
+    }
+
+    #[test]
+    fn role_rules() {
+        let role = json!({"rules": [{"resources": ["pods"], "verbs": ["get"]}, {"nonResourceURLs": ["/healthz"], "verbs": []}]});
+        assert_eq!(
+            messages("rbac.authorization.k8s.io/v1", "Role", role.clone()),
+            [
+                "rules[0].apiGroups: Required value: resource rules must supply at least one api group",
+                "rules[1].verbs: Required value: verbs must contain at least one value",
+                "rules[1].nonResourceURLs: Invalid value: []string{\"/healthz\"}: namespaced rules cannot apply to non-resource URLs"
+            ]
+        );
+        assert_eq!(
+            messages("rbac.authorization.k8s.io/v1", "ClusterRole", role).len(),
+            2,
+            "a ClusterRole may name URLs"
+        );
+        let aggregated = json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"a": "b"}}]}});
+        assert!(messages("rbac.authorization.k8s.io/v1", "ClusterRole", aggregated).is_empty());
     }
 
     #[test]
