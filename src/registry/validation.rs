@@ -8,7 +8,8 @@
 //! Also: probes' and lifecycle hooks' handlers, requests against limits, volumes and their mounts,
 //! environment variables, port names, node selector and affinity terms, user and group IDs, resource
 //! names, the common volume sources' fields and file lists, topology spread constraints, privilege
-//! escalation kept off with privileges, workloads' restart policies, and on
+//! escalation kept off with privileges, workloads' restart policies, Role rules, Ingress paths and
+//! backends, and on
 //! updates what each type keeps once set (`update_errors`). As in kube, a StatefulSet's template is
 //! checked for its labels and restart policy only.
 //!
@@ -38,6 +39,7 @@ const CHECKED: &[&str] = &[
     "Secret",
     "Role",
     "ClusterRole",
+    "Ingress",
 ];
 
 /// Causes reported at most: an object of a hundred thousand empty containers (a few bytes each as
@@ -524,6 +526,8 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
             }
         }
         "core.v1.TopologySpreadConstraint" => spread_constraint(map, path, causes),
+        "networking.v1.HTTPIngressPath" => ingress_path(map, path, causes),
+        "networking.v1.IngressBackend" => ingress_backend(map, path, causes),
         // User and group IDs (kube's `IsValidUserID` and `IsValidGroupID`); a container's escalation
         // kept off while it is privileged or adds CAP_SYS_ADMIN (shown as JSON, where kube shows the
         // Go struct with its pointers' addresses).
@@ -989,6 +993,87 @@ fn key_to_path(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
         }
     }
     file_mode(map, "mode", path, causes);
+}
+
+/// An Ingress rule's path (kube's `validateHTTPIngressPath`): a path type, and a path that is absolute
+/// and, for `Exact` and `Prefix`, free of what would escape it.
+fn ingress_path(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let p = map.get("path").and_then(Value::as_str).unwrap_or_default();
+    let at = path.child("path");
+    match map.get("pathType").and_then(Value::as_str) {
+        None | Some("") => causes.push(cause(
+            "FieldValueRequired",
+            &path.child("pathType"),
+            "Required value: pathType must be specified",
+        )),
+        Some("Exact" | "Prefix") => {
+            if !p.starts_with('/') {
+                invalid(causes, at.clone(), format!("{p:?}"), "must be an absolute path");
+            }
+            for bad in ["//", "/./", "/../", "%2f", "%2F"] {
+                if p.contains(bad) {
+                    invalid(causes, at.clone(), format!("{p:?}"), &format!("must not contain '{bad}'"));
+                }
+            }
+            for bad in ["/..", "/."] {
+                if p.ends_with(bad) {
+                    invalid(causes, at.clone(), format!("{p:?}"), &format!("cannot end with '{bad}'"));
+                }
+            }
+        }
+        Some("ImplementationSpecific") => {
+            if !p.is_empty() && !p.starts_with('/') {
+                invalid(causes, at, format!("{p:?}"), "must be an absolute path");
+            }
+        }
+        Some(_) => one_of(map, "pathType", path, &["Exact", "ImplementationSpecific", "Prefix"], causes),
+    }
+}
+
+/// Where an Ingress sends traffic (kube's `validateIngressBackend`): a Service by name and one port,
+/// or a resource, not both.
+fn ingress_backend(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let set = |f: &str| map.get(f).is_some_and(|v| !v.is_null());
+    let here = path.render();
+    match (set("resource"), map.get("service").filter(|v| !v.is_null())) {
+        (true, Some(_)) => invalid(causes, here, "\"\"".into(), "cannot set both resource and service backends"),
+        (true, None) => {}
+        (false, Some(service)) => {
+            let at = path.child("service");
+            match service.get("name").and_then(Value::as_str) {
+                None | Some("") => required(causes, format!("{at}.name")),
+                Some(name) => {
+                    if let Err(why) = meta::validate_dns1123_label(name) {
+                        invalid(causes, format!("{at}.name"), format!("{name:?}"), &why);
+                    }
+                }
+            }
+            let port = &service["port"];
+            let name = port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty());
+            let number = port.get("number").and_then(Value::as_i64).filter(|n| *n != 0);
+            match (name, number) {
+                (Some(_), Some(_)) => invalid(causes, here, "\"\"".into(), "cannot set both port name & port number"),
+                (Some(name), None) => {
+                    for why in port_name_errors(name) {
+                        invalid(causes, format!("{at}.port.name"), format!("{name:?}"), why);
+                    }
+                }
+                (None, Some(n)) if !(1..=65535).contains(&n) => invalid(
+                    causes,
+                    format!("{at}.port.number"),
+                    n.to_string(),
+                    "must be between 1 and 65535, inclusive",
+                ),
+                (None, Some(_)) => {}
+                (None, None) => causes.push(cause(
+                    "FieldValueRequired",
+                    &format!("{at}.port.name"),
+                    "Required value: port name or number is required",
+                )),
+            }
+        }
+        (false, None) => invalid(causes, here, "\"\"".into(), "resource or service backend is required"),
+    }
 }
 
 /// One rule of a Role or ClusterRole (kube's `ValidatePolicyRule`): verbs, and either non-resource
@@ -1562,6 +1647,24 @@ mod tests {
             ],
         );
         assert_eq!(got.len(), 4, "{got:?}");
+    }
+
+    #[test]
+    fn ingress_paths_and_backends() {
+        let ing = json!({"spec": {"rules": [{"http": {"paths": [
+            {"path": "/api", "backend": {"service": {"name": "web", "port": {"number": 80}}}},
+            {"path": "api//v1", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {}}}},
+            {"path": "/", "pathType": "Exact", "backend": {}}]}}]}});
+        assert_eq!(
+            messages("networking.k8s.io/v1", "Ingress", ing),
+            [
+                "spec.rules[0].http.paths[0].pathType: Required value: pathType must be specified",
+                "spec.rules[0].http.paths[1].path: Invalid value: \"api//v1\": must be an absolute path",
+                "spec.rules[0].http.paths[1].path: Invalid value: \"api//v1\": must not contain '//'",
+                "spec.rules[0].http.paths[1].backend.service.port.name: Required value: port name or number is required",
+                "spec.rules[0].http.paths[2].backend: Invalid value: \"\": resource or service backend is required",
+            ]
+        );
     }
 
     #[test]
