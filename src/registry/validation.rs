@@ -17,6 +17,8 @@
 //! fields, label keys inside affinity and spread terms), which kube refuses and kgate stores; nor
 //! kube-apiserver's `--allow-privileged`, off by default there and on in every cluster tool's setup.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value};
 
 use crate::meta;
@@ -183,7 +185,31 @@ pub fn update_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
         }
         _ => {}
     }
+    causes.truncate(MAX_CAUSES);
     causes
+}
+
+fn duplicate(causes: &mut Vec<Cause>, at: &str, value: &str) {
+    causes.push(cause("FieldValueDuplicate", at, format!("Duplicate value: {value:?}")));
+}
+
+/// A name that must be a DNS-1123 label.
+fn dns_label(causes: &mut Vec<Cause>, at: String, name: &str) {
+    if let Err(why) = meta::validate_dns1123_label(name) {
+        invalid(causes, at, format!("{name:?}"), &why);
+    }
+}
+
+/// Exactly one of `kinds` set (a volume's source, a probe's handler): the first kept, the others
+/// refused in the struct's order; `what` names them in kube's words.
+fn exactly_one(map: &Map<String, Value>, path: &Path, kinds: &[&str], what: &str, causes: &mut Vec<Cause>) {
+    let mut set = kinds.iter().filter(|k| map.get(**k).is_some_and(|v| !v.is_null()));
+    if set.next().is_none() {
+        causes.push(cause("FieldValueRequired", &path.render(), format!("Required value: must specify a {what}")));
+    }
+    for extra in set {
+        forbidden(causes, &path.child(extra), &format!("may not specify more than 1 {what}"));
+    }
 }
 
 fn forbidden(causes: &mut Vec<Cause>, at: &str, why: &str) {
@@ -417,20 +443,25 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
         }
         _ => {}
     }
-    // Every toleration stays, its `tolerationSeconds` aside.
+    // Every toleration stays, its `tolerationSeconds` aside. Looked up in sets of their JSON (a map's
+    // keys are sorted, so equal values print alike): kube compares each pair, which a pod of many
+    // thousand tolerations makes quadratic.
+    fn list<'a>(v: &'a Value, field: &str) -> &'a [Value] {
+        v[field].as_array().map_or(&[][..], Vec::as_slice)
+    }
     let without_seconds = |t: &Value| {
         let mut t = t.clone();
         t.as_object_mut().map(|m| m.remove("tolerationSeconds"));
-        t
+        t.to_string()
     };
-    let now: Vec<Value> = is["tolerations"].as_array().into_iter().flatten().map(without_seconds).collect();
-    if was["tolerations"].as_array().into_iter().flatten().any(|t| !now.contains(&without_seconds(t))) {
+    let now: HashSet<String> = list(is, "tolerations").iter().map(without_seconds).collect();
+    if list(was, "tolerations").iter().any(|t| !now.contains(&without_seconds(t))) {
         // Reported, and the rest still compared (with the old tolerations, below), as kube does.
         forbidden(causes, "spec.tolerations", "existing toleration can not be modified except its tolerationSeconds");
     }
-    let gates = |v: &Value| -> Vec<Value> { v["schedulingGates"].as_array().cloned().unwrap_or_default() };
-    for (i, g) in gates(is).iter().enumerate() {
-        if !gates(was).contains(g) {
+    let gated: HashSet<String> = list(was, "schedulingGates").iter().map(Value::to_string).collect();
+    for (i, g) in list(is, "schedulingGates").iter().enumerate() {
+        if !gated.contains(&g.to_string()) {
             let name = g["name"].as_str().unwrap_or_default();
             let why = format!("only deletion is allowed, but found new scheduling gate '{name}'");
             forbidden(causes, &format!("spec.schedulingGates[{i}].name"), &why);
@@ -468,7 +499,7 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     {
         keep("terminationGracePeriodSeconds");
     }
-    if !gates(was).is_empty() {
+    if !gated.is_empty() {
         let selector = |v: &Value| v["nodeSelector"].as_object().cloned().unwrap_or_default();
         let (before, after) = (selector(was), selector(is));
         if before.iter().any(|(k, v)| after.get(k) != Some(v)) {
@@ -507,8 +538,12 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
         "core.v1.Container" => container(map, path, causes),
         "core.v1.ContainerPort" => container_port(map, path, causes),
         // Inline in a Probe: visited with the probe's fields, at its path.
-        "core.v1.ProbeHandler" => handler(map, path, &["exec", "httpGet", "tcpSocket", "grpc"], causes),
-        "core.v1.LifecycleHandler" => handler(map, path, &["exec", "httpGet", "tcpSocket", "sleep"], causes),
+        "core.v1.ProbeHandler" => {
+            exactly_one(map, path, &["exec", "httpGet", "tcpSocket", "grpc"], "handler type", causes)
+        }
+        "core.v1.LifecycleHandler" => {
+            exactly_one(map, path, &["exec", "httpGet", "tcpSocket", "sleep"], "handler type", causes)
+        }
         "core.v1.ResourceRequirements" => resources(map, path, causes),
         "core.v1.ServiceSpec" => service_spec(map, path, causes),
         "core.v1.ServicePort" => service_port(map, path, causes),
@@ -668,13 +703,13 @@ fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     }
     // Names are unique across the pod's containers and init containers: kube checks the containers
     // first, then the init containers against them (an empty name is only Required, in `container`).
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     for list in ["containers", "initContainers"] {
         for (i, c) in map.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
             let Some(name) = c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { continue };
             if !seen.insert(name) {
                 let at = format!("{}[{i}].name", path.child(list));
-                causes.push(cause("FieldValueDuplicate", &at, format!("Duplicate value: {name:?}")));
+                duplicate(causes, &at, name);
             }
         }
     }
@@ -686,24 +721,22 @@ fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
 /// A pod's volumes, named uniquely, and its containers' mounts of them (kube's `ValidateVolumes` and
 /// `validateVolumeMounts`): each mount names a volume of the pod, at a path given once per container.
 fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    let mut volumes = std::collections::HashSet::new();
+    let mut volumes = HashSet::new();
     for (i, v) in map.get("volumes").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let at = format!("{}[{i}].name", path.child("volumes"));
         match v.get("name").and_then(Value::as_str) {
             None | Some("") => required(causes, at),
             Some(name) => {
-                if let Err(why) = meta::validate_dns1123_label(name) {
-                    invalid(causes, at.clone(), format!("{name:?}"), &why);
-                }
+                dns_label(causes, at.clone(), name);
                 if !volumes.insert(name) {
-                    causes.push(cause("FieldValueDuplicate", &at, format!("Duplicate value: {name:?}")));
+                    duplicate(causes, &at, name);
                 }
             }
         }
     }
     for list in ["containers", "initContainers"] {
         for (c, container) in map.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
-            let mut paths = std::collections::HashSet::new();
+            let mut paths = HashSet::new();
             let mounts = container.get("volumeMounts").and_then(Value::as_array);
             for (m, mount) in mounts.into_iter().flatten().enumerate() {
                 let at = format!("{}[{c}].volumeMounts[{m}]", path.child(list));
@@ -726,37 +759,27 @@ fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Ca
     }
 }
 
-/// A volume's source: exactly one (kube's `validateVolumeSource`), the first set in the struct's order
-/// kept and each other refused.
+/// A volume's source: exactly one (kube's `validateVolumeSource`).
 fn volume_source(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    let sources = crate::proto::visit::field_names("core.v1.VolumeSource");
-    let mut set = sources.iter().filter(|s| map.get(**s).is_some_and(|v| !v.is_null()));
-    if set.next().is_none() {
-        causes.push(cause("FieldValueRequired", &path.render(), "Required value: must specify a volume type"));
-    }
-    for extra in set {
-        forbidden(causes, &path.child(extra), "may not specify more than 1 volume type");
-    }
+    exactly_one(map, path, &crate::proto::visit::field_names("core.v1.VolumeSource"), "volume type", causes);
 }
 
 fn container(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     match map.get("name").and_then(Value::as_str) {
         None | Some("") => required(causes, path.child("name")),
         Some(name) => {
-            if let Err(why) = meta::validate_dns1123_label(name) {
-                invalid(causes, path.child("name"), format!("{name:?}"), &why);
-            }
+            dns_label(causes, path.child("name"), name);
         }
     }
     if is_empty(map.get("image")) {
         required(causes, path.child("image"));
     }
-    let mut names = std::collections::HashSet::new();
+    let mut names = HashSet::new();
     for (i, port) in map.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let Some(name) = port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { continue };
         if port_name_errors(name).is_empty() && !names.insert(name) {
             let at = format!("{}[{i}].name", path.child("ports"));
-            causes.push(cause("FieldValueDuplicate", &at, format!("Duplicate value: {name:?}")));
+            duplicate(causes, &at, name);
         }
     }
     for (i, var) in map.get("env").and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -790,18 +813,6 @@ fn env_var(var: &Value, at: &str, causes: &mut Vec<Cause>) {
     }
     if sources > 1 {
         invalid(causes, at, "\"\"".into(), "may not have more than one field specified at a time");
-    }
-}
-
-/// A probe's or lifecycle hook's action: exactly one of `kinds`, the first set kept and the others
-/// refused in kube's order.
-fn handler(map: &Map<String, Value>, path: &Path, kinds: &[&str], causes: &mut Vec<Cause>) {
-    let mut set = kinds.iter().filter(|k| map.get(**k).is_some_and(|v| !v.is_null()));
-    if set.next().is_none() {
-        causes.push(cause("FieldValueRequired", &path.render(), "Required value: must specify a handler type"));
-    }
-    for extra in set {
-        forbidden(causes, &path.child(extra), "may not specify more than 1 handler type");
     }
 }
 
@@ -881,12 +892,12 @@ fn service_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) 
     if ports.is_empty() && !headless && !external {
         required(causes, path.child("ports"));
     }
-    let mut names = std::collections::HashSet::new();
+    let mut names = HashSet::new();
     for (i, p) in ports.iter().enumerate() {
         let Some(name) = p.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { continue };
         if !names.insert(name) {
             let at = format!("{}[{i}].name", path.child("ports"));
-            causes.push(cause("FieldValueDuplicate", &at, format!("Duplicate value: {name:?}")));
+            duplicate(causes, &at, name);
         }
     }
     // With more than one port, each is named (kube: the names tell the ports apart in Endpoints).
@@ -903,9 +914,7 @@ fn service_port(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) 
     port_number(map, "port", path, false, causes);
     one_of(map, "protocol", path, PROTOCOLS, causes);
     if let Some(name) = map.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-        if let Err(why) = meta::validate_dns1123_label(name) {
-            invalid(causes, path.child("name"), format!("{name:?}"), &why);
-        }
+        dns_label(causes, path.child("name"), name);
     }
     // A number, or the name of a port of the pods.
     match map.get("targetPort") {
@@ -1043,9 +1052,7 @@ fn ingress_backend(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause
             match service.get("name").and_then(Value::as_str) {
                 None | Some("") => required(causes, format!("{at}.name")),
                 Some(name) => {
-                    if let Err(why) = meta::validate_dns1123_label(name) {
-                        invalid(causes, format!("{at}.name"), format!("{name:?}"), &why);
-                    }
+                    dns_label(causes, format!("{at}.name"), name);
                 }
             }
             let port = &service["port"];
