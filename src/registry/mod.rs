@@ -16,7 +16,7 @@ mod quota;
 mod read;
 mod services;
 mod validation;
-pub use validation::update_errors;
+pub use validation::{errors as kind_errors, update_errors};
 mod write;
 
 use std::sync::Arc;
