@@ -59,12 +59,13 @@ pub fn body(data: &[u8]) {
         for (api_version, kind) in [(own.0.as_str(), own.1.as_str()), ("apps/v1", "DaemonSet"), ("v1", "Pod")] {
             let mut v = decoded.value.clone();
             crate::proto::go_shape(api_version, kind, &mut v);
-            // kube's type checks, and an update from nothing to it and back (every kept-field rule
-            // and the diffs they print).
+            // kube's type checks, and an update from nothing to it, back, and to itself (every
+            // kept-field rule, the diffs they print, and lists compared with lists).
             let _ = crate::registry::kind_errors(api_version, kind, &v);
             let empty = json!({"spec": {}});
             let _ = crate::registry::update_errors(kind, &empty, &v);
             let _ = crate::registry::update_errors(kind, &v, &empty);
+            let _ = crate::registry::update_errors(kind, &v, &v);
         }
         // As an autoscaling/v1 HorizontalPodAutoscaler: converted to the stored v2 (which reads the
         // JSON its annotations carry) and back.

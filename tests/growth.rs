@@ -36,6 +36,23 @@ fn json(v: serde_json::Value) -> Vec<u8> {
 }
 
 #[test]
+fn pod_updates_with_many_tolerations_and_gates() {
+    // kube compares every old toleration with every new one; an update of a pod that keeps them all
+    // must not cost their square.
+    grows_linearly(
+        "pod update: n tolerations and n scheduling gates kept",
+        1000,
+        |n| {
+            json(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "x"}],
+                    "tolerations": (0..n).map(|i| serde_json::json!({"key": format!("k{i}"), "operator": "Exists"})).collect::<Vec<_>>(),
+                    "schedulingGates": (0..n).map(|i| serde_json::json!({"name": format!("g{i}")})).collect::<Vec<_>>()}}))
+        },
+        kgate::fuzzing::body,
+    );
+}
+
+#[test]
 fn yaml_aliases_of_a_large_anchor() {
     grows_linearly(
         "yaml: n aliases of an n-item anchor",
