@@ -32,17 +32,21 @@ pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
     Err("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string())
 }
 
+/// Dot-separated DNS-1123 labels, whatever the length.
+fn subdomain_shape(s: &str) -> bool {
+    !s.is_empty()
+        && s.split('.').all(|part| {
+            let b = part.as_bytes();
+            !b.is_empty() && is_alnum(b[0]) && is_alnum(b[b.len() - 1]) && b.iter().all(|&c| is_alnum(c) || c == b'-')
+        })
+}
+
 /// DNS-1123 subdomain (most object names), with kube-apiserver's message.
 pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
     if s.len() > SUBDOMAIN_MAX {
         return Err(format!("must be no more than {SUBDOMAIN_MAX} characters"));
     }
-    let ok = !s.is_empty()
-        && s.split('.').all(|part| {
-            let b = part.as_bytes();
-            !b.is_empty() && is_alnum(b[0]) && is_alnum(b[b.len() - 1]) && b.iter().all(|&c| is_alnum(c) || c == b'-')
-        });
-    if ok {
+    if subdomain_shape(s) {
         Ok(())
     } else {
         Err("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string())
@@ -90,44 +94,98 @@ impl NameRule {
     }
 }
 
-fn qualified_name_ok(name: &str) -> bool {
-    let b = name.as_bytes();
+/// apimachinery's `RegexError` text (with Go's double space before "or").
+fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+    let shown: String = examples.iter().map(|e| format!("'{e}', ")).collect::<Vec<_>>().join(" or ");
+    if examples.is_empty() {
+        format!("{msg} (regex used for validation is '{fmt}')")
+    } else {
+        format!("{msg} (e.g. {shown}regex used for validation is '{fmt}')")
+    }
+}
+
+const QNAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QNAME_MSG: &str =
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const QNAME_EXAMPLES: &[&str] = &["MyName", "my.name", "123-abc"];
+const SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+
+/// A qualified name's part: alphanumerics, `-`, `_` and `.`, starting and ending alphanumeric.
+fn qualified_part_ok(s: &str) -> bool {
+    let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= LABEL_MAX
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
 }
 
-/// A label or annotation key: `[prefix/]name` as k8s.io/apimachinery `IsQualifiedName`.
-pub fn validate_qualified_name(key: &str) -> Result<(), String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    if let Some(p) = prefix {
-        if p.is_empty() {
-            return Err("prefix part must be non-empty".into());
+/// What is wrong with a label or annotation key, `[prefix/]name` (apimachinery's `IsQualifiedName`,
+/// a message per rule broken; kube reports each as its own error).
+pub fn qualified_name_errors(key: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let name = match key.split('/').collect::<Vec<_>>()[..] {
+        [name] => name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                if prefix.len() > SUBDOMAIN_MAX {
+                    errs.push(format!("prefix part must be no more than {SUBDOMAIN_MAX} characters"));
+                }
+                if !subdomain_shape(prefix) {
+                    errs.push(format!("prefix part {}", regex_error(SUBDOMAIN_MSG, SUBDOMAIN_FMT, &["example.com"])));
+                }
+            }
+            name
         }
-        validate_dns1123_subdomain(p).map_err(|e| format!("prefix part {e}"))?;
-    }
-    if qualified_name_ok(name) {
-        Ok(())
+        _ => {
+            let why = regex_error(QNAME_MSG, QNAME_FMT, QNAME_EXAMPLES);
+            return vec![format!(
+                "a qualified name {why} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )];
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
     } else if name.len() > LABEL_MAX {
-        Err(format!("name part must be no more than {LABEL_MAX} characters"))
-    } else {
-        Err("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".into())
+        errs.push(format!("name part must be no more than {LABEL_MAX} characters"));
     }
+    if !qualified_part_ok(name) {
+        errs.push(format!("name part {}", regex_error(QNAME_MSG, QNAME_FMT, QNAME_EXAMPLES)));
+    }
+    errs
 }
 
-/// A label value: empty, or a qualified name part of at most 63 characters.
-pub fn validate_label_value(v: &str) -> Result<(), String> {
-    if v.is_empty() || qualified_name_ok(v) {
-        Ok(())
-    } else if v.len() > LABEL_MAX {
-        Err(format!("must be no more than {LABEL_MAX} characters"))
-    } else {
-        Err("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".into())
+/// What is wrong with a label value (apimachinery's `IsValidLabelValue`): empty, or a qualified
+/// name's part of at most 63 characters.
+pub fn label_value_errors(v: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if v.len() > LABEL_MAX {
+        errs.push(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    if !v.is_empty() && !qualified_part_ok(v) {
+        const MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+        const FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
+        errs.push(regex_error(MSG, FMT, &["MyValue", "my_value", "12345"]));
+    }
+    errs
+}
+
+/// Labels as kube's `ValidateLabels`: each key's and each value's errors at `at` (the map's own path).
+pub fn label_errors(labels: &Map<String, Value>, at: &str, out: &mut Vec<Cause>) {
+    for (k, v) in labels {
+        for e in qualified_name_errors(k) {
+            out.push(cause("FieldValueInvalid", at, format!("Invalid value: {k:?}: {e}")));
+        }
+        match v.as_str() {
+            Some(s) => {
+                for e in label_value_errors(s) {
+                    out.push(cause("FieldValueInvalid", at, format!("Invalid value: {s:?}: {e}")));
+                }
+            }
+            None => out.push(cause("FieldValueInvalid", at, format!("Invalid value: {v}: must be a string"))),
+        }
     }
 }
 
@@ -138,29 +196,7 @@ const ANNOTATIONS_MAX: usize = 256 * 1024;
 pub fn validate_labels_annotations(meta: &Map<String, Value>) -> Vec<Cause> {
     let mut out = Vec::new();
     match meta.get("labels") {
-        Some(Value::Object(labels)) => {
-            for (k, v) in labels {
-                if let Err(e) = validate_qualified_name(k) {
-                    out.push(cause("FieldValueInvalid", "metadata.labels", format!("Invalid value: {k:?}: {e}")));
-                }
-                match v.as_str() {
-                    Some(s) => {
-                        if let Err(e) = validate_label_value(s) {
-                            out.push(cause(
-                                "FieldValueInvalid",
-                                "metadata.labels",
-                                format!("Invalid value: {s:?}: {e}"),
-                            ));
-                        }
-                    }
-                    None => out.push(cause(
-                        "FieldValueInvalid",
-                        "metadata.labels",
-                        format!("Invalid value: {v}: must be a string"),
-                    )),
-                }
-            }
-        }
+        Some(Value::Object(labels)) => label_errors(labels, "metadata.labels", &mut out),
         None | Some(Value::Null) => {}
         Some(_) => out.push(cause("FieldValueInvalid", "metadata.labels", "must be an object of strings")),
     }
@@ -168,7 +204,7 @@ pub fn validate_labels_annotations(meta: &Map<String, Value>) -> Vec<Cause> {
         Some(Value::Object(ann)) => {
             let mut total = 0;
             for (k, v) in ann {
-                if let Err(e) = validate_qualified_name(k) {
+                for e in qualified_name_errors(k) {
                     out.push(cause("FieldValueInvalid", "metadata.annotations", format!("Invalid value: {k:?}: {e}")));
                 }
                 match v.as_str() {
@@ -276,13 +312,16 @@ mod tests {
 
     #[test]
     fn label_keys_and_values() {
-        assert!(validate_qualified_name("app.kubernetes.io/name").is_ok());
-        assert!(validate_qualified_name("/name").is_err());
-        assert!(validate_qualified_name("a/b/c").is_err());
-        assert!(validate_label_value("").is_ok());
-        assert!(validate_label_value("v1.2_x").is_ok());
-        assert!(validate_label_value("-x").is_err());
-        assert!(validate_label_value(&"x".repeat(64)).is_err());
+        assert!(qualified_name_errors("app.kubernetes.io/name").is_empty());
+        assert_eq!(qualified_name_errors("/name"), ["prefix part must be non-empty"]);
+        assert!(qualified_name_errors("a/b/c")[0].starts_with("a qualified name must consist"));
+        // Each broken rule is its own message, as kube reports them.
+        let long_and_bad = format!("{}-", "x".repeat(64));
+        assert_eq!(qualified_name_errors(&long_and_bad).len(), 2);
+        assert!(label_value_errors("").is_empty());
+        assert!(label_value_errors("v1.2_x").is_empty());
+        assert_eq!(label_value_errors("-x").len(), 1);
+        assert_eq!(label_value_errors(&format!("{}-", "x".repeat(64))).len(), 2);
     }
 
     #[test]

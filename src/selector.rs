@@ -435,100 +435,16 @@ fn go_quote(s: &str) -> String {
     out
 }
 
-const QNAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const QNAME_MSG: &str =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
-const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-
-/// apimachinery's RegexError text (note the double space before "or", as in Go).
-fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
-    if examples.is_empty() {
-        return format!("{msg} (regex used for validation is '{fmt}')");
-    }
-    let mut s = format!("{msg} (e.g. ");
-    for (i, e) in examples.iter().enumerate() {
-        if i > 0 {
-            s.push_str(" or ");
-        }
-        s.push_str(&format!("'{e}', "));
-    }
-    s.push_str(&format!("regex used for validation is '{fmt}')"));
-    s
-}
-
-fn is_alnum(c: u8) -> bool {
-    c.is_ascii_alphanumeric()
-}
-
-fn is_qualified_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && is_alnum(b[0])
-        && is_alnum(b[b.len() - 1])
-        && b.iter().all(|&c| is_alnum(c) || c == b'-' || c == b'_' || c == b'.')
-}
-
-fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.split('.').all(|label| {
-            let b = label.as_bytes();
-            let ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-            !b.is_empty() && ok(b[0]) && ok(b[b.len() - 1]) && b.iter().all(|&c| ok(c) || c == b'-')
-        })
-}
-
-/// Validation errors for a label key (apimachinery IsQualifiedName), joined with "; ".
+/// Validation errors for a label key (apimachinery IsQualifiedName), joined with "; " as the
+/// selector parser joins them.
 pub fn validate_key(key: &str) -> Option<String> {
-    let mut errs: Vec<String> = Vec::new();
-    let parts: Vec<&str> = key.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".into());
-            } else {
-                if prefix.len() > 253 {
-                    errs.push("prefix part must be no more than 253 characters".into());
-                }
-                if !is_dns1123_subdomain(prefix) {
-                    errs.push(format!(
-                        "prefix part {}",
-                        regex_error(DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, &["example.com"])
-                    ));
-                }
-            }
-            *name
-        }
-        _ => {
-            return Some(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(QNAME_MSG, QNAME_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".into());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 characters".into());
-    }
-    if !is_qualified_name_part(name) {
-        errs.push(format!("name part {}", regex_error(QNAME_MSG, QNAME_FMT, &["MyName", "my.name", "123-abc"])));
-    }
+    let errs = crate::meta::qualified_name_errors(key);
     (!errs.is_empty()).then(|| errs.join("; "))
 }
 
 /// Validation errors for a label value (apimachinery IsValidLabelValue), joined with "; ".
 pub fn validate_value(v: &str) -> Option<String> {
-    let mut errs = Vec::new();
-    if v.len() > 63 {
-        errs.push("must be no more than 63 characters".to_string());
-    }
-    if !v.is_empty() && !is_qualified_name_part(v) {
-        errs.push(regex_error(LABEL_VALUE_MSG, LABEL_VALUE_FMT, &["MyValue", "my_value", "12345"]));
-    }
+    let errs = crate::meta::label_value_errors(v);
     (!errs.is_empty()).then(|| errs.join("; "))
 }
 

@@ -364,7 +364,7 @@ fn validate_meta(ctx: &Ctx, obj: &Value) -> ApiResult<()> {
     if let Some(f) = meta.get("finalizers") {
         let ok = f
             .as_array()
-            .is_some_and(|a| a.iter().all(|v| v.as_str().is_some_and(|s| meta::validate_qualified_name(s).is_ok())));
+            .is_some_and(|a| a.iter().all(|v| v.as_str().is_some_and(|s| meta::qualified_name_errors(s).is_empty())));
         if !ok && !f.is_null() {
             causes.push(cause(
                 "FieldValueInvalid",

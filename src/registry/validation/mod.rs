@@ -1,0 +1,318 @@
+//! kube's validation of the built-in types beyond what their schema's types say (kube 1.33's
+//! `pkg/apis/core/validation` and `pkg/apis/apps/validation`), for the checks clients and operators
+//! meet: a pod spec's containers (names, images, ports), its restart and DNS policies, a workload's
+//! selector and template labels, a Service's type and ports, ConfigMap and Secret keys. Each check is
+//! keyed by the Go struct it belongs to and runs wherever that struct appears (a Pod's spec and every
+//! template's alike), by a walk along the schema (`proto::visit`), with kube's field paths and words.
+//!
+//! Also: probes' and lifecycle hooks' handlers, requests against limits, volumes and their mounts,
+//! environment variables, port names, node selector and affinity terms, user and group IDs, resource
+//! names, the common volume sources' fields and file lists, topology spread constraints, privilege
+//! escalation kept off with privileges, workloads' restart policies, Role rules, Ingress paths and
+//! backends, and on
+//! updates what each type keeps once set (`update_errors`). As in kube, a StatefulSet's template is
+//! checked for its labels and restart policy only.
+//!
+//! Not checked: rarer rules (seccomp and AppArmor profiles, the cloud and CSI volume sources' own
+//! fields, label keys inside affinity and spread terms), which kube refuses and kgate stores; nor
+//! kube-apiserver's `--allow-privileged`, off by default there and on in every cluster tool's setup.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use crate::meta;
+use crate::proto::visit::Path;
+use crate::status::{cause, Cause};
+
+mod network;
+mod pod;
+mod rbac;
+mod update;
+mod workloads;
+
+use network::*;
+use pod::*;
+use rbac::*;
+use workloads::*;
+
+pub use update::update_errors;
+
+/// The kinds holding a checked struct; other kinds are not walked at all.
+const CHECKED: &[&str] = &[
+    "Pod",
+    "PodTemplate",
+    "ReplicationController",
+    "Deployment",
+    "ReplicaSet",
+    "DaemonSet",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "Service",
+    "ConfigMap",
+    "Secret",
+    "Role",
+    "ClusterRole",
+    "Ingress",
+];
+
+/// Causes reported at most: an object of a hundred thousand empty containers (a few bytes each as
+/// sent) must not make an answer of megabytes. kube lists them all; the first ones tell the client
+/// what is wrong.
+const MAX_CAUSES: usize = 256;
+
+/// The protocols a port may name (kube's `supportedPortProtocols`, listed sorted as kube lists a set).
+const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
+
+/// kube's checks of `obj`, an object of the built-in `api_version`/`kind` (defaulted already, as kube
+/// validates after defaulting).
+pub fn errors(api_version: &str, kind: &str, obj: &Value) -> Vec<Cause> {
+    if !CHECKED.contains(&kind) {
+        return Vec::new();
+    }
+    let mut causes = Vec::new();
+    // Their checks are of their own top-level keys: no walk, so no copy of what may be a megabyte.
+    if let ("v1", "ConfigMap" | "Secret", Some(map)) = (api_version, kind, obj.as_object()) {
+        let name = if kind == "ConfigMap" { "core.v1.ConfigMap" } else { "core.v1.Secret" };
+        check(name, map, &Path::default(), &mut causes);
+        return causes;
+    }
+    if let ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") = (api_version, kind) {
+        for (i, rule) in obj["rules"].as_array().into_iter().flatten().enumerate().take(MAX_CAUSES) {
+            policy_rule(rule, &format!("rules[{i}]"), kind == "Role", &mut causes);
+        }
+        causes.truncate(MAX_CAUSES);
+        return causes;
+    }
+    // The walk makes nothing (a budget of 0), so the copy is only what the walk's signature asks for.
+    // kube validates a StatefulSet's template by its labels alone (its pods' mounts name the claim
+    // templates, which are no volumes of the template's); the restart policy is checked with the spec.
+    let statefulset = kind == "StatefulSet";
+    crate::proto::visit::visit_structs(api_version, kind, &mut obj.clone(), 0, &mut |name, map, path| {
+        if causes.len() < MAX_CAUSES && !(statefulset && path.render().starts_with("spec.template")) {
+            check(name, map, path, &mut causes)
+        }
+    });
+    causes.truncate(MAX_CAUSES);
+    causes
+}
+
+fn duplicate(causes: &mut Vec<Cause>, at: &str, value: &str) {
+    causes.push(cause("FieldValueDuplicate", at, format!("Duplicate value: {value:?}")));
+}
+
+/// A name that must be a DNS-1123 label.
+fn dns_label(causes: &mut Vec<Cause>, at: String, name: &str) {
+    if let Err(why) = meta::validate_dns1123_label(name) {
+        invalid(causes, at, format!("{name:?}"), &why);
+    }
+}
+
+/// Exactly one of `kinds` set (a volume's source, a probe's handler): the first kept, the others
+/// refused in the struct's order; `what` names them in kube's words.
+fn exactly_one(map: &Map<String, Value>, path: &Path, kinds: &[&str], what: &str, causes: &mut Vec<Cause>) {
+    let mut set = kinds.iter().filter(|k| map.get(**k).is_some_and(|v| !v.is_null()));
+    if set.next().is_none() {
+        causes.push(cause("FieldValueRequired", &path.render(), format!("Required value: must specify a {what}")));
+    }
+    for extra in set {
+        forbidden(causes, &path.child(extra), &format!("may not specify more than 1 {what}"));
+    }
+}
+
+fn forbidden(causes: &mut Vec<Cause>, at: &str, why: &str) {
+    causes.push(cause("FieldValueForbidden", at, format!("Forbidden: {why}")));
+}
+
+fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    match name {
+        "core.v1.PodSpec" => pod_spec(map, path, causes),
+        "core.v1.Container" => container(map, path, causes),
+        "core.v1.ContainerPort" => container_port(map, path, causes),
+        // Inline in a Probe: visited with the probe's fields, at its path.
+        "core.v1.ProbeHandler" => {
+            exactly_one(map, path, &["exec", "httpGet", "tcpSocket", "grpc"], "handler type", causes)
+        }
+        "core.v1.LifecycleHandler" => {
+            exactly_one(map, path, &["exec", "httpGet", "tcpSocket", "sleep"], "handler type", causes)
+        }
+        "core.v1.ResourceRequirements" => resources(map, path, causes),
+        "core.v1.ServiceSpec" => service_spec(map, path, causes),
+        "core.v1.ServicePort" => service_port(map, path, causes),
+        "core.v1.NodeSelector" if is_empty(map.get("nodeSelectorTerms")) => {
+            let at = path.child("nodeSelectorTerms");
+            causes.push(cause("FieldValueRequired", &at, "Required value: must have at least one node selector term"));
+        }
+        "core.v1.NodeSelectorRequirement" => node_selector_requirement(map, path, causes),
+        "core.v1.PodAffinityTerm" if is_empty(map.get("topologyKey")) => {
+            causes.push(cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
+        }
+        "core.v1.WeightedPodAffinityTerm" | "core.v1.PreferredSchedulingTerm" => {
+            if let Some(w) = map.get("weight").and_then(Value::as_i64).filter(|w| !(1..=100).contains(w)) {
+                invalid(causes, path.child("weight"), w.to_string(), "must be in the range 1-100");
+            }
+        }
+        "core.v1.TopologySpreadConstraint" => spread_constraint(map, path, causes),
+        "networking.v1.HTTPIngressPath" => ingress_path(map, path, causes),
+        "networking.v1.IngressBackend" => ingress_backend(map, path, causes),
+        // User and group IDs (kube's `IsValidUserID` and `IsValidGroupID`); a container's escalation
+        // kept off while it is privileged or adds CAP_SYS_ADMIN (shown as JSON, where kube shows the
+        // Go struct with its pointers' addresses).
+        "core.v1.PodSecurityContext" | "core.v1.SecurityContext" => {
+            for field in ["runAsUser", "runAsGroup", "fsGroup"] {
+                ids(map.get(field).into_iter(), &path.child(field), false, causes);
+            }
+            if map.get("allowPrivilegeEscalation") == Some(&Value::Bool(false)) {
+                let shown = || Value::Object(map.clone()).to_string();
+                if map.get("privileged") == Some(&Value::Bool(true)) {
+                    let why = "cannot set `allowPrivilegeEscalation` to false and `privileged` to true";
+                    invalid(causes, path.render(), shown(), why);
+                }
+                let added = map.get("capabilities").and_then(|c| c.get("add")).and_then(Value::as_array);
+                if added.into_iter().flatten().any(|c| c == "CAP_SYS_ADMIN") {
+                    let why = "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN";
+                    invalid(causes, path.render(), shown(), why);
+                }
+            }
+            ids(
+                map.get("supplementalGroups").and_then(Value::as_array).into_iter().flatten(),
+                &path.child("supplementalGroups"),
+                true,
+                causes,
+            );
+        }
+        "core.v1.ConfigMapVolumeSource" => {
+            if is_empty(map.get("name")) {
+                required(causes, path.child("name"));
+            }
+            file_mode(map, "defaultMode", path, causes);
+        }
+        "core.v1.SecretVolumeSource" => {
+            if is_empty(map.get("secretName")) {
+                required(causes, path.child("secretName"));
+            }
+            file_mode(map, "defaultMode", path, causes);
+        }
+        "core.v1.ProjectedVolumeSource" | "core.v1.DownwardAPIVolumeSource" => {
+            file_mode(map, "defaultMode", path, causes)
+        }
+        "core.v1.PersistentVolumeClaimVolumeSource" if is_empty(map.get("claimName")) => {
+            required(causes, path.child("claimName"))
+        }
+        "core.v1.HostPathVolumeSource" if is_empty(map.get("path")) => required(causes, path.child("path")),
+        "core.v1.NFSVolumeSource" => {
+            for field in ["server", "path"] {
+                if is_empty(map.get(field)) {
+                    required(causes, path.child(field));
+                }
+            }
+        }
+        "core.v1.KeyToPath" => key_to_path(map, path, causes),
+        // kube's words name a ReplicaSet's selector as a Deployment's.
+        "apps.v1.DeploymentSpec" | "apps.v1.ReplicaSetSpec" => workload_spec("deployment", map, path, causes),
+        "apps.v1.DaemonSetSpec" => workload_spec("daemonset", map, path, causes),
+        "apps.v1.StatefulSetSpec" => workload_spec("statefulset", map, path, causes),
+        "batch.v1.JobSpec" => {
+            let at = format!("{}.spec", path.child("template"));
+            let spec = map.get("template").and_then(|t| t.get("spec")).and_then(Value::as_object);
+            if let Some(spec) = spec {
+                one_of_at(spec, "restartPolicy", &at, &["OnFailure", "Never"], causes);
+            }
+        }
+        // Inline in a Volume: visited with the volume's fields, at its path.
+        "core.v1.VolumeSource" => volume_source(map, path, causes),
+        "core.v1.ConfigMap" => {
+            for field in ["data", "binaryData"] {
+                config_keys(map, field, path, causes);
+            }
+        }
+        "core.v1.Secret" => config_keys(map, "data", path, causes),
+        _ => {}
+    }
+}
+
+fn required(causes: &mut Vec<Cause>, at: String) {
+    causes.push(cause("FieldValueRequired", &at, "Required value"));
+}
+
+fn invalid(causes: &mut Vec<Cause>, at: String, shown: String, why: &str) {
+    causes.push(cause("FieldValueInvalid", &at, format!("Invalid value: {shown}: {why}")));
+}
+
+/// Go's `%q` of a string, or the JSON of anything else.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+fn not_supported(causes: &mut Vec<Cause>, at: String, value: &Value, supported: &[&str]) {
+    let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+    let message = format!("Unsupported value: {}: supported values: {}", shown(value), list.join(", "));
+    causes.push(cause("FieldValueNotSupported", &at, message));
+}
+
+/// A string field that must be one of `supported` (and is required: defaults have filled it if the
+/// client left it out).
+fn one_of(map: &Map<String, Value>, field: &str, path: &Path, supported: &[&str], causes: &mut Vec<Cause>) {
+    one_of_at(map, field, &path.render(), supported, causes)
+}
+
+/// `one_of` of the struct at `at`, a path already rendered.
+fn one_of_at(map: &Map<String, Value>, field: &str, at: &str, supported: &[&str], causes: &mut Vec<Cause>) {
+    let place = || if at.is_empty() { field.to_string() } else { format!("{at}.{field}") };
+    match map.get(field) {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.is_empty() => required(causes, place()),
+        Some(Value::String(s)) if supported.contains(&s.as_str()) => {}
+        Some(v) => not_supported(causes, place(), v, supported),
+    }
+}
+
+/// A port number, if set: 1 to 65535 (kube's `IsValidPortNum`); 0 passes where kube takes it as unset
+/// (`zero_unset`: a host port, or a container port whose absence is reported as Required).
+fn port_number(map: &Map<String, Value>, field: &str, path: &Path, zero_unset: bool, causes: &mut Vec<Cause>) {
+    let checked = |n: &i64| !((1..=65535).contains(n) || zero_unset && *n == 0);
+    if let Some(n) = map.get(field).and_then(Value::as_i64).filter(checked) {
+        invalid(causes, path.child(field), n.to_string(), "must be between 1 and 65535, inclusive");
+    }
+}
+
+fn is_empty(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+        _ => false,
+    }
+}
+
+/// The keys of a ConfigMap's or Secret's `field`: kube's `IsConfigMapKey`, each failing rule its own
+/// error at `field[key]`.
+fn config_keys(map: &Map<String, Value>, field: &str, path: &Path, causes: &mut Vec<Cause>) {
+    const PATTERN: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+    for key in map.get(field).and_then(Value::as_object).into_iter().flat_map(|m| m.keys()) {
+        let mut why = Vec::new();
+        if key.len() > 253 {
+            why.push("must be no more than 253 characters");
+        }
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.') {
+            why.push(PATTERN);
+        }
+        match key.as_str() {
+            "." => why.push("must not be '.'"),
+            ".." => why.push("must not be '..'"),
+            k if k.starts_with("..") => why.push("must not start with '..'"),
+            _ => {}
+        }
+        for w in why {
+            invalid(causes, format!("{}[{key}]", path.child(field)), format!("{key:?}"), w);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,273 @@
+//! A pod spec's checks, wherever a pod spec is (a Pod's and every template's): containers, volumes
+//! and mounts, environment, resources, ports, scheduling terms, security IDs and projected files.
+
+use super::*;
+
+pub(super) fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    if is_empty(map.get("containers")) {
+        required(causes, path.child("containers"));
+    }
+    // Names are unique across the pod's containers and init containers: kube checks the containers
+    // first, then the init containers against them (an empty name is only Required, in `container`).
+    let mut seen = HashSet::new();
+    for list in ["containers", "initContainers"] {
+        for (i, c) in map.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let Some(name) = c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { continue };
+            if !seen.insert(name) {
+                let at = format!("{}[{i}].name", path.child(list));
+                duplicate(causes, &at, name);
+            }
+        }
+    }
+    one_of(map, "restartPolicy", path, &["Always", "OnFailure", "Never"], causes);
+    one_of(map, "dnsPolicy", path, &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], causes);
+    volumes_and_mounts(map, path, causes);
+}
+
+/// A pod's volumes, named uniquely, and its containers' mounts of them (kube's `ValidateVolumes` and
+/// `validateVolumeMounts`): each mount names a volume of the pod, at a path given once per container.
+pub(super) fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let mut volumes = HashSet::new();
+    for (i, v) in map.get("volumes").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let at = format!("{}[{i}].name", path.child("volumes"));
+        match v.get("name").and_then(Value::as_str) {
+            None | Some("") => required(causes, at),
+            Some(name) => {
+                dns_label(causes, at.clone(), name);
+                if !volumes.insert(name) {
+                    duplicate(causes, &at, name);
+                }
+            }
+        }
+    }
+    for list in ["containers", "initContainers"] {
+        for (c, container) in map.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let mut paths = HashSet::new();
+            let mounts = container.get("volumeMounts").and_then(Value::as_array);
+            for (m, mount) in mounts.into_iter().flatten().enumerate() {
+                let at = format!("{}[{c}].volumeMounts[{m}]", path.child(list));
+                match mount.get("name").and_then(Value::as_str) {
+                    None | Some("") => required(causes, format!("{at}.name")),
+                    Some(name) if !volumes.contains(name) => {
+                        causes.push(cause("FieldValueNotFound", &format!("{at}.name"), format!("Not found: {name:?}")))
+                    }
+                    Some(_) => {}
+                }
+                match mount.get("mountPath").and_then(Value::as_str) {
+                    None | Some("") => required(causes, format!("{at}.mountPath")),
+                    Some(p) if !paths.insert(p) => {
+                        invalid(causes, format!("{at}.mountPath"), format!("{p:?}"), "must be unique")
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// A volume's source: exactly one (kube's `validateVolumeSource`).
+pub(super) fn volume_source(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    exactly_one(map, path, &crate::proto::visit::field_names("core.v1.VolumeSource"), "volume type", causes);
+}
+
+pub(super) fn container(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    match map.get("name").and_then(Value::as_str) {
+        None | Some("") => required(causes, path.child("name")),
+        Some(name) => {
+            dns_label(causes, path.child("name"), name);
+        }
+    }
+    if is_empty(map.get("image")) {
+        required(causes, path.child("image"));
+    }
+    let mut names = HashSet::new();
+    for (i, port) in map.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let Some(name) = port.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { continue };
+        if port_name_errors(name).is_empty() && !names.insert(name) {
+            let at = format!("{}[{i}].name", path.child("ports"));
+            duplicate(causes, &at, name);
+        }
+    }
+    for (i, var) in map.get("env").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        env_var(var, &format!("{}[{i}]", path.child("env")), causes);
+    }
+}
+
+/// One environment variable (kube's `validateEnv`, with 1.33's relaxed names): a name of printable
+/// ASCII but '=', and a value or exactly one source.
+pub(super) fn env_var(var: &Value, at: &str, causes: &mut Vec<Cause>) {
+    match var.get("name").and_then(Value::as_str) {
+        None | Some("") => required(causes, format!("{at}.name")),
+        Some(name) if name.bytes().any(|b| !(0x20..=0x7e).contains(&b) || b == b'=') => invalid(
+            causes,
+            format!("{at}.name"),
+            format!("{name:?}"),
+            "a valid environment variable name must consist only of printable ASCII characters other than '='",
+        ),
+        Some(_) => {}
+    }
+    let Some(from) = var.get("valueFrom").filter(|v| !v.is_null()) else { return };
+    const SOURCES: &[&str] = &["fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef"];
+    let sources = SOURCES.iter().filter(|s| from.get(**s).is_some_and(|v| !v.is_null())).count();
+    let at = format!("{at}.valueFrom");
+    if sources == 0 {
+        let why = "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`";
+        invalid(causes, at.clone(), "\"\"".into(), why);
+    }
+    if sources > 0 && !is_empty(var.get("value")) {
+        invalid(causes, at.clone(), "\"\"".into(), "may not be specified when `value` is not empty");
+    }
+    if sources > 1 {
+        invalid(causes, at, "\"\"".into(), "may not have more than one field specified at a time");
+    }
+}
+
+/// A container's (or a pod's) requests and limits (kube's `validateResourceRequirements`): none
+/// negative; a request within its limit; hugepages and extended resources, which cannot be
+/// overcommitted, requested exactly at their limit and in whole units.
+pub(super) fn resources(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let quantities = |f: &str| map.get(f).and_then(Value::as_object);
+    // A resource kube schedules by a node's exact amount: hugepages, and extended resources (a
+    // domain-qualified name outside kubernetes.io).
+    let exact = |name: &str| {
+        name.starts_with("hugepages-")
+            || name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+    };
+    let extended = |name: &str| !name.starts_with("hugepages-") && exact(name);
+    let (lim_path, req_path) = (path.child("limits"), path.child("requests"));
+    for (field, at) in [("limits", &lim_path), ("requests", &req_path)] {
+        for (name, q) in quantities(field).into_iter().flatten() {
+            // kube's `validateContainerResourceName`: a standard resource or an extended one.
+            let standard =
+                matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-");
+            if !standard && !extended(name) {
+                let why = "must be a standard resource for containers";
+                invalid(causes, format!("{at}[{name}]"), format!("{name:?}"), why);
+            }
+            let Some(v) = crate::registry::quantity::value(q) else { continue };
+            if v < 0.0 {
+                invalid(causes, format!("{at}[{name}]"), shown(q), "must be greater than or equal to 0");
+            } else if extended(name) && v.fract() != 0.0 {
+                invalid(causes, format!("{at}[{name}]"), shown(q), "must be an integer");
+            }
+        }
+    }
+    let limits = quantities("limits");
+    for (name, q) in quantities("requests").into_iter().flatten() {
+        match limits.and_then(|l| l.get(name)) {
+            Some(l) => {
+                let Some(order) = crate::registry::quantity::compare(q, l) else { continue };
+                let l = l.as_str().map_or_else(|| l.to_string(), str::to_string);
+                if exact(name) && order.is_ne() {
+                    invalid(causes, req_path.clone(), shown(q), &format!("must be equal to {name} limit of {l}"));
+                } else if order.is_gt() {
+                    let why = format!("must be less than or equal to {name} limit of {l}");
+                    invalid(causes, req_path.clone(), shown(q), &why);
+                }
+            }
+            None if exact(name) => causes.push(cause(
+                "FieldValueRequired",
+                &lim_path,
+                "Required value: Limit must be set for non overcommitable resources",
+            )),
+            None => {}
+        }
+    }
+}
+
+pub(super) fn container_port(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    if is_empty(map.get("containerPort")) {
+        required(causes, path.child("containerPort"));
+    }
+    if let Some(name) = map.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+        for why in port_name_errors(name) {
+            invalid(causes, path.child("name"), format!("{name:?}"), why);
+        }
+    }
+    port_number(map, "containerPort", path, true, causes);
+    port_number(map, "hostPort", path, true, causes);
+    one_of(map, "protocol", path, PROTOCOLS, causes);
+}
+
+/// A topology spread constraint (kube's `validateTopologySpreadConstraints`): a positive skew and
+/// minimum of domains, a topology key, a known action.
+pub(super) fn spread_constraint(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    for field in ["maxSkew", "minDomains"] {
+        if let Some(n) = map.get(field).and_then(Value::as_i64).filter(|n| *n <= 0) {
+            invalid(causes, path.child(field), n.to_string(), "must be greater than zero");
+        }
+    }
+    if is_empty(map.get("topologyKey")) {
+        causes.push(cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
+    }
+    one_of(map, "whenUnsatisfiable", path, &["DoNotSchedule", "ScheduleAnyway"], causes);
+}
+
+/// User or group IDs, each within 0 to 2^31-1 (`indexed`: a list, each reported at its index).
+pub(super) fn ids<'a>(values: impl Iterator<Item = &'a Value>, at: &str, indexed: bool, causes: &mut Vec<Cause>) {
+    for (i, v) in values.enumerate() {
+        let Some(n) = v.as_i64().filter(|n| !(0..=i64::from(i32::MAX)).contains(n)) else { continue };
+        let at = if indexed { format!("{at}[{i}]") } else { at.to_string() };
+        invalid(causes, at, n.to_string(), "must be between 0 and 2147483647, inclusive");
+    }
+}
+
+/// A file mode kube writes a projected file with: 0 to 0777.
+pub(super) fn file_mode(map: &Map<String, Value>, field: &str, path: &Path, causes: &mut Vec<Cause>) {
+    if let Some(mode) = map.get(field).and_then(Value::as_i64).filter(|m| !(0..=0o777).contains(m)) {
+        invalid(
+            causes,
+            path.child(field),
+            mode.to_string(),
+            "must be a number between 0 and 0777 (octal), both inclusive",
+        );
+    }
+}
+
+/// One item of a ConfigMap's, Secret's or projection's file list (kube's `validateKeyToPathList`): a
+/// key, a relative path that stays below the volume, a file mode.
+pub(super) fn key_to_path(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    if is_empty(map.get("key")) {
+        required(causes, path.child("key"));
+    }
+    match map.get("path").and_then(Value::as_str) {
+        None | Some("") => required(causes, path.child("path")),
+        Some(p) => {
+            if p.starts_with('/') {
+                invalid(causes, path.child("path"), format!("{p:?}"), "must be a relative path");
+            }
+            if p.split('/').any(|part| part == "..") {
+                invalid(causes, path.child("path"), format!("{p:?}"), "must not contain '..'");
+            }
+        }
+    }
+    file_mode(map, "mode", path, causes);
+}
+
+/// One term of a node selector (kube's `ValidateNodeSelectorRequirement`): values as its operator
+/// wants them.
+pub(super) fn node_selector_requirement(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let values = map.get("values").and_then(Value::as_array).map_or(0, Vec::len);
+    let at = path.child("values");
+    match map.get("operator").and_then(Value::as_str) {
+        Some("In" | "NotIn") if values == 0 => causes.push(cause(
+            "FieldValueRequired",
+            &at,
+            "Required value: must be specified when `operator` is 'In' or 'NotIn'",
+        )),
+        Some("Exists" | "DoesNotExist") if values > 0 => {
+            forbidden(causes, &at, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        }
+        Some("Gt" | "Lt") if values != 1 => causes.push(cause(
+            "FieldValueRequired",
+            &at,
+            "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
+        )),
+        Some("In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt") => {}
+        _ => {
+            const OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
+            let op = map.get("operator").cloned().unwrap_or(Value::String(String::new()));
+            not_supported(causes, path.child("operator"), &op, OPERATORS);
+        }
+    }
+}

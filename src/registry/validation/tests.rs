@@ -1,0 +1,441 @@
+//! Unit tests of kube's type checks and update rules, through `errors` and `update_errors`.
+
+use super::*;
+use serde_json::json;
+
+fn holds_all(got: &[String], wants: &[&str]) {
+    for want in wants {
+        assert!(got.iter().any(|g| g == want), "{want} in {got:?}");
+    }
+}
+
+fn messages(api_version: &str, kind: &str, obj: Value) -> Vec<String> {
+    errors(api_version, kind, &obj).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+}
+
+#[test]
+fn a_pod_spec_is_checked_wherever_it_is() {
+    let spec = json!({"containers": [{"name": "Web", "ports": [{"containerPort": 70000, "protocol": "TCP"}]},
+        {"name": "sidecar", "image": "busybox"}], "initContainers": [{"name": "sidecar", "image": "x"}],
+        "restartPolicy": "Sometimes", "dnsPolicy": "ClusterFirst"});
+    let pod = json!({"metadata": {"name": "p"}, "spec": spec});
+    let got = messages("v1", "Pod", pod);
+    holds_all(
+        &got,
+        &[
+            "spec.initContainers[0].name: Duplicate value: \"sidecar\"",
+            "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+            "spec.containers[0].image: Required value",
+            "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+        ],
+    );
+    assert!(got
+        .iter()
+        .any(|g| g.starts_with("spec.containers[0].name: Invalid value: \"Web\": a lowercase RFC 1123 label")));
+    let deploy = json!({"spec": {"selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}});
+    assert_eq!(messages("apps/v1", "Deployment", deploy), ["spec.template.spec.containers: Required value"]);
+}
+
+#[test]
+fn a_workload_selects_its_template() {
+    let deploy = |selector: Value| {
+        json!({"spec": {"replicas": -1, "selector": selector, "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    };
+    let got = messages("apps/v1", "Deployment", deploy(json!({"matchLabels": {"app": "db"}})));
+    assert_eq!(
+        got,
+        [
+            "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`"
+        ]
+    );
+    let got = messages("apps/v1", "Deployment", deploy(json!({})));
+    assert_eq!(got[1], "spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: empty selector is invalid for deployment");
+    let rs = json!({"spec": {"selector": {"matchLabels": {}}, "template": {}}});
+    assert!(messages("apps/v1", "ReplicaSet", rs)[0].ends_with("empty selector is invalid for deployment"));
+    let got = messages("apps/v1", "Deployment", deploy(json!({"matchLabels": {"app": "web"}})));
+    assert_eq!(got.len(), 1, "only replicas: {got:?}");
+}
+
+#[test]
+fn what_an_update_may_not_change() {
+    let deploy = |app: &str| json!({"spec": {"selector": {"matchLabels": {"app": app}}}});
+    let got: Vec<String> = update_errors("Deployment", &deploy("web"), &deploy("api"))
+        .into_iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    assert_eq!(got, ["spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"api\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"]);
+    assert!(update_errors("Deployment", &deploy("web"), &deploy("web")).is_empty());
+    let cm = |v: &str, immutable: bool| json!({"immutable": immutable, "data": {"k": v}});
+    assert!(update_errors("ConfigMap", &cm("a", false), &cm("b", true)).is_empty(), "not immutable yet");
+    let got: Vec<String> =
+        update_errors("ConfigMap", &cm("a", true), &cm("b", false)).into_iter().map(|c| c.field).collect();
+    assert_eq!(got, ["immutable", "data"]);
+    let secret = |t: &str| json!({"type": t});
+    assert_eq!(update_errors("Secret", &secret("Opaque"), &secret("kubernetes.io/tls"))[0].field, "type");
+}
+
+fn update_messages(kind: &str, old: &Value, new: &Value) -> Vec<String> {
+    update_errors(kind, old, new).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+}
+
+#[test]
+fn kept_fields_in_kubes_words() {
+    let rb =
+        |role: &str| json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}});
+    assert_eq!(
+        update_messages("RoleBinding", &rb("view"), &rb("admin")),
+        ["roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"admin\"}: cannot change roleRef"]
+    );
+    let sc = |p: &str, mode: &str| json!({"provisioner": p, "volumeBindingMode": mode, "parameters": {"type": "gp3"}});
+    assert_eq!(
+        update_messages("StorageClass", &sc("a", "Immediate"), &sc("b", "WaitForFirstConsumer")),
+        [
+            "provisioner: Forbidden: updates to provisioner are forbidden.",
+            "volumeBindingMode: Invalid value: \"WaitForFirstConsumer\": field is immutable"
+        ]
+    );
+    let csi = |attach: bool| json!({"spec": {"attachRequired": attach, "podInfoOnMount": attach}});
+    assert_eq!(
+        update_messages("CSIDriver", &csi(true), &csi(false)),
+        ["spec.attachedRequired: Invalid value: false: field is immutable"],
+        "kube's misspelt path; podInfoOnMount may change"
+    );
+    let pc = |v: i64| json!({"value": v});
+    assert_eq!(
+        update_messages("PriorityClass", &pc(1), &pc(2)),
+        ["value: Forbidden: may not be changed in an update."]
+    );
+    assert!(update_messages("PriorityClass", &pc(1), &pc(1)).is_empty());
+}
+
+#[test]
+fn a_statefulset_and_a_job_keep_their_specs() {
+    let sts = |replicas: i64, size: &str| {
+        json!({"spec": {"replicas": replicas, "serviceName": "db", "template": {"metadata": {"labels": {"a": "b"}}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"resources": {"requests": {"storage": size}}}}]}})
+    };
+    assert!(update_messages("StatefulSet", &sts(1, "1Gi"), &sts(3, "1Gi")).is_empty(), "replicas may change");
+    assert_eq!(
+        update_messages("StatefulSet", &sts(1, "1Gi"), &sts(1, "2Gi")),
+        ["spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"]
+    );
+    let job = |suspend: bool, selector: &str, image: &str| {
+        json!({"spec": {"suspend": suspend, "completions": 3, "selector": {"matchLabels": {"j": "x"}},
+            "template": {"metadata": {"labels": {"j": "x"}},
+                "spec": {"nodeSelector": {"zone": selector}, "containers": [{"name": "c", "image": image}]}}}})
+    };
+    let got = update_messages("Job", &job(false, "a", "x"), &job(false, "b", "x"));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("spec.template: Invalid value: {") && got[0].ends_with("}: field is immutable"),
+        "{got:?}"
+    );
+    assert!(
+        update_messages("Job", &job(true, "a", "x"), &job(true, "b", "x")).is_empty(),
+        "a suspended job not yet started may move its pods"
+    );
+    assert_eq!(update_messages("Job", &job(true, "a", "x"), &job(true, "a", "y")).len(), 1, "but not change them");
+    let mut started = job(true, "a", "x");
+    started["status"] = json!({"startTime": "2026-01-01T00:00:00Z"});
+    assert_eq!(update_messages("Job", &started, &job(true, "b", "x")).len(), 1, "once started, not even that");
+    let mut more = job(false, "a", "x");
+    more["spec"]["completions"] = json!(4);
+    assert_eq!(
+        update_messages("Job", &job(false, "a", "x"), &more),
+        ["spec.completions: Invalid value: 4: field is immutable"]
+    );
+}
+
+#[test]
+fn a_claim_and_a_volume_keep_theirs() {
+    let pvc = |class: Option<&str>, size: &str, phase: &str| {
+        let mut spec = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}});
+        if let Some(c) = class {
+            spec["storageClassName"] = json!(c);
+        }
+        json!({"spec": spec, "status": {"phase": phase, "capacity": {"storage": "2Gi"}}})
+    };
+    assert!(
+        update_messages("PersistentVolumeClaim", &pvc(None, "1Gi", "Pending"), &pvc(Some("fast"), "1Gi", "Pending"))
+            .is_empty(),
+        "a class may be set once"
+    );
+    let got =
+        update_messages("PersistentVolumeClaim", &pvc(Some("a"), "1Gi", "Pending"), &pvc(Some("b"), "1Gi", "Pending"));
+    assert_eq!(
+        got,
+        ["spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n- storageClassName: \"a\"\n+ storageClassName: \"b\""]
+    );
+    assert_eq!(
+        update_messages("PersistentVolumeClaim", &pvc(None, "1Gi", "Pending"), &pvc(None, "5Gi", "Pending")).len(),
+        1,
+        "an unbound claim keeps its size"
+    );
+    assert!(
+        update_messages("PersistentVolumeClaim", &pvc(None, "2Gi", "Bound"), &pvc(None, "5Gi", "Bound")).is_empty(),
+        "a bound one grows"
+    );
+    assert_eq!(
+        update_messages("PersistentVolumeClaim", &pvc(None, "5Gi", "Bound"), &pvc(None, "1Gi", "Bound")),
+        ["spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"]
+    );
+    let pv = |path: &str, policy: &str| json!({"spec": {"hostPath": {"path": path}, "persistentVolumeReclaimPolicy": policy}});
+    assert!(update_messages("PersistentVolume", &pv("/a", "Retain"), &pv("/a", "Delete")).is_empty());
+    let got = update_messages("PersistentVolume", &pv("/a", "Retain"), &pv("/b", "Retain"));
+    assert_eq!(got, ["spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n- hostPath.path: \"/a\"\n+ hostPath.path: \"/b\""]);
+}
+
+#[test]
+fn a_pod_changes_only_what_kube_lets_it() {
+    let pod = |image: &str, env: &str| {
+        json!({"spec": {"containers": [{"name": "c", "image": image, "env": [{"name": "A", "value": env}]}],
+            "tolerations": [{"key": "k", "operator": "Exists", "tolerationSeconds": 5}], "activeDeadlineSeconds": 100}})
+    };
+    assert!(update_messages("Pod", &pod("a", "1"), &pod("b", "1")).is_empty(), "images may change");
+    let got = update_messages("Pod", &pod("a", "1"), &pod("a", "2"));
+    assert_eq!(got.len(), 1);
+    assert!(
+        got[0].starts_with("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"),
+        "{got:?}"
+    );
+    assert!(got[0].ends_with("\n- containers[0].env[0].value: \"1\"\n+ containers[0].env[0].value: \"2\""), "{got:?}");
+    let mut more = pod("a", "1");
+    more["spec"]["tolerations"].as_array_mut().unwrap().push(json!({"key": "other", "operator": "Exists"}));
+    more["spec"]["tolerations"][0]["tolerationSeconds"] = json!(60);
+    more["spec"]["activeDeadlineSeconds"] = json!(50);
+    assert!(
+        update_messages("Pod", &pod("a", "1"), &more).is_empty(),
+        "added tolerations, new seconds, a shorter deadline"
+    );
+    more["spec"]["activeDeadlineSeconds"] = json!(200);
+    assert_eq!(
+        update_messages("Pod", &pod("a", "1"), &more),
+        ["spec.activeDeadlineSeconds: Invalid value: 200: must be less than or equal to previous value"]
+    );
+    let mut fewer = pod("a", "1");
+    fewer["spec"]["tolerations"] = json!([]);
+    assert_eq!(
+        update_messages("Pod", &pod("a", "1"), &fewer),
+        ["spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds"]
+    );
+    let mut two = pod("a", "1");
+    two["spec"]["containers"].as_array_mut().unwrap().push(json!({"name": "d", "image": "x"}));
+    assert_eq!(
+        update_messages("Pod", &pod("a", "1"), &two),
+        ["spec.containers: Forbidden: pod updates may not add or remove containers"]
+    );
+}
+
+#[test]
+fn probes_and_resources() {
+    let pod = json!({"spec": {"containers": [{"name": "c", "image": "x",
+        "livenessProbe": {"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}},
+        "readinessProbe": {"periodSeconds": 5},
+        "lifecycle": {"preStop": {"sleep": {"seconds": 1}}},
+        "resources": {"requests": {"cpu": "2", "memory": "-1Mi", "example.com/gpu": "1", "ephemeral-storage": "700m"},
+            "limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "0.7"}}}]}});
+    let got = messages("v1", "Pod", pod);
+    holds_all(
+        &got,
+        &[
+            "spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type",
+            "spec.containers[0].readinessProbe: Required value: must specify a handler type",
+            "spec.containers[0].resources.requests[memory]: Invalid value: \"-1Mi\": must be greater than or equal to 0",
+            "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1",
+            "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+        ],
+    );
+    assert_eq!(got.len(), 5, "a sleep is a hook's handler: {got:?}");
+}
+
+#[test]
+fn volumes_mounts_and_restart_policies() {
+    let spec = json!({"containers": [{"name": "c", "image": "x",
+            "volumeMounts": [{"name": "data", "mountPath": "/d"}, {"name": "cfg", "mountPath": "/d"}]}],
+        "volumes": [{"name": "cfg", "configMap": {"name": "c"}, "emptyDir": {}}, {"name": "cfg", "secret": {}}, {"name": "none"}]});
+    let got = messages("v1", "Pod", json!({"spec": spec.clone()}));
+    holds_all(
+        &got,
+        &[
+            "spec.volumes[0].configMap: Forbidden: may not specify more than 1 volume type",
+            "spec.volumes[1].name: Duplicate value: \"cfg\"",
+            "spec.volumes[2]: Required value: must specify a volume type",
+            "spec.containers[0].volumeMounts[0].name: Not found: \"data\"",
+            "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/d\": must be unique",
+            "spec.volumes[1].secret.secretName: Required value",
+        ],
+    );
+    assert_eq!(got.len(), 6, "{got:?}");
+    // A StatefulSet's pods mount its claim templates: kube checks its template's labels only.
+    let mut template = json!({"metadata": {"labels": {"app": "db"}}, "spec": spec});
+    let sts = json!({"spec": {"selector": {"matchLabels": {"app": "db"}}, "template": template.clone()}});
+    assert!(messages("apps/v1", "StatefulSet", sts).is_empty());
+    template["spec"] = json!({"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"});
+    let deploy = json!({"spec": {"selector": {"matchLabels": {"app": "db"}}, "template": template.clone()}});
+    assert_eq!(
+        messages("apps/v1", "Deployment", deploy),
+        ["spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""]
+    );
+    template["spec"]["restartPolicy"] = json!("Always");
+    let job = json!({"spec": {"template": template}});
+    assert_eq!(
+        messages("batch/v1", "Job", job.clone()),
+        ["spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""]
+    );
+    let cron = json!({"spec": {"schedule": "* * * * *", "jobTemplate": job}});
+    assert_eq!(messages("batch/v1", "CronJob", cron).len(), 1, "a CronJob's jobs alike");
+}
+
+#[test]
+fn env_ports_and_node_selectors() {
+    let pod = json!({"spec": {"containers": [{"name": "c", "image": "x",
+        "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 81, "name": "http"}, {"containerPort": 82, "name": "Metrics-Port-Long"}],
+        "env": [{"name": "A=B", "value": "1"}, {"name": "B", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}, {"name": "C", "valueFrom": {}}]}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In"}, {"key": "gpu", "operator": "Exists", "values": ["x"]}, {"key": "k", "operator": "Near"}]}]}}}}});
+    let got = messages("v1", "Pod", pod);
+    holds_all(
+        &got,
+        &[
+            "spec.containers[0].ports[1].name: Duplicate value: \"http\"",
+            "spec.containers[0].ports[2].name: Invalid value: \"Metrics-Port-Long\": must be no more than 15 characters",
+            "spec.containers[0].ports[2].name: Invalid value: \"Metrics-Port-Long\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+            "spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='",
+            "spec.containers[0].env[1].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty",
+            "spec.containers[0].env[2].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[2].operator: Unsupported value: \"Near\": supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\", \"Gt\", \"Lt\"",
+        ],
+    );
+    assert_eq!(got.len(), 9, "{got:?}");
+    let svc = json!({"spec": {"type": "ClusterIP", "ports": [{"name": "web", "port": 80, "targetPort": "http"},
+        {"name": "web", "port": 81, "targetPort": 70000}]}});
+    assert_eq!(
+        messages("v1", "Service", svc),
+        [
+            "spec.ports[1].name: Duplicate value: \"web\"",
+            "spec.ports[1].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive"
+        ]
+    );
+}
+
+#[test]
+fn affinity_ids_resource_names_and_volume_sources() {
+    let pod = json!({"spec": {
+        "securityContext": {"runAsUser": -1, "supplementalGroups": [5, -2]},
+        "affinity": {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": {"a": "b"}}}],
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "podAffinityTerm": {"topologyKey": "zone"}}]}},
+        "containers": [{"name": "c", "image": "x", "securityContext": {"runAsGroup": 4294967296u64},
+            "resources": {"limits": {"gpu": "1", "example.com/gpu": "1", "cpu": "1"}, "requests": {"example.com/gpu": "1"}},
+            "volumeMounts": [{"name": "cm", "mountPath": "/a"}, {"name": "claim", "mountPath": "/b"}]}],
+        "volumes": [{"name": "cm", "configMap": {"defaultMode": 1000, "items": [{"key": "k", "path": "../x"}, {"key": "", "path": "/abs"}]}},
+            {"name": "claim", "persistentVolumeClaim": {"claimName": ""}}]}});
+    let got = messages("v1", "Pod", pod);
+    holds_all(
+        &got,
+        &[
+            "spec.securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive",
+            "spec.securityContext.supplementalGroups[1]: Invalid value: -2: must be between 0 and 2147483647, inclusive",
+            "spec.containers[0].securityContext.runAsGroup: Invalid value: 4294967296: must be between 0 and 2147483647, inclusive",
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty",
+            "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100",
+            "spec.containers[0].resources.limits[gpu]: Invalid value: \"gpu\": must be a standard resource for containers",
+            "spec.volumes[0].configMap.name: Required value",
+            "spec.volumes[0].configMap.defaultMode: Invalid value: 1000: must be a number between 0 and 0777 (octal), both inclusive",
+            "spec.volumes[0].configMap.items[0].path: Invalid value: \"../x\": must not contain '..'",
+            "spec.volumes[0].configMap.items[1].key: Required value",
+            "spec.volumes[0].configMap.items[1].path: Invalid value: \"/abs\": must be a relative path",
+            "spec.volumes[1].persistentVolumeClaim.claimName: Required value",
+        ],
+    );
+    assert_eq!(got.len(), 12, "{got:?}");
+    let pod = json!({"spec": {"containers": [{"name": "c", "image": "x",
+            "securityContext": {"privileged": true, "allowPrivilegeEscalation": false}}],
+        "topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "", "whenUnsatisfiable": "Maybe"}]}});
+    let got = messages("v1", "Pod", pod);
+    holds_all(
+        &got,
+        &[
+            "spec.containers[0].securityContext: Invalid value: {\"allowPrivilegeEscalation\":false,\"privileged\":true}: cannot set `allowPrivilegeEscalation` to false and `privileged` to true",
+            "spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero",
+            "spec.topologySpreadConstraints[0].topologyKey: Required value: can not be empty",
+            "spec.topologySpreadConstraints[0].whenUnsatisfiable: Unsupported value: \"Maybe\": supported values: \"DoNotSchedule\", \"ScheduleAnyway\"",
+        ],
+    );
+    assert_eq!(got.len(), 4, "{got:?}");
+}
+
+#[test]
+fn ingress_paths_and_backends() {
+    let ing = json!({"spec": {"rules": [{"http": {"paths": [
+        {"path": "/api", "backend": {"service": {"name": "web", "port": {"number": 80}}}},
+        {"path": "api//v1", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {}}}},
+        {"path": "/", "pathType": "Exact", "backend": {}}]}}]}});
+    assert_eq!(
+        messages("networking.k8s.io/v1", "Ingress", ing),
+        [
+            "spec.rules[0].http.paths[0].pathType: Required value: pathType must be specified",
+            "spec.rules[0].http.paths[1].path: Invalid value: \"api//v1\": must be an absolute path",
+            "spec.rules[0].http.paths[1].path: Invalid value: \"api//v1\": must not contain '//'",
+            "spec.rules[0].http.paths[1].backend.service.port.name: Required value: port name or number is required",
+            "spec.rules[0].http.paths[2].backend: Invalid value: \"\": resource or service backend is required",
+        ]
+    );
+}
+
+#[test]
+fn role_rules() {
+    let role =
+        json!({"rules": [{"resources": ["pods"], "verbs": ["get"]}, {"nonResourceURLs": ["/healthz"], "verbs": []}]});
+    assert_eq!(
+        messages("rbac.authorization.k8s.io/v1", "Role", role.clone()),
+        [
+            "rules[0].apiGroups: Required value: resource rules must supply at least one api group",
+            "rules[1].verbs: Required value: verbs must contain at least one value",
+            "rules[1].nonResourceURLs: Invalid value: []string{\"/healthz\"}: namespaced rules cannot apply to non-resource URLs"
+        ]
+    );
+    assert_eq!(messages("rbac.authorization.k8s.io/v1", "ClusterRole", role).len(), 2, "a ClusterRole may name URLs");
+    let aggregated = json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"a": "b"}}]}});
+    assert!(messages("rbac.authorization.k8s.io/v1", "ClusterRole", aggregated).is_empty());
+}
+
+#[test]
+fn services_and_config_keys() {
+    let svc = json!({"spec": {"type": "Internal", "ports": [{"port": 80}, {"port": 0, "protocol": "ICMP"}]}});
+    let got = messages("v1", "Service", svc);
+    holds_all(
+        &got,
+        &[
+            "spec.type: Unsupported value: \"Internal\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\"",
+            "spec.ports[0].name: Required value",
+            "spec.ports[1].port: Invalid value: 0: must be between 1 and 65535, inclusive",
+            "spec.ports[1].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+        ],
+    );
+    let headless = json!({"spec": {"clusterIP": "None", "type": "ClusterIP"}});
+    assert!(messages("v1", "Service", headless).is_empty());
+    let cm = json!({"data": {"ok.key_1-x": "", "bad key": "", "..x": ""}});
+    let got = messages("v1", "ConfigMap", cm);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(
+        got.iter().any(|g| g.starts_with("data[bad key]: Invalid value: \"bad key\": a valid config key")),
+        "{got:?}"
+    );
+    assert!(got.contains(&"data[..x]: Invalid value: \"..x\": must not start with '..'".to_string()), "{got:?}");
+    // A port of 0 is unset to Go: a host port may be left so; a container port is then required.
+    let pod = json!({"spec": {"containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 0, "hostPort": 0}]}],
+        "initContainers": [{"name": "c", "image": "x"}]}});
+    assert_eq!(
+        messages("v1", "Pod", pod),
+        [
+            "spec.initContainers[0].name: Duplicate value: \"c\"",
+            "spec.containers[0].ports[0].containerPort: Required value"
+        ]
+    );
+}
