@@ -61,7 +61,8 @@ pub fn body(data: &[u8]) {
             crate::proto::go_shape(api_version, kind, &mut v);
             // kube's type checks, and an update from nothing to it, back, and to itself (every
             // kept-field rule, the diffs they print, and lists compared with lists).
-            let _ = crate::registry::kind_errors(api_version, kind, &v);
+            let _ = crate::registry::kind_errors(api_version, kind, &v, None);
+            let _ = crate::registry::kind_errors(api_version, kind, &v, Some(&v));
             let empty = json!({"spec": {}});
             let _ = crate::registry::update_errors(kind, &empty, &v);
             let _ = crate::registry::update_errors(kind, &v, &empty);

@@ -157,6 +157,24 @@ pub fn qualified_name_errors(key: &str) -> Vec<String> {
     errs
 }
 
+/// What is wrong with a DNS-1035 label (apimachinery's `IsDNS1035Label`: a letter first).
+pub fn dns1035_label_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > LABEL_MAX {
+        errs.push(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    let b = s.as_bytes();
+    let ok = !b.is_empty()
+        && b[0].is_ascii_lowercase()
+        && is_alnum(b[b.len() - 1])
+        && b.iter().all(|&c| is_alnum(c) || c == b'-');
+    if !ok {
+        const MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
+        errs.push(regex_error(MSG, "[a-z]([-a-z0-9]*[a-z0-9])?", &["my-name", "abc-123"]));
+    }
+    errs
+}
+
 /// What is wrong with a label value (apimachinery's `IsValidLabelValue`): empty, or a qualified
 /// name's part of at most 63 characters.
 pub fn label_value_errors(v: &str) -> Vec<String> {

@@ -48,6 +48,11 @@ impl Path {
         out
     }
 
+    /// Whether the path passes through `field`.
+    pub fn has(&self, field: &str) -> bool {
+        self.0.iter().any(|s| matches!(s, Step::Field(f) if *f == field))
+    }
+
     /// The path of `field` of the struct here.
     pub fn child(&self, field: &str) -> String {
         let here = self.render();

@@ -261,7 +261,7 @@ fn type_errors(
         (Some(o), None) => super::validation::update_errors(&def.kind, o, obj),
         _ => Vec::new(),
     };
-    causes.extend(super::validation::errors(&def.api_version(), &def.kind, obj));
+    causes.extend(super::validation::errors(&def.api_version(), &def.kind, obj, old));
     causes
 }
 

@@ -25,15 +25,22 @@ use crate::meta;
 use crate::proto::visit::Path;
 use crate::status::{cause, Cause};
 
+mod admission;
+mod cron;
 mod network;
 mod pod;
 mod rbac;
+mod scaling;
+mod scheduling;
 mod update;
 mod workloads;
 
+use admission::*;
 use network::*;
 use pod::*;
 use rbac::*;
+use scaling::*;
+use scheduling::*;
 use workloads::*;
 
 pub use update::update_errors;
@@ -55,6 +62,12 @@ const CHECKED: &[&str] = &[
     "Role",
     "ClusterRole",
     "Ingress",
+    "NetworkPolicy",
+    "PersistentVolumeClaim",
+    "PodDisruptionBudget",
+    "HorizontalPodAutoscaler",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
 ];
 
 /// Causes reported at most: an object of a hundred thousand empty containers (a few bytes each as
@@ -66,8 +79,9 @@ const MAX_CAUSES: usize = 256;
 const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 
 /// kube's checks of `obj`, an object of the built-in `api_version`/`kind` (defaulted already, as kube
-/// validates after defaulting).
-pub fn errors(api_version: &str, kind: &str, obj: &Value) -> Vec<Cause> {
+/// validates after defaulting), created or replacing `old`: the few checks kube makes on creates alone,
+/// or relaxes for objects that already broke them, look at it.
+pub fn errors(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     if !CHECKED.contains(&kind) {
         return Vec::new();
     }
@@ -84,6 +98,13 @@ pub fn errors(api_version: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         }
         causes.truncate(MAX_CAUSES);
         return causes;
+    }
+    match kind {
+        "CronJob" => cronjob(obj, old, &mut causes),
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            webhook_configuration(kind, obj, old, &mut causes)
+        }
+        _ => {}
     }
     // The walk makes nothing (a budget of 0), so the copy is only what the walk's signature asks for.
     // kube validates a StatefulSet's template by its labels alone (its pods' mounts name the claim
@@ -145,15 +166,34 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
             causes.push(cause("FieldValueRequired", &at, "Required value: must have at least one node selector term"));
         }
         "core.v1.NodeSelectorRequirement" => node_selector_requirement(map, path, causes),
-        "core.v1.PodAffinityTerm" if is_empty(map.get("topologyKey")) => {
-            causes.push(cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
-        }
+        "core.v1.PodAffinityTerm" => pod_affinity_term(map, path, causes),
+        "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector" => label_selector(map, path, causes),
         "core.v1.WeightedPodAffinityTerm" | "core.v1.PreferredSchedulingTerm" => {
             if let Some(w) = map.get("weight").and_then(Value::as_i64).filter(|w| !(1..=100).contains(w)) {
                 invalid(causes, path.child("weight"), w.to_string(), "must be in the range 1-100");
             }
         }
         "core.v1.TopologySpreadConstraint" => spread_constraint(map, path, causes),
+        "core.v1.SeccompProfile" => seccomp_profile(map, path, causes),
+        "core.v1.AppArmorProfile" => apparmor_profile(map, path, causes),
+        "apps.v1.DeploymentStrategy" => deployment_strategy(map, path, causes),
+        "apps.v1.RollingUpdateDeployment" => deployment_rolling_update(map, path, causes),
+        "apps.v1.RollingUpdateDaemonSet" => daemonset_rolling_update(map, path, causes),
+        "policy.v1.PodDisruptionBudgetSpec" => disruption_budget(map, path, causes),
+        "autoscaling.v1.HorizontalPodAutoscalerSpec" | "autoscaling.v2.HorizontalPodAutoscalerSpec" => {
+            autoscaler_spec(map, path, causes)
+        }
+        "autoscaling.v1.CrossVersionObjectReference" | "autoscaling.v2.CrossVersionObjectReference" => {
+            object_reference(map, path, causes)
+        }
+        "autoscaling.v2.MetricSpec" => metric(map, path, causes),
+        "autoscaling.v2.MetricIdentifier" => metric_identifier(map, path, causes),
+        "autoscaling.v2.MetricTarget" => metric_target(map, path, causes),
+        "autoscaling.v2.HPAScalingRules" => scaling_rules(map, path, causes),
+        "networking.v1.NetworkPolicySpec" => policy_types(map, path, causes),
+        "networking.v1.NetworkPolicyPort" => policy_port(map, path, causes),
+        "networking.v1.NetworkPolicyPeer" => policy_peer(map, path, causes),
+        "networking.v1.IPBlock" => ip_block(map, path, causes),
         "networking.v1.HTTPIngressPath" => ingress_path(map, path, causes),
         "networking.v1.IngressBackend" => ingress_backend(map, path, causes),
         // User and group IDs (kube's `IsValidUserID` and `IsValidGroupID`); a container's escalation

@@ -146,3 +146,133 @@ pub(super) fn ingress_backend(map: &Map<String, Value>, path: &Path, causes: &mu
         (false, None) => invalid(causes, here, "\"\"".into(), "resource or service backend is required"),
     }
 }
+
+/// A CIDR as Go's `ParseCIDR` reads it, sloppily as kube's legacy fields do (IPv4 octets with leading
+/// zeros read as decimal): whether IPv6, the address as a number, the prefix length.
+fn cidr(s: &str) -> Option<(bool, u128, u32)> {
+    let (ip, prefix) = s.split_once('/')?;
+    let prefix_ok = !prefix.is_empty() && prefix.len() <= 3 && prefix.bytes().all(|b| b.is_ascii_digit());
+    let prefix: u32 = prefix.parse().ok().filter(|_| prefix_ok)?;
+    let v4 = |ip: &str| -> Option<u128> {
+        let octets: Vec<&str> = ip.split('.').collect();
+        let ok = |o: &&str| !o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit());
+        if octets.len() != 4 || !octets.iter().all(ok) {
+            return None;
+        }
+        octets.iter().try_fold(0u128, |n, o| Some(n << 8 | u128::from(o.parse::<u8>().ok()?)))
+    };
+    match (v4(ip), ip.parse::<std::net::Ipv6Addr>()) {
+        (Some(n), _) if prefix <= 32 => Some((false, n, prefix)),
+        (None, Ok(v6)) if prefix <= 128 => Some((true, u128::from(v6), prefix)),
+        _ => None,
+    }
+}
+
+/// An address block a NetworkPolicy allows (kube's `ValidateIPBlock`): a CIDR, and exceptions that
+/// are strict subsets of it.
+pub(super) fn ip_block(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    const NOT_A_CIDR: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
+    let block = match map.get("cidr").and_then(Value::as_str).unwrap_or_default() {
+        "" => return required(causes, path.child("cidr")),
+        text => match cidr(text) {
+            Some(block) => block,
+            None => return invalid(causes, path.child("cidr"), format!("{text:?}"), NOT_A_CIDR),
+        },
+    };
+    let masked = |(v6, n, prefix): (bool, u128, u32)| {
+        let bits = if v6 { 128 } else { 32 };
+        let host = bits - prefix.min(bits);
+        if host >= 128 {
+            0
+        } else {
+            n >> host << host
+        }
+    };
+    let excepts = map.get("except").and_then(Value::as_array);
+    for (i, text) in excepts.into_iter().flatten().filter_map(Value::as_str).enumerate() {
+        let at = format!("{}[{i}]", path.child("except"));
+        let Some(except) = cidr(text) else {
+            invalid(causes, at, format!("{text:?}"), NOT_A_CIDR);
+            continue;
+        };
+        // Within the block: the same family, the block's bits of the exception's network its own.
+        let within = except.0 == block.0 && masked((block.0, masked(except), block.2)) == masked(block);
+        if !within || block.2 >= except.2 {
+            invalid(causes, at, format!("{text:?}"), "must be a strict subset of `cidr`");
+        }
+    }
+}
+
+/// A port a NetworkPolicy allows (kube's `ValidateNetworkPolicyPort`): a known protocol; a number, and
+/// an end not before it, or a name and no end.
+pub(super) fn policy_port(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    if let Some(p) = map.get("protocol").filter(|p| !p.is_null()) {
+        if !p.as_str().is_some_and(|p| ["TCP", "UDP", "SCTP"].contains(&p)) {
+            not_supported(causes, path.child("protocol"), p, &["TCP", "UDP", "SCTP"]);
+        }
+    }
+    let end = map.get("endPort").and_then(Value::as_i64);
+    match map.get("port") {
+        Some(Value::Number(n)) => {
+            let port = n.as_i64().unwrap_or_default();
+            port_number(map, "port", path, false, causes);
+            if let Some(end) = end {
+                if end < port {
+                    invalid(causes, path.child("endPort"), end.to_string(), "must be greater than or equal to `port`");
+                }
+                port_number(map, "endPort", path, false, causes);
+            }
+        }
+        Some(Value::String(name)) => {
+            if let Some(end) = end {
+                invalid(
+                    causes,
+                    path.child("endPort"),
+                    end.to_string(),
+                    "may not be specified when `port` is non-numeric",
+                );
+            }
+            for why in port_name_errors(name) {
+                invalid(causes, path.child("port"), format!("{name:?}"), why);
+            }
+        }
+        _ => {
+            if let Some(end) = end {
+                invalid(
+                    causes,
+                    path.child("endPort"),
+                    end.to_string(),
+                    "may not be specified when `port` is not specified",
+                );
+            }
+        }
+    }
+}
+
+/// Whom a NetworkPolicy rule allows (kube's `ValidateNetworkPolicyPeer`): pods, namespaces or both,
+/// or an address block alone.
+pub(super) fn policy_peer(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let set = |f: &str| map.get(f).is_some_and(|v| !v.is_null());
+    let peers = ["podSelector", "namespaceSelector", "ipBlock"].into_iter().filter(|f| set(f)).count();
+    if peers == 0 {
+        causes.push(cause("FieldValueRequired", &path.render(), "Required value: must specify a peer"));
+    } else if peers > 1 && set("ipBlock") {
+        forbidden(causes, &path.render(), "may not specify both ipBlock and another peer");
+    }
+}
+
+/// A NetworkPolicy's policy types (kube's `ValidateNetworkPolicySpec`): at most two, each `Ingress`
+/// or `Egress`.
+pub(super) fn policy_types(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let Some(types) = map.get("policyTypes").and_then(Value::as_array) else { return };
+    if types.len() > 2 {
+        let shown: Vec<String> = types.iter().map(shown).collect();
+        let shown = format!("[]networking.PolicyType{{{}}}", shown.join(", "));
+        return invalid(causes, path.child("policyTypes"), shown, "may not specify more than two policyTypes");
+    }
+    for (i, t) in types.iter().enumerate() {
+        if !t.as_str().is_some_and(|t| t == "Ingress" || t == "Egress") {
+            not_supported(causes, format!("{}[{i}]", path.child("policyTypes")), t, &["Ingress", "Egress"]);
+        }
+    }
+}

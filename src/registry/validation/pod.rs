@@ -22,6 +22,11 @@ pub(super) fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<C
     one_of(map, "restartPolicy", path, &["Always", "OnFailure", "Never"], causes);
     one_of(map, "dnsPolicy", path, &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], causes);
     volumes_and_mounts(map, path, causes);
+    if let Some(selector) = map.get("nodeSelector").and_then(Value::as_object) {
+        meta::label_errors(selector, &path.child("nodeSelector"), causes);
+    }
+    spread_pairs(map, path, causes);
+    scheduling_gates(map, path, causes);
 }
 
 /// A pod's volumes, named uniquely, and its containers' mounts of them (kube's `ValidateVolumes` and
@@ -189,20 +194,6 @@ pub(super) fn container_port(map: &Map<String, Value>, path: &Path, causes: &mut
     one_of(map, "protocol", path, PROTOCOLS, causes);
 }
 
-/// A topology spread constraint (kube's `validateTopologySpreadConstraints`): a positive skew and
-/// minimum of domains, a topology key, a known action.
-pub(super) fn spread_constraint(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    for field in ["maxSkew", "minDomains"] {
-        if let Some(n) = map.get(field).and_then(Value::as_i64).filter(|n| *n <= 0) {
-            invalid(causes, path.child(field), n.to_string(), "must be greater than zero");
-        }
-    }
-    if is_empty(map.get("topologyKey")) {
-        causes.push(cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
-    }
-    one_of(map, "whenUnsatisfiable", path, &["DoNotSchedule", "ScheduleAnyway"], causes);
-}
-
 /// User or group IDs, each within 0 to 2^31-1 (`indexed`: a list, each reported at its index).
 pub(super) fn ids<'a>(values: impl Iterator<Item = &'a Value>, at: &str, indexed: bool, causes: &mut Vec<Cause>) {
     for (i, v) in values.enumerate() {
@@ -244,30 +235,80 @@ pub(super) fn key_to_path(map: &Map<String, Value>, path: &Path, causes: &mut Ve
     file_mode(map, "mode", path, causes);
 }
 
-/// One term of a node selector (kube's `ValidateNodeSelectorRequirement`): values as its operator
-/// wants them.
-pub(super) fn node_selector_requirement(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    let values = map.get("values").and_then(Value::as_array).map_or(0, Vec::len);
-    let at = path.child("values");
-    match map.get("operator").and_then(Value::as_str) {
-        Some("In" | "NotIn") if values == 0 => causes.push(cause(
+/// A seccomp profile (kube's `validateSeccompProfileField`): a known type, and a relative path below
+/// the kubelet's profiles exactly when the type is `Localhost`.
+pub(super) fn seccomp_profile(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let at = path.child("localhostProfile");
+    let profile = map.get("localhostProfile").filter(|p| !p.is_null());
+    match map.get("type").and_then(Value::as_str).unwrap_or_default() {
+        "" => causes.push(cause(
             "FieldValueRequired",
-            &at,
-            "Required value: must be specified when `operator` is 'In' or 'NotIn'",
+            &path.child("type"),
+            "Required value: type is required when seccompProfile is set",
         )),
-        Some("Exists" | "DoesNotExist") if values > 0 => {
-            forbidden(causes, &at, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        "Localhost" => match profile.map(|p| p.as_str().unwrap_or_default()) {
+            None => causes.push(cause(
+                "FieldValueRequired",
+                &at,
+                "Required value: must be set when seccomp type is Localhost",
+            )),
+            Some(p) if p.starts_with('/') => invalid(causes, at, format!("{p:?}"), "must be a relative path"),
+            Some(p) if p.split('/').any(|s| s == "..") => {
+                invalid(causes, at, format!("{p:?}"), "must not contain '..'")
+            }
+            Some(_) => {}
+        },
+        "RuntimeDefault" | "Unconfined" => {
+            if profile.is_some() {
+                // kube shows the profile's Go struct, with a pointer's address; kgate its JSON.
+                let shown = Value::Object(map.clone()).to_string();
+                invalid(causes, at, shown, "can only be set when seccomp type is Localhost");
+            }
         }
-        Some("Gt" | "Lt") if values != 1 => causes.push(cause(
+        other => not_supported(
+            causes,
+            path.child("type"),
+            &Value::String(other.into()),
+            &["Localhost", "RuntimeDefault", "Unconfined"],
+        ),
+    }
+}
+
+/// An AppArmor profile (kube's `ValidateAppArmorProfileField`): a known type, and a profile name,
+/// unpadded and at most 4095 bytes, exactly when the type is `Localhost`.
+pub(super) fn apparmor_profile(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let at = path.child("localhostProfile");
+    let profile = map.get("localhostProfile").filter(|p| !p.is_null()).map(|p| p.as_str().unwrap_or_default());
+    const UNSET: &str = "Required value: must be set when AppArmor type is Localhost";
+    match map.get("type").and_then(Value::as_str).unwrap_or_default() {
+        "Localhost" => match profile {
+            None => causes.push(cause("FieldValueRequired", &at, UNSET)),
+            Some(p) => {
+                if p.trim() != p {
+                    invalid(causes, at.clone(), format!("{p:?}"), "must not be padded with whitespace");
+                } else if p.is_empty() {
+                    causes.push(cause("FieldValueRequired", &at, UNSET));
+                }
+                if p.len() > 4095 {
+                    causes.push(cause("FieldValueTooLong", &at, "Too long: may not be more than 4095 bytes"));
+                }
+            }
+        },
+        "RuntimeDefault" | "Unconfined" => {
+            if let Some(p) = profile {
+                invalid(causes, at, format!("{p:?}"), "can only be set when AppArmor type is Localhost");
+            }
+        }
+        "" => causes.push(cause(
             "FieldValueRequired",
-            &at,
-            "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
+            &path.child("type"),
+            "Required value: type is required when appArmorProfile is set",
         )),
-        Some("In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt") => {}
-        _ => {
-            const OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
-            let op = map.get("operator").cloned().unwrap_or(Value::String(String::new()));
-            not_supported(causes, path.child("operator"), &op, OPERATORS);
-        }
+        other => not_supported(
+            causes,
+            path.child("type"),
+            &Value::String(other.into()),
+            &["Localhost", "RuntimeDefault", "Unconfined"],
+        ),
     }
 }

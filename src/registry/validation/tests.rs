@@ -10,7 +10,7 @@ fn holds_all(got: &[String], wants: &[&str]) {
 }
 
 fn messages(api_version: &str, kind: &str, obj: Value) -> Vec<String> {
-    errors(api_version, kind, &obj).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+    errors(api_version, kind, &obj, None).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
 }
 
 #[test]
@@ -308,7 +308,7 @@ fn env_ports_and_node_selectors() {
             "spec.containers[0].env[2].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
             "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
             "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[2].operator: Unsupported value: \"Near\": supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\", \"Gt\", \"Lt\"",
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[2].operator: Invalid value: \"Near\": not a valid selector operator",
         ],
     );
     assert_eq!(got.len(), 9, "{got:?}");
@@ -353,7 +353,8 @@ fn affinity_ids_resource_names_and_volume_sources() {
             "spec.volumes[1].persistentVolumeClaim.claimName: Required value",
         ],
     );
-    assert_eq!(got.len(), 12, "{got:?}");
+    // kube checks an empty topology key as a label key too: two more messages.
+    assert_eq!(got.len(), 14, "{got:?}");
     let pod = json!({"spec": {"containers": [{"name": "c", "image": "x",
             "securityContext": {"privileged": true, "allowPrivilegeEscalation": false}}],
         "topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "", "whenUnsatisfiable": "Maybe"}]}});
@@ -437,5 +438,291 @@ fn services_and_config_keys() {
             "spec.initContainers[0].name: Duplicate value: \"c\"",
             "spec.containers[0].ports[0].containerPort: Required value"
         ]
+    );
+}
+
+fn messages_after(api_version: &str, kind: &str, obj: Value, old: &Value) -> Vec<String> {
+    errors(api_version, kind, &obj, Some(old)).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+}
+
+#[test]
+fn label_selectors_wherever_they_are() {
+    let deploy = json!({"spec": {"selector": {"matchLabels": {"app": "web", "bad key!": "x"},
+            "matchExpressions": [{"key": "tier", "operator": "in", "values": ["a"]},
+                {"key": "zone", "operator": "In", "values": ["not ok!"]},
+                {"key": "role", "operator": "Exists", "values": ["x"]}]},
+        "template": {"metadata": {"labels": {"app": "web", "tier": "a", "zone": "z", "role": "r"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
+    let got = messages("apps/v1", "Deployment", deploy);
+    holds_all(
+        &got,
+        &[
+            "spec.selector.matchLabels: Invalid value: \"bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            "spec.selector.matchExpressions[0].operator: Invalid value: \"in\": not a valid selector operator",
+            "spec.selector.matchExpressions[1].values[0]: Invalid value: \"not ok!\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            "spec.selector.matchExpressions[2].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        ],
+    );
+    let pdb = json!({"spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}});
+    assert_eq!(
+        messages("policy/v1", "PodDisruptionBudget", pdb),
+        ["spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"]
+    );
+}
+
+#[test]
+fn scheduling_terms_gates_and_profiles() {
+    let spec = json!({"containers": [{"name": "c", "image": "x",
+            "securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "../p.json"},
+                "appArmorProfile": {"type": "RuntimeDefault", "localhostProfile": "p"}}}],
+        "securityContext": {"seccompProfile": {"type": "runtime/default"}},
+        "nodeSelector": {"disk": "fast ssd"},
+        "schedulingGates": [{"name": "example.com/wait"}, {"name": "example.com/wait"}],
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["a", "b"]}],
+                 "matchExpressions": [{"key": "/zone", "operator": "In", "values": ["a"]}]}]}},
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "zone", "namespaces": ["Bad_NS"], "matchLabelKeys": ["app"],
+                 "mismatchLabelKeys": ["app"], "labelSelector": {"matchLabels": {"x": "y"}}},
+                {"topologyKey": "zone", "matchLabelKeys": ["app"]}]}},
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2,
+             "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["app"]},
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]});
+    let got = messages("v1", "Pod", json!({"spec": spec}));
+    let affinity = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution";
+    let terms = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]";
+    holds_all(
+        &got,
+        &[
+            "spec.securityContext.seccompProfile.type: Unsupported value: \"runtime/default\": supported values: \"Localhost\", \"RuntimeDefault\", \"Unconfined\"",
+            "spec.containers[0].securityContext.seccompProfile.localhostProfile: Invalid value: \"../p.json\": must not contain '..'",
+            "spec.containers[0].securityContext.appArmorProfile.localhostProfile: Invalid value: \"p\": can only be set when AppArmor type is Localhost",
+            "spec.schedulingGates[1]: Duplicate value: \"example.com/wait\"",
+            &format!("{terms}.matchFields[0].values: Required value: must be only one value when `operator` is 'In' or 'NotIn' for node field selector"),
+            &format!("{terms}.matchFields[0].key: Invalid value: \"metadata.uid\": not a valid field selector key"),
+            &format!("{terms}.matchExpressions[0].key: Invalid value: \"/zone\": prefix part must be non-empty"),
+            &format!("{affinity}[0].namespace: Invalid value: \"Bad_NS\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"),
+            &format!("{affinity}[0].matchLabelKeys[0]: Invalid value: \"app\": exists in both matchLabelKeys and mismatchLabelKeys"),
+            &format!("{affinity}[1].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"),
+            "spec.topologySpreadConstraints[0].minDomains: Invalid value: 2: can only use minDomains if whenUnsatisfiable=DoNotSchedule, not ScheduleAnyway",
+            "spec.topologySpreadConstraints[0].matchLabelKeys[0]: Invalid value: \"app\": exists in both matchLabelKeys and labelSelector",
+            "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}: Duplicate value: \"{zone, ScheduleAnyway}\"",
+        ],
+    );
+    assert!(
+        got.iter().any(|m| m.starts_with("spec.nodeSelector: Invalid value: \"fast ssd\": a valid label")),
+        "{got:?}"
+    );
+    // A preferred term's values are not label values, in kube too.
+    let preferred = json!({"spec": {"containers": [{"name": "c", "image": "x"}], "affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {
+            "matchExpressions": [{"key": "zone", "operator": "In", "values": ["not a label!"]}]}}]}}}});
+    assert!(messages("v1", "Pod", preferred).is_empty());
+}
+
+#[test]
+fn rollouts_budgets_and_autoscalers() {
+    let template = json!({"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    let deploy = json!({"spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template,
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "0%"}}}});
+    assert_eq!(
+        messages("apps/v1", "Deployment", deploy),
+        ["spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: may not be 0 when `maxSurge` is 0"]
+    );
+    let recreate = json!({"spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template,
+        "strategy": {"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}}});
+    assert_eq!(
+        messages("apps/v1", "Deployment", recreate),
+        ["spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is 'Recreate'"]
+    );
+    let ds = json!({"spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template,
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "150%", "maxSurge": 1}}}});
+    holds_all(
+        &messages("apps/v1", "DaemonSet", ds),
+        &[
+            "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be greater than 100%",
+            "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: intstr.IntOrString{Type:0, IntVal:1, StrVal:\"\"}: may not be set when maxUnavailable is non-zero",
+        ],
+    );
+    let pdb = json!({"spec": {"minAvailable": "half", "maxUnavailable": -1, "unhealthyPodEvictionPolicy": "Never"}});
+    let got = messages("policy/v1", "PodDisruptionBudget", pdb);
+    holds_all(
+        &got,
+        &[
+            "spec.minAvailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"half\"}: a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+            "spec.maxUnavailable: Invalid value: -1: must be greater than or equal to 0",
+            "spec.unhealthyPodEvictionPolicy: Unsupported value: \"Never\": supported values: \"AlwaysAllow\", \"IfHealthyBudget\"",
+        ],
+    );
+    assert!(
+        got[0].starts_with("spec: Invalid value: {")
+            && got[0].ends_with(": minAvailable and maxUnavailable cannot be both set")
+    );
+    let hpa = json!({"spec": {"minReplicas": 3, "maxReplicas": 2, "scaleTargetRef": {"kind": "Deployment", "name": "a/b"},
+        "metrics": [{"type": "Pods", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}},
+            {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Ratio", "averageUtilization": 0}}}],
+        "behavior": {"scaleUp": {"stabilizationWindowSeconds": 3601, "selectPolicy": "Max",
+            "policies": [{"type": "hm", "value": 0, "periodSeconds": 1801}]}, "scaleDown": {"policies": []}}}});
+    holds_all(
+        &messages("autoscaling/v2", "HorizontalPodAutoscaler", hpa),
+        &[
+            "spec.maxReplicas: Invalid value: 2: must be greater than or equal to `minReplicas`",
+            "spec.scaleTargetRef.name: Invalid value: \"a/b\": may not contain '/'",
+            "spec.metrics[0].pods: Required value: must populate information for the given metric source",
+            "spec.metrics[0].resource: Forbidden: must populate the given metric source only",
+            "spec.metrics[1].resource.target.type: Invalid value: \"Ratio\": must be either Utilization, Value, or AverageValue",
+            "spec.metrics[1].resource.target.averageUtilization: Invalid value: 0: must be greater than 0",
+            "spec.behavior.scaleUp.stabilizationWindowSeconds: Invalid value: 3601: must be less than or equal to 3600",
+            "spec.behavior.scaleUp.policies[0].type: Unsupported value: \"hm\": supported values: \"Percent\", \"Pods\"",
+            "spec.behavior.scaleUp.policies[0].value: Invalid value: 0: must be greater than zero",
+            "spec.behavior.scaleUp.policies[0].periodSeconds: Invalid value: 1801: must be less than or equal to 1800",
+            "spec.behavior.scaleDown.policies: Required value: must specify at least one Policy",
+        ],
+    );
+}
+
+#[test]
+fn network_policies() {
+    let policy = json!({"spec": {"podSelector": {}, "policyTypes": ["Ingress", "Sideways"],
+        "ingress": [{"ports": [{"protocol": "ICMP", "port": 80}, {"port": 443, "endPort": 80},
+                {"port": "https", "endPort": 8443}, {"endPort": 9000}],
+            "from": [{}, {"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}},
+                {"ipBlock": {"cidr": "010.0.0.1/8", "except": ["10.1.0.0/16", "11.0.0.0/16", "10.0.0.0/8", "bad"]}},
+                {"ipBlock": {"cidr": "10.0.0.0"}}]}]}});
+    let got = messages("networking.k8s.io/v1", "NetworkPolicy", policy);
+    let port = "spec.ingress[0].ports";
+    let from = "spec.ingress[0].from";
+    let want = [
+        format!("{port}[0].protocol: Unsupported value: \"ICMP\": supported values: \"TCP\", \"UDP\", \"SCTP\""),
+        format!("{port}[1].endPort: Invalid value: 80: must be greater than or equal to `port`"),
+        format!("{port}[2].endPort: Invalid value: 8443: may not be specified when `port` is non-numeric"),
+        format!("{port}[3].endPort: Invalid value: 9000: may not be specified when `port` is not specified"),
+        format!("{from}[0]: Required value: must specify a peer"),
+        format!("{from}[1]: Forbidden: may not specify both ipBlock and another peer"),
+        format!("{from}[2].ipBlock.except[1]: Invalid value: \"11.0.0.0/16\": must be a strict subset of `cidr`"),
+        format!("{from}[2].ipBlock.except[2]: Invalid value: \"10.0.0.0/8\": must be a strict subset of `cidr`"),
+        format!("{from}[2].ipBlock.except[3]: Invalid value: \"bad\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"),
+        format!("{from}[3].ipBlock.cidr: Invalid value: \"10.0.0.0\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"),
+        "spec.policyTypes[1]: Unsupported value: \"Sideways\": supported values: \"Ingress\", \"Egress\"".to_string(),
+    ];
+    holds_all(&got, &want.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(got.len(), want.len(), "{got:?}");
+}
+
+#[test]
+fn webhook_configurations() {
+    let hook = |name: &str, config: Value| {
+        json!({"name": name, "clientConfig": config, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]})
+    };
+    let config = json!({"webhooks": [
+        hook("pods.example.com", json!({"service": {"name": "hooks", "namespace": "system", "path": "/validate"}})),
+        hook("pods.example.com", json!({"url": "http://user@hooks.example.com/x?y=1"})),
+        hook("short.name", json!({"service": {"namespace": "system", "path": "/Validate_Pods", "port": 0}})),
+        {"name": "rules.example.com", "clientConfig": {"url": "https://h"}, "sideEffects": "Some",
+            "admissionReviewVersions": ["v2", "v2"], "timeoutSeconds": 31,
+            "rules": [{"operations": ["*", "create"], "apiGroups": [], "apiVersions": [""],
+                "resources": ["*", "pods", "pods/*", "pods/log"], "scope": "Everywhere"}]},
+        {"name": "none.example.com", "clientConfig": {}, "sideEffects": "None"}]});
+    let got = messages("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", config.clone());
+    let form = "; desired format: https://host[/path]";
+    holds_all(
+        &got,
+        &[
+            "webhooks[1].name: Duplicate value: \"pods.example.com\"",
+            &format!("webhooks[1].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme{form}"),
+            "webhooks[1].clientConfig.url: Invalid value: \"user\": user information is not permitted in the URL",
+            "webhooks[1].clientConfig.url: Invalid value: \"y=1\": query parameters are not permitted in the URL",
+            "webhooks[2].name: Invalid value: \"short.name\": should be a domain with at least three segments separated by dots",
+            "webhooks[2].clientConfig.service.namespace: Required value: service namespace is required",
+            "webhooks[2].clientConfig.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive",
+            "webhooks[3].rules[0].operations: Invalid value: []admissionregistration.OperationType{\"*\", \"create\"}: if '*' is present, must not specify other operations",
+            "webhooks[3].rules[0].operations[1]: Unsupported value: \"create\": supported values: \"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\"",
+            "webhooks[3].rules[0].apiGroups: Required value",
+            "webhooks[3].rules[0].apiVersions[0]: Required value",
+            "webhooks[3].rules[0].resources[3]: Invalid value: \"pods/log\": if 'pods/*' is present, must not specify pods/log",
+            "webhooks[3].rules[0].resources: Invalid value: []string{\"*\", \"pods\", \"pods/*\", \"pods/log\"}: if '*' is present, must not specify other resources without subresources",
+            "webhooks[3].rules[0].scope: Unsupported value: \"Everywhere\": supported values: \"*\", \"Cluster\", \"Namespaced\"",
+            "webhooks[3].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\"",
+            "webhooks[3].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
+            "webhooks[3].admissionReviewVersions[1]: Invalid value: \"v2\": duplicate version",
+            "webhooks[3].admissionReviewVersions: Invalid value: []string{\"v2\", \"v2\"}: must include at least one of v1, v1beta1",
+            "webhooks[4].clientConfig: Required value: exactly one of url or service is required",
+            "webhooks[4].admissionReviewVersions: Required value: must specify one of v1, v1beta1",
+        ],
+    );
+    assert!(got.iter().any(|m| m.starts_with("webhooks[2].clientConfig.service.path: Invalid value: \"/Validate_Pods\": segment[0]: a lowercase RFC 1123 subdomain")), "{got:?}");
+    assert!(!got.iter().any(|m| m.starts_with("webhooks[0]")), "{got:?}");
+    // An object stored with side effects kube has since refused keeps them through updates.
+    let got =
+        messages_after("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", config.clone(), &config);
+    assert!(!got.iter().any(|m| m.contains("sideEffects")), "{got:?}");
+}
+
+#[test]
+fn cronjob_schedules_and_time_zones() {
+    let cronjob = |schedule: &str, zone: Value| {
+        json!({"metadata": {"name": "nightly"}, "spec": {"schedule": schedule, "timeZone": zone,
+            "concurrencyPolicy": "Sometimes", "startingDeadlineSeconds": -1,
+            "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}}}})
+    };
+    let got = messages("batch/v1", "CronJob", cronjob("61 * * * *", json!("Mars/Olympus")));
+    holds_all(
+        &got,
+        &[
+            "spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61",
+            "spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus",
+            "spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\"",
+            "spec.startingDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0",
+        ],
+    );
+    let got = messages("batch/v1", "CronJob", cronjob("TZ=UTC 0 * * * *", json!("Local")));
+    holds_all(
+        &got,
+        &[
+            "spec.schedule: Invalid value: \"TZ=UTC 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+            "spec.timeZone: Invalid value: \"Local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+        ],
+    );
+    // An old schedule with a zone in it keeps it, and an unchanged zone is not looked up again.
+    let old = cronjob("TZ=UTC 0 * * * *", Value::Null);
+    let got = messages_after("batch/v1", "CronJob", cronjob("TZ=UTC 5 * * * *", Value::Null), &old);
+    assert!(!got.iter().any(|m| m.starts_with("spec.schedule")), "{got:?}");
+    let mut long = cronjob("@daily", json!("Europe/Paris"));
+    long["metadata"]["name"] = json!("n".repeat(53));
+    let got = messages("batch/v1", "CronJob", long.clone());
+    assert!(
+        got.iter().any(
+            |m| m.starts_with("metadata.name: Invalid value:") && m.ends_with("must be no more than 52 characters")
+        ),
+        "{got:?}"
+    );
+    assert!(!messages_after("batch/v1", "CronJob", long.clone(), &long).iter().any(|m| m.starts_with("metadata.name")));
+}
+
+#[test]
+fn a_gated_pod_only_narrows_its_node_affinity() {
+    let pod = |terms: Value| {
+        json!({"spec": {"schedulingGates": [{"name": "wait"}], "containers": [{"name": "c", "image": "x"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}})
+    };
+    let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+    let disk = json!({"key": "disk", "operator": "In", "values": ["ssd"]});
+    let old = pod(json!([{"matchExpressions": [zone]}]));
+    assert!(update_errors("Pod", &old, &pod(json!([{"matchExpressions": [zone, disk]}]))).is_empty());
+    let terms = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    let got = update_messages("Pod", &old, &pod(json!([{"matchExpressions": [disk]}])));
+    assert!(
+        got.iter().any(|m| m.starts_with(&format!("{terms}[0]: Invalid value:"))
+            && m.ends_with("only additions are allowed (no mutations or deletions)")),
+        "{got:?}"
+    );
+    let got = update_messages("Pod", &old, &pod(json!([{"matchExpressions": [zone]}, {"matchExpressions": [disk]}])));
+    assert!(
+        got.iter().any(|m| m.starts_with(&format!("{terms}: Invalid value:"))
+            && m.ends_with("no additions/deletions to non-empty NodeSelectorTerms list are allowed")),
+        "{got:?}"
     );
 }

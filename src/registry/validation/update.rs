@@ -398,6 +398,7 @@ pub(super) fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
             invalid(causes, "spec.nodeSelector".into(), Value::Object(after).to_string(), why);
         }
         keep("nodeSelector");
+        node_affinity_additions(&was["affinity"]["nodeAffinity"], &is["affinity"]["nodeAffinity"], causes);
         let node_affinity = was["affinity"].get("nodeAffinity").filter(|v| !v.is_null());
         if m.get("affinity").is_some_and(Value::is_object) || node_affinity.is_some() {
             let mut affinity = m.get("affinity").cloned().unwrap_or_else(|| serde_json::json!({}));
@@ -420,5 +421,36 @@ pub(super) fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     if munged != *was {
         let why = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
         forbidden(causes, "spec", &format!("{why}\n{}", diff(was, &munged)));
+    }
+}
+
+/// What a gated pod may change of its required node affinity (kube's `validateNodeAffinityMutation`):
+/// it may only narrow where the pod goes, by terms' requirements added after those it had; a pod
+/// that required nothing may require anything.
+fn node_affinity_additions(was: &Value, is: &Value, causes: &mut Vec<Cause>) {
+    const TERMS: &str = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    let terms =
+        |v: &Value| v["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"].as_array().cloned();
+    if was == is {
+        return;
+    }
+    let Some(before) = terms(was).filter(|t| !t.is_empty()) else { return };
+    let after = terms(is).unwrap_or_default();
+    if before.len() != after.len() {
+        let why = "no additions/deletions to non-empty NodeSelectorTerms list are allowed";
+        return invalid(causes, TERMS.into(), Value::Array(after).to_string(), why);
+    }
+    let list = |t: &Value, f: &str| t[f].as_array().cloned().unwrap_or_default();
+    for (i, (old, new)) in before.iter().zip(&after).enumerate() {
+        let kept = |f: &str| {
+            let (o, n) = (list(old, f), list(new, f));
+            o.is_empty() || (n.len() >= o.len() && n[..o.len()] == o[..])
+        };
+        let was_empty = list(old, "matchExpressions").is_empty() && list(old, "matchFields").is_empty();
+        let now_empty = list(new, "matchExpressions").is_empty() && list(new, "matchFields").is_empty();
+        if (was_empty && !now_empty) || !kept("matchExpressions") || !kept("matchFields") {
+            let why = "only additions are allowed (no mutations or deletions)";
+            invalid(causes, format!("{TERMS}[{i}]"), new.to_string(), why);
+        }
     }
 }

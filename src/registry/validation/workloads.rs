@@ -99,3 +99,115 @@ pub(super) fn go_selector(v: &Value) -> String {
     };
     format!("v1.LabelSelector{{MatchLabels:map[string]string{labels}, MatchExpressions:[]v1.LabelSelectorRequirement{exprs}}}")
 }
+
+/// How a Deployment replaces its pods (kube's `ValidateDeploymentStrategy`): a known type, and a
+/// rolling update's room only with that type.
+pub(super) fn deployment_strategy(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let rolling = map.get("rollingUpdate").is_some_and(|v| !v.is_null());
+    match map.get("type").and_then(Value::as_str) {
+        Some("Recreate") if rolling => {
+            forbidden(causes, &path.child("rollingUpdate"), "may not be specified when strategy `type` is 'Recreate'")
+        }
+        Some("Recreate" | "RollingUpdate") | None => {}
+        Some(other) => {
+            not_supported(causes, path.render(), &Value::String(other.into()), &["Recreate", "RollingUpdate"])
+        }
+    }
+}
+
+/// A Deployment's rolling update (kube's `ValidateRollingUpdateDeployment`): counts or percents, not
+/// both zero, none unavailable beyond all.
+pub(super) fn deployment_rolling_update(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let unavailable = int_or_percent(map, "maxUnavailable", path, true, causes);
+    let surge = int_or_percent(map, "maxSurge", path, false, causes);
+    if unavailable == 0 && surge == 0 {
+        let shown = shown_int_or_string(map.get("maxUnavailable").unwrap_or(&Value::from(0)));
+        invalid(causes, path.child("maxUnavailable"), shown, "may not be 0 when `maxSurge` is 0");
+    }
+}
+
+/// A DaemonSet's rolling update (kube's `ValidateRollingUpdateDaemonSet`): counts or percents of at
+/// most all, exactly one of them above zero.
+pub(super) fn daemonset_rolling_update(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let unavailable = int_or_percent(map, "maxUnavailable", path, true, causes);
+    let surge = int_or_percent(map, "maxSurge", path, true, causes);
+    if unavailable != 0 && surge != 0 {
+        let shown = shown_int_or_string(map.get("maxSurge").unwrap_or(&Value::from(0)));
+        invalid(causes, path.child("maxSurge"), shown, "may not be set when maxUnavailable is non-zero");
+    } else if unavailable == 0 && surge == 0 {
+        causes.push(cause(
+            "FieldValueRequired",
+            &path.child("maxUnavailable"),
+            "Required value: cannot be 0 when maxSurge is 0",
+        ));
+    }
+}
+
+/// A CronJob (kube's `validateCronJobSpec` and `ValidateCronJobCreate`; its Job template is checked
+/// as a Job's where it is): a schedule robfig/cron reads, with no time zone in it (unless the old one
+/// had one), a time zone kube knows, a known concurrency policy, counts not below 0, and on create a
+/// name short enough for the Jobs it makes.
+pub(super) fn cronjob(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let (spec, was) = (&obj["spec"], old.map(|o| &o["spec"]));
+    match spec["schedule"].as_str().unwrap_or_default() {
+        "" => required(causes, "spec.schedule".into()),
+        schedule => {
+            if let Some(why) = cron::schedule_error(schedule) {
+                invalid(causes, "spec.schedule".into(), format!("{schedule:?}"), &why);
+            }
+            let allowed = was.is_some_and(|w| w["schedule"].as_str().unwrap_or_default().contains("TZ"));
+            if schedule.contains("TZ") {
+                let why = match allowed {
+                    true if spec.get("timeZone").is_some_and(|t| !t.is_null()) => {
+                        Some("cannot use both timeZone field and TZ or CRON_TZ in schedule")
+                    }
+                    true => None,
+                    false => Some("cannot use TZ or CRON_TZ in schedule, use timeZone field instead"),
+                };
+                if let Some(why) = why {
+                    invalid(causes, "spec.schedule".into(), format!("{schedule:?}"), why);
+                }
+            }
+        }
+    }
+    for field in ["startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"] {
+        if let Some(n) = spec[field].as_i64().filter(|n| *n < 0) {
+            invalid(causes, format!("spec.{field}"), n.to_string(), "must be greater than or equal to 0");
+        }
+    }
+    if let Some(zone) = spec["timeZone"].as_str().filter(|_| was.is_none_or(|w| w["timeZone"] != spec["timeZone"])) {
+        time_zone(zone, causes);
+    }
+    if let Some(map) = spec.as_object() {
+        one_of_at(map, "concurrencyPolicy", "spec", &["Allow", "Forbid", "Replace"], causes);
+    }
+    let name = meta::meta_str(obj, "name").unwrap_or_default();
+    if old.is_none() && name.len() > 52 {
+        invalid(causes, "metadata.name".into(), format!("{name:?}"), "must be no more than 52 characters");
+    }
+}
+
+/// A CronJob's time zone (kube's `validateTimeZone`): a name of the IANA database, not `Local`.
+fn time_zone(zone: &str, causes: &mut Vec<Cause>) {
+    let at = || "spec.timeZone".to_string();
+    if zone.is_empty() {
+        return invalid(causes, at(), "\"\"".into(), "timeZone must be nil or non-empty string");
+    }
+    let part_ok = |p: &str| {
+        p != "."
+            && p != ".."
+            && !p.starts_with('-')
+            && (1..=14).contains(&p.len())
+            && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b))
+    };
+    if !zone.split('/').all(part_ok) {
+        return invalid(causes, at(), format!("{zone:?}"), &format!("unknown time zone {zone}"));
+    }
+    if zone.eq_ignore_ascii_case("Local") {
+        let why = "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones";
+        invalid(causes, at(), format!("{zone:?}"), why);
+    }
+    if let Some(why) = cron::location_error(zone) {
+        invalid(causes, at(), format!("{zone:?}"), &why);
+    }
+}
