@@ -623,6 +623,71 @@ async fn field_subresources_change_only_their_fields() {
 
 /// `../shared/corpus`: real manifests from public projects (CRDs of operators, webhook configurations,
 /// admission policies), applied server-side by kubectl to a logical cluster, every CRD Established.
+/// `kubectl apply` without `--server-side` sends a strategic merge patch on its second run; kgate
+/// once refused it (415) for every kind outside a hand-kept list, webhook configurations and
+/// APIServices among them. The server merges by the markers its OpenAPI publishes, as kubectl
+/// computed the patch from them: a webhook changed by name keeps the fields the patch does not name.
+#[tokio::test]
+async fn a_second_kubectl_apply_patches_every_kind_by_its_merge_keys() {
+    common::require_binary("kubectl", "kubectl (./scripts/setup.sh installs it)");
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("team-a").await;
+    let kc = s.kubeconfig_for("team-a");
+    let manifests = |timeout: u32, priority: u32| {
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: guard}}
+webhooks:
+- name: pods.guard.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  timeoutSeconds: {timeout}
+  clientConfig: {{service: {{namespace: guard, name: guard, path: /pods}}}}
+  rules: [{{apiGroups: [''], apiVersions: [v1], operations: [CREATE], resources: [pods]}}]
+- name: nodes.guard.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {{service: {{namespace: guard, name: guard, path: /nodes}}}}
+  rules: [{{apiGroups: [''], apiVersions: [v1], operations: [UPDATE], resources: [nodes]}}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {{name: v1beta1.metrics.example.com}}
+spec:
+  group: metrics.example.com
+  version: v1beta1
+  groupPriorityMinimum: {priority}
+  versionPriority: 100
+  service: {{namespace: metrics, name: metrics-server}}
+  insecureSkipTLSVerify: true
+"
+        )
+    };
+    for (timeout, priority) in [(5, 100), (7, 200)] {
+        let kc = kc.clone();
+        let (ok, out, err) = tokio::task::spawn_blocking(move || {
+            common::kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&manifests(timeout, priority)))
+        })
+        .await
+        .unwrap();
+        assert!(ok, "{out}\n{err}");
+    }
+    let (_, hook) =
+        s.get("/clusters/team-a/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/guard").await;
+    let hooks = hook["webhooks"].as_array().unwrap();
+    let names: Vec<&str> = hooks.iter().map(|h| h["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pods.guard.example.com", "nodes.guard.example.com"], "{hook}");
+    assert_eq!(hooks[0]["timeoutSeconds"], 7, "{hook}");
+    assert_eq!(hooks[0]["clientConfig"]["service"]["path"], "/pods", "{hook}");
+    assert_eq!(hooks[1]["timeoutSeconds"], 10, "the default, kept: {hook}");
+    let (_, service) =
+        s.get("/clusters/team-a/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.example.com").await;
+    assert_eq!(service["spec"]["groupPriorityMinimum"], 200, "{service}");
+    assert_eq!(service["spec"]["service"]["name"], "metrics-server", "{service}");
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn real_operators_manifests_apply_to_a_logical_cluster() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/apply.sh");

@@ -285,6 +285,25 @@ impl Builtins {
         validate::type_errors(&self.schemas, &info.def, obj)
     }
 
+    /// The definition of a built-in kind that strategic merge patch applies to (every built-in but
+    /// the LogicalCluster), in `version`, or in the first version serving it when none is given.
+    pub fn strategic_root(&self, group: &str, version: Option<&str>, kind: &str) -> Option<&str> {
+        let found = match version {
+            Some(v) => self.kind(group, v, kind),
+            None => self
+                .kinds
+                .values()
+                .filter(|k| k.group == group && k.kind == kind)
+                .min_by(|a, b| a.version.cmp(&b.version)),
+        };
+        found.filter(|k| k.strategic).map(|k| k.def.as_str())
+    }
+
+    /// Every definition, by name.
+    pub fn definitions(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.schemas.iter().map(|(name, s)| (name.as_str(), s))
+    }
+
     /// The full OpenAPI v3 schema of a definition, e.g. `io.k8s.api.core.v1.ConfigMap`.
     pub fn schema(&self, def: &str) -> Option<&Value> {
         self.schemas.get(def)

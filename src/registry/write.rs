@@ -70,8 +70,9 @@ fn mark_deleted(obj: &mut Value) {
 const SERVER_META: &[&str] =
     &["uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"];
 
+/// The key strategic merge patch and the field manager know a built-in kind by.
 fn kind_key(def: &ResourceDef) -> String {
-    format!("{}/{}", def.group, def.kind)
+    format!("{}/{}/{}", def.group, def.version, def.kind)
 }
 
 /// Check `apiVersion`/`kind` of a body against the URL, filling them in when absent.
