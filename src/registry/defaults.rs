@@ -306,6 +306,54 @@ fn autoscaler(map: &mut Map<String, Value>) {
     }
 }
 
+/// What kube's pod strategy adds to a new pod's (anti-)affinity terms (`PrepareForCreate`, with 1.33's
+/// `MatchLabelKeysInPodAffinity`): each of a term's `matchLabelKeys` the pod has a label for becomes
+/// an `In` requirement of that value in the term's selector, each `mismatchLabelKeys` one a `NotIn`.
+/// On creates only, before the checks (which refuse a key the selector then names twice), as kube.
+pub(super) fn affinity_label_keys(pod: &mut Value) {
+    let labels = pod["metadata"]["labels"].as_object().cloned().unwrap_or_default();
+    let Some(affinity) = pod.get_mut("spec").and_then(|s| s.get_mut("affinity")).and_then(Value::as_object_mut) else {
+        return;
+    };
+    for kind in ["podAffinity", "podAntiAffinity"] {
+        let Some(terms) = affinity.get_mut(kind).and_then(Value::as_object_mut) else { continue };
+        let required = terms.get_mut("requiredDuringSchedulingIgnoredDuringExecution").and_then(Value::as_array_mut);
+        for term in required.into_iter().flatten() {
+            term_label_keys(term, &labels);
+        }
+        let preferred = terms.get_mut("preferredDuringSchedulingIgnoredDuringExecution").and_then(Value::as_array_mut);
+        for weighted in preferred.into_iter().flatten() {
+            if let Some(term) = weighted.get_mut("podAffinityTerm") {
+                term_label_keys(term, &labels);
+            }
+        }
+    }
+}
+
+fn term_label_keys(term: &mut Value, labels: &Map<String, Value>) {
+    let keys = |field: &str| -> Vec<String> {
+        term[field].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+    };
+    let (matching, mismatching) = (keys("matchLabelKeys"), keys("mismatchLabelKeys"));
+    // A term without a selector selects nothing, and is left so.
+    let Some(selector) = term.get_mut("labelSelector").and_then(Value::as_object_mut) else { return };
+    let added: Vec<Value> = [(matching, "In"), (mismatching, "NotIn")]
+        .into_iter()
+        .flat_map(|(keys, op)| keys.into_iter().map(move |k| (k, op)))
+        .filter_map(|(key, op)| Some(json!({"key": key, "operator": op, "values": [labels.get(&key)?.clone()]})))
+        .collect();
+    if added.is_empty() {
+        return;
+    }
+    let expressions = selector.entry("matchExpressions").or_insert_with(|| json!([]));
+    if expressions.is_null() {
+        *expressions = json!([]);
+    }
+    if let Some(list) = expressions.as_array_mut() {
+        list.extend(added);
+    }
+}
+
 /// Whether an image reference names the tag `latest`, explicitly or by naming none (and no digest),
 /// as kube's `parsers.ParseImageName` reads it.
 fn image_tag_is_latest(image: &str) -> bool {
@@ -661,5 +709,29 @@ mod tests {
         // Values given are kept, and a field of the wrong type is left for the type check.
         let d = defaulted("apps/v1", "Deployment", json!({"spec": {"replicas": 0, "revisionHistoryLimit": "x"}}));
         assert_eq!((&d["spec"]["replicas"], &d["spec"]["revisionHistoryLimit"]), (&json!(0), &json!("x")));
+    }
+
+    #[test]
+    fn a_new_pods_label_keys_join_its_affinity_selectors() {
+        let mut pod = json!({"metadata": {"labels": {"app": "web", "track": "canary"}}, "spec": {"affinity": {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "zone", "labelSelector": {"matchLabels": {"tier": "a"}},
+                 "matchLabelKeys": ["app", "missing"], "mismatchLabelKeys": ["track"]},
+                {"topologyKey": "zone", "matchLabelKeys": ["app"]}]},
+            "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {}, "matchLabelKeys": ["app"]}}]}}}});
+        affinity_label_keys(&mut pod);
+        let anti = &pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+        assert_eq!(
+            anti[0]["labelSelector"]["matchExpressions"],
+            json!([{"key": "app", "operator": "In", "values": ["web"]},
+                   {"key": "track", "operator": "NotIn", "values": ["canary"]}])
+        );
+        assert!(anti[1].get("labelSelector").is_none(), "a term without a selector selects nothing: {anti}");
+        let preferred = &pod["spec"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+        assert_eq!(
+            preferred["podAffinityTerm"]["labelSelector"]["matchExpressions"],
+            json!([{"key": "app", "operator": "In", "values": ["web"]}])
+        );
     }
 }

@@ -671,6 +671,9 @@ impl Registry {
                 }
             }
         }
+        if def.group.is_empty() && def.kind == "Pod" {
+            super::defaults::affinity_label_keys(&mut obj);
+        }
         if def.namespaced {
             let ns = ctx
                 .namespace
