@@ -220,6 +220,31 @@ fn type_errors_are_reported_with_paths() {
     assert_eq!(b.type_errors("", "v1", "Secret", &secret).len(), 1);
 }
 
+#[test]
+fn quantities_decode_as_kube_parses_them() {
+    let b = Builtins::get();
+    let quota = |hard: Value| json!({"kind": "ResourceQuota", "spec": {"hard": hard}});
+    let ok =
+        quota(json!({"cpu": "500m", "memory": "1.5Gi", "pods": 10, "a": "1e3", "b": " 2 ", "c": "+.5", "d": "-1"}));
+    assert_eq!(b.type_errors("", "v1", "ResourceQuota", &ok), Vec::<String>::new());
+    let format = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+    for (bad, why) in [
+        ("abc", format),
+        ("", format),
+        ("1Gb", format),
+        ("1m3", "unable to parse quantity's suffix"),
+        ("2e", "unable to parse quantity's suffix"),
+    ] {
+        assert_eq!(
+            b.type_errors("", "v1", "ResourceQuota", &quota(json!({"cpu": bad}))),
+            vec![why.to_string()],
+            "{bad}"
+        );
+    }
+    let pod = json!({"kind": "Pod", "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "lots"}}}]}});
+    assert_eq!(b.type_errors("", "v1", "Pod", &pod), vec![format.to_string()]);
+}
+
 /// Every real operator's CRD has `items: {...}` or `additionalProperties: {...}`; Go decodes both
 /// either way (schema or array, schema or bool), so neither may be a type error.
 #[test]

@@ -232,6 +232,39 @@ fn mismatch(v: &Value, types: &[&str], int32: bool) -> Option<String> {
     })
 }
 
+/// The definition of kube's `resource.Quantity`.
+const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+
+/// Whether `text` is a quantity as kube's `ParseQuantity` reads one when it decodes a body: a signed
+/// decimal, then a suffix (an SI or binary multiplier, or `e` and an exponent), with its words.
+fn quantity_format(text: &str) -> Result<(), &'static str> {
+    const FORMAT: &str = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+    const SUFFIX: &str = "unable to parse quantity's suffix";
+    if text.is_empty() {
+        return Err(FORMAT);
+    }
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let mut rest = &unsigned[digits(unsigned)..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        rest = &fraction[digits(fraction)..];
+    }
+    // The suffix: multiplier letters, then an optional signed exponent; anything after is no quantity.
+    let letters = rest.find(|c: char| !"eEinumkKMGTP".contains(c)).unwrap_or(rest.len());
+    let exponent = rest[letters..].strip_prefix(['+', '-']).unwrap_or(&rest[letters..]);
+    if digits(exponent) != exponent.len() {
+        return Err(FORMAT);
+    }
+    const MULTIPLIERS: &[&str] = &["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    let known = MULTIPLIERS.contains(&rest)
+        || (rest.len() > 1 && rest.starts_with(['e', 'E']) && rest[1..].parse::<i64>().is_ok());
+    if known {
+        Ok(())
+    } else {
+        Err(SUFFIX)
+    }
+}
+
 fn walk_types(
     schemas: &BTreeMap<String, Value>,
     schema: &Value,
@@ -256,6 +289,16 @@ fn walk_types(
             ));
             return;
         }
+    }
+    if def == Some(QUANTITY) {
+        let text = match v {
+            Value::String(t) => t.trim().to_string(),
+            other => other.to_string(),
+        };
+        if let Err(why) = quantity_format(&text) {
+            out.push(why.to_string());
+        }
+        return;
     }
     if let (Value::String(text), Some("byte")) = (v, s.get("format").and_then(Value::as_str)) {
         if let Some(at) = bad_base64_at(text) {

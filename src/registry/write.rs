@@ -133,7 +133,12 @@ fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation)
             }
             let type_errors = schemas.type_errors(&def.group, &def.version, &def.kind, obj);
             if !type_errors.is_empty() {
-                return Err(ApiError::bad_request(type_errors.join(", ")));
+                let kind = &def.kind;
+                let why = type_errors.join(", ");
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{}\" cannot be handled as a {kind}: {why}",
+                    def.version
+                )));
             }
             let mut unknown = schemas.unknown_fields(&def.group, &def.version, &def.kind, obj);
             if !unknown.is_empty() && validation != FieldValidation::Strict {

@@ -249,6 +249,7 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
             }
         }
         "core.v1.KeyToPath" => key_to_path(map, path, causes),
+        "core.v1.CSIVolumeSource" => csi_volume(map, path, causes),
         // kube's words name a ReplicaSet's selector as a Deployment's.
         "apps.v1.DeploymentSpec" | "apps.v1.ReplicaSetSpec" => workload_spec("deployment", map, path, causes),
         "apps.v1.DaemonSetSpec" => workload_spec("daemonset", map, path, causes),

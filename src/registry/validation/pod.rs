@@ -312,3 +312,33 @@ pub(super) fn apparmor_profile(map: &Map<String, Value>, path: &Path, causes: &m
         ),
     }
 }
+
+/// A CSI driver's name (kube's `ValidateCSIDriverName`): at most 63 characters of a DNS subdomain,
+/// whatever their case.
+pub(super) fn csi_driver_name(causes: &mut Vec<Cause>, at: String, name: &str) {
+    if name.is_empty() {
+        required(causes, at.clone());
+    }
+    if name.len() > 63 {
+        causes.push(cause("FieldValueTooLong", &at, "Too long: may not be more than 63 bytes"));
+    }
+    if let Err(why) = meta::validate_dns1123_subdomain(&name.to_ascii_lowercase()) {
+        invalid(causes, at, format!("{name:?}"), &why);
+    }
+}
+
+/// An inline CSI volume (kube's `validateCSIVolumeSource`): a driver, and a named secret if one is
+/// referenced (kube reports a bad secret name at the source's `name`).
+pub(super) fn csi_volume(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    csi_driver_name(causes, path.child("driver"), map.get("driver").and_then(Value::as_str).unwrap_or_default());
+    if let Some(secret) = map.get("nodePublishSecretRef").filter(|s| !s.is_null()) {
+        match secret["name"].as_str().unwrap_or_default() {
+            "" => required(causes, format!("{}.name", path.child("nodePublishSecretRef"))),
+            name => {
+                if let Err(why) = meta::validate_dns1123_subdomain(name) {
+                    invalid(causes, path.child("name"), format!("{name:?}"), &why);
+                }
+            }
+        }
+    }
+}
