@@ -26,21 +26,27 @@ use crate::proto::visit::Path;
 use crate::status::{cause, Cause};
 
 mod admission;
+mod cluster_kinds;
 mod cron;
+mod limits;
 mod network;
 mod pod;
 mod rbac;
 mod scaling;
 mod scheduling;
+mod storage;
 mod update;
 mod workloads;
 
 use admission::*;
+use cluster_kinds::*;
+use limits::*;
 use network::*;
 use pod::*;
 use rbac::*;
 use scaling::*;
 use scheduling::*;
+use storage::*;
 use workloads::*;
 
 pub use update::update_errors;
@@ -68,6 +74,16 @@ const CHECKED: &[&str] = &[
     "HorizontalPodAutoscaler",
     "ValidatingWebhookConfiguration",
     "MutatingWebhookConfiguration",
+    "ResourceQuota",
+    "LimitRange",
+    "PersistentVolume",
+    "StorageClass",
+    "PriorityClass",
+    "IngressClass",
+    "RuntimeClass",
+    "APIService",
+    "Lease",
+    "EndpointSlice",
 ];
 
 /// Causes reported at most: an object of a hundred thousand empty containers (a few bytes each as
@@ -99,7 +115,27 @@ pub fn errors(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) -
         causes.truncate(MAX_CAUSES);
         return causes;
     }
+    // Kinds whose checks are of their own fields, not of structs found along a walk.
+    let own: Option<fn(&Value, &mut Vec<Cause>)> = match kind {
+        "ResourceQuota" => Some(|o, c| quota(&o["spec"], c)),
+        "LimitRange" => Some(|o, c| limit_range(&o["spec"], c)),
+        "StorageClass" => Some(storage_class),
+        "PriorityClass" => Some(priority_class),
+        "IngressClass" => Some(ingress_class),
+        "RuntimeClass" => Some(runtime_class),
+        "APIService" => Some(api_service),
+        "Lease" => Some(lease),
+        "EndpointSlice" => Some(endpoint_slice),
+        _ => None,
+    };
+    if let Some(check_own) = own {
+        check_own(obj, &mut causes);
+        causes.truncate(MAX_CAUSES);
+        return causes;
+    }
     match kind {
+        "PersistentVolumeClaim" => claim(&obj["spec"], &mut causes),
+        "PersistentVolume" => volume(&obj["spec"], &mut causes),
         "CronJob" => cronjob(obj, old, &mut causes),
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             webhook_configuration(kind, obj, old, &mut causes)
@@ -240,14 +276,10 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
         "core.v1.PersistentVolumeClaimVolumeSource" if is_empty(map.get("claimName")) => {
             required(causes, path.child("claimName"))
         }
-        "core.v1.HostPathVolumeSource" if is_empty(map.get("path")) => required(causes, path.child("path")),
-        "core.v1.NFSVolumeSource" => {
-            for field in ["server", "path"] {
-                if is_empty(map.get(field)) {
-                    required(causes, path.child(field));
-                }
-            }
-        }
+        "core.v1.HostPathVolumeSource" => host_path(map, path, causes),
+        "core.v1.LocalVolumeSource" => local(map, path, causes),
+        "core.v1.NFSVolumeSource" => nfs(map, path, causes),
+        "core.v1.CSIPersistentVolumeSource" => csi_volume_source(map, path, causes),
         "core.v1.KeyToPath" => key_to_path(map, path, causes),
         "core.v1.CSIVolumeSource" => csi_volume(map, path, causes),
         // kube's words name a ReplicaSet's selector as a Deployment's.

@@ -142,13 +142,7 @@ pub(super) fn resources(map: &Map<String, Value>, path: &Path, causes: &mut Vec<
     let (lim_path, req_path) = (path.child("limits"), path.child("requests"));
     for (field, at) in [("limits", &lim_path), ("requests", &req_path)] {
         for (name, q) in quantities(field).into_iter().flatten() {
-            // kube's `validateContainerResourceName`: a standard resource or an extended one.
-            let standard =
-                matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-");
-            if !standard && !extended(name) {
-                let why = "must be a standard resource for containers";
-                invalid(causes, format!("{at}[{name}]"), format!("{name:?}"), why);
-            }
+            container_resource_name(name, &format!("{at}[{name}]"), causes);
             let Some(v) = crate::registry::quantity::value(q) else { continue };
             if v < 0.0 {
                 invalid(causes, format!("{at}[{name}]"), shown(q), "must be greater than or equal to 0");

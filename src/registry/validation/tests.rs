@@ -344,7 +344,8 @@ fn affinity_ids_resource_names_and_volume_sources() {
             "spec.containers[0].securityContext.runAsGroup: Invalid value: 4294967296: must be between 0 and 2147483647, inclusive",
             "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty",
             "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100",
-            "spec.containers[0].resources.limits[gpu]: Invalid value: \"gpu\": must be a standard resource for containers",
+            "spec.containers[0].resources.limits[gpu]: Invalid value: gpu: must be a standard resource type or fully qualified",
+            "spec.containers[0].resources.limits[gpu]: Invalid value: gpu: must be a standard resource for containers",
             "spec.volumes[0].configMap.name: Required value",
             "spec.volumes[0].configMap.defaultMode: Invalid value: 1000: must be a number between 0 and 0777 (octal), both inclusive",
             "spec.volumes[0].configMap.items[0].path: Invalid value: \"../x\": must not contain '..'",
@@ -354,7 +355,7 @@ fn affinity_ids_resource_names_and_volume_sources() {
         ],
     );
     // kube checks an empty topology key as a label key too: two more messages.
-    assert_eq!(got.len(), 14, "{got:?}");
+    assert_eq!(got.len(), 15, "{got:?}");
     let pod = json!({"spec": {"containers": [{"name": "c", "image": "x",
             "securityContext": {"privileged": true, "allowPrivilegeEscalation": false}}],
         "topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "", "whenUnsatisfiable": "Maybe"}]}});
@@ -725,4 +726,157 @@ fn a_gated_pod_only_narrows_its_node_affinity() {
             && m.ends_with("no additions/deletions to non-empty NodeSelectorTerms list are allowed")),
         "{got:?}"
     );
+}
+
+#[test]
+fn quotas_and_limit_ranges() {
+    let quota = json!({"spec": {"hard": {"pods": "1.5", "cpu": "-1", "foo": "1", "count/deployments.apps": "2"},
+        "scopes": ["BestEffort", "NotBestEffort"]}});
+    let got = messages("v1", "ResourceQuota", quota);
+    holds_all(
+        &got,
+        &[
+            "spec.hard[pods]: Invalid value: \"1.5\": must be an integer",
+            "spec.hard[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+            "spec.hard[foo]: Invalid value: foo: must be a standard resource type or fully qualified",
+            "spec.hard[foo]: Invalid value: foo: must be a standard resource for quota",
+            "spec.scopes: Invalid value: []core.ResourceQuotaScope{\"BestEffort\", \"NotBestEffort\"}: unsupported scope applied to resource",
+            "spec.scopes: Invalid value: []core.ResourceQuotaScope{\"BestEffort\", \"NotBestEffort\"}: conflicting scopes",
+        ],
+    );
+    assert!(!got.iter().any(|m| m.contains("count/deployments.apps")), "{got:?}");
+    let selector = json!({"spec": {"hard": {"pods": "1"}, "scopeSelector": {"matchExpressions": [
+        {"scopeName": "Terminating", "operator": "In", "values": []}]}}});
+    holds_all(
+        &messages("v1", "ResourceQuota", selector),
+        &["spec.scopeSelector.matchExpressions.values: Required value: must be at least one value when `operator` is 'In' or 'NotIn' for scope selector"],
+    );
+    let limits = json!({"spec": {"limits": [
+        {"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}, "default": {"cpu": "1"}, "defaultRequest": {"cpu": "1"}},
+        {"type": "Pod", "default": {"cpu": "1"}},
+        {"type": "PersistentVolumeClaim", "max": {"memory": "1Gi"}},
+        {"type": "Container", "maxLimitRequestRatio": {"cpu": "0.5"}}]}});
+    let got = messages("v1", "LimitRange", limits);
+    holds_all(
+        &got,
+        &[
+            "spec.limits[0].min[cpu]: Invalid value: \"2\": min value 2 is greater than max value 1",
+            "spec.limits[0].defaultRequest[cpu]: Invalid value: \"1\": min value 2 is greater than default request value 1",
+            "spec.limits[0].default[cpu]: Invalid value: \"2\": min value 2 is greater than default value 1",
+            "spec.limits[1].default: Forbidden: may not be specified when `type` is 'Pod'",
+            "spec.limits[2].limits: Required value: either minimum or maximum storage value is required, but neither was provided",
+            "spec.limits[3].type: Duplicate value: \"Container\"",
+            "spec.limits[3].maxLimitRequestRatio[cpu]: Invalid value: \"0.5\": ratio 0.5 is less than 1",
+        ],
+    );
+}
+
+#[test]
+fn claims_volumes_and_storage_classes() {
+    let claim = json!({"spec": {"accessModes": ["RWO"], "resources": {"requests": {"storage": "0"}},
+        "storageClassName": "Fast_SSD", "dataSource": {"kind": "Snapshot", "name": "s"}}});
+    holds_all(
+        &messages("v1", "PersistentVolumeClaim", claim),
+        &[
+            "spec.accessModes: Unsupported value: \"RWO\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\"",
+            "spec.resources[storage]: Invalid value: \"0\": must be greater than zero",
+            "spec.dataSource: Invalid value: \"Snapshot\": must be 'PersistentVolumeClaim' when referencing the default apiGroup",
+        ],
+    );
+    assert_eq!(
+        messages("v1", "PersistentVolumeClaim", json!({"spec": {"accessModes": []}})),
+        [
+            "spec.accessModes: Required value: at least 1 access mode is required",
+            "spec.resources[storage]: Required value"
+        ]
+    );
+    let volume = json!({"spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+        "hostPath": {"path": "/data/../etc", "type": "Folder"}, "nfs": {"server": "nfs", "path": "exports"},
+        "local": {"path": "/mnt"}, "persistentVolumeReclaimPolicy": "Keep"}});
+    holds_all(
+        &messages("v1", "PersistentVolume", volume),
+        &[
+            "spec.nfs: Forbidden: may not specify more than 1 volume type",
+            "spec.local: Forbidden: may not specify more than 1 volume type",
+            "spec.nodeAffinity: Required value: Local volume requires node affinity",
+            "spec.hostPath.path: Invalid value: \"/data/../etc\": must not contain '..'",
+            "spec.nfs.path: Invalid value: \"exports\": must be an absolute path",
+            "spec.persistentVolumeReclaimPolicy: Unsupported value: \"Keep\": supported values: \"Delete\", \"Recycle\", \"Retain\"",
+        ],
+    );
+    let csi = json!({"spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}, "csi": {"driver": "Ebs_CSI"}}});
+    let got = messages("v1", "PersistentVolume", csi);
+    holds_all(&got, &["spec.csi.volumeHandle: Required value"]);
+    assert!(
+        got.iter()
+            .any(|m| m.starts_with("spec.csi.driver: Invalid value: \"Ebs_CSI\": a lowercase RFC 1123 subdomain")),
+        "{got:?}"
+    );
+    let class =
+        json!({"provisioner": "", "parameters": {"": "x"}, "reclaimPolicy": "Recycle", "volumeBindingMode": "Later"});
+    holds_all(
+        &messages("storage.k8s.io/v1", "StorageClass", class),
+        &[
+            "provisioner: Required value",
+            "parameters: Invalid value: \"\": field can not be empty.",
+            "reclaimPolicy: Unsupported value: \"Recycle\": supported values: \"Delete\", \"Retain\"",
+            "volumeBindingMode: Unsupported value: \"Later\": supported values: \"Immediate\", \"WaitForFirstConsumer\"",
+        ],
+    );
+}
+
+#[test]
+fn the_clusters_own_kinds() {
+    let system = json!({"metadata": {"name": "system-high"}, "value": 10, "preemptionPolicy": "Always"});
+    holds_all(
+        &messages("scheduling.k8s.io/v1", "PriorityClass", system),
+        &[
+            "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: system-high is not a known system priority class",
+            "preemptionPolicy: Unsupported value: \"Always\": supported values: \"PreemptLowerPriority\", \"Never\"",
+        ],
+    );
+    let high = json!({"metadata": {"name": "high"}, "value": 2000000000, "preemptionPolicy": "Never"});
+    assert_eq!(
+        messages("scheduling.k8s.io/v1", "PriorityClass", high),
+        ["value: Forbidden: maximum allowed value of a user defined priority is 1000000000"]
+    );
+    let class = json!({"spec": {"controller": "nginx", "parameters": {"kind": "Config", "name": "c", "scope": "Cluster", "namespace": "x"}}});
+    assert_eq!(
+        messages("networking.k8s.io/v1", "IngressClass", class),
+        [
+            "spec.controller: Invalid value: \"nginx\": must be a domain-prefixed path (such as \"acme.io/foo\")",
+            "spec.parameters.namespace: Forbidden: `parameters.scope` is set to 'Cluster'",
+        ]
+    );
+    let runtime = json!({"handler": "run.c", "overhead": {"podFixed": {"cpu": "-1"}}});
+    holds_all(
+        &messages("node.k8s.io/v1", "RuntimeClass", runtime),
+        &["overhead.limits[cpu]: Invalid value: \"-1\": must be greater than or equal to 0"],
+    );
+    let service = json!({"metadata": {"name": "metrics"}, "spec": {"group": "metrics.k8s.io", "version": "v1beta1",
+        "groupPriorityMinimum": 0, "versionPriority": 100, "insecureSkipTLSVerify": true, "caBundle": "AAAA",
+        "service": {"namespace": "kube-system", "name": "metrics-server", "port": 443}}});
+    holds_all(
+        &messages("apiregistration.k8s.io/v1", "APIService", service),
+        &[
+            "metadata.name: Invalid value: \"metrics\": must be `spec.version+\".\"+spec.group`: \"v1beta1.metrics.k8s.io\"",
+            "spec.groupPriorityMinimum: Invalid value: 0: must be positive and less than 20000",
+            "spec.insecureSkipTLSVerify: Invalid value: true: may not be true if caBundle is present",
+        ],
+    );
+    let slice = json!({"addressType": "IPv4", "ports": [{"name": "http", "protocol": "TCP"}, {"name": "http", "protocol": "ICMP"}],
+        "endpoints": [{"addresses": []}, {"addresses": ["10.0.0.1", "fd00::1", "127.0.0.1", "nope"]}]});
+    holds_all(
+        &messages("discovery.k8s.io/v1", "EndpointSlice", slice),
+        &[
+            "ports[1].name: Duplicate value: \"http\"",
+            "ports[1].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+            "endpoints[0].addresses: Required value: must contain at least 1 address",
+            "endpoints[1].addresses: Invalid value: \"fd00::1\": must be an IPv4 address",
+            "endpoints[1].addresses[2]: Invalid value: \"127.0.0.1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+            "endpoints[1].addresses[3]: Invalid value: \"nope\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+        ],
+    );
+    let lease = json!({"spec": {"leaseDurationSeconds": 0, "leaseTransitions": -1}});
+    assert_eq!(messages("coordination.k8s.io/v1", "Lease", lease).len(), 2);
 }
