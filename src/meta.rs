@@ -192,7 +192,13 @@ pub fn label_value_errors(v: &str) -> Vec<String> {
 
 /// Labels as kube's `ValidateLabels`: each key's and each value's errors at `at` (the map's own path).
 pub fn label_errors(labels: &Map<String, Value>, at: &str, out: &mut Vec<Cause>) {
+    // Each message is some hundred bytes, whatever the label's size: a map of many bad labels must
+    // not make an answer many times the body.
+    const MAX_CAUSES: usize = 256;
     for (k, v) in labels {
+        if out.len() >= MAX_CAUSES {
+            return;
+        }
         for e in qualified_name_errors(k) {
             out.push(cause("FieldValueInvalid", at, format!("Invalid value: {k:?}: {e}")));
         }

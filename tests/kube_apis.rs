@@ -633,7 +633,7 @@ async fn a_second_kubectl_apply_patches_every_kind_by_its_merge_keys() {
     let s = TestServer::start(Backend::Embedded).await;
     s.create_cluster("team-a").await;
     let kc = s.kubeconfig_for("team-a");
-    let manifests = |timeout: u32, priority: u32| {
+    let manifests = |timeout: u32, priority: u32, strategy: &str| {
         format!(
             "apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
@@ -661,13 +661,23 @@ spec:
   versionPriority: 100
   service: {{namespace: metrics, name: metrics-server}}
   insecureSkipTLSVerify: true
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: default}}
+spec:
+  selector: {{matchLabels: {{app: web}}}}
+  strategy: {{type: {strategy}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: web, image: nginx}}]}}
 "
         )
     };
-    for (timeout, priority) in [(5, 100), (7, 200)] {
+    for (timeout, priority, strategy) in [(5, 100, "RollingUpdate"), (7, 200, "Recreate")] {
         let kc = kc.clone();
         let (ok, out, err) = tokio::task::spawn_blocking(move || {
-            common::kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&manifests(timeout, priority)))
+            common::kubectl_stdin(&kc, &["apply", "-f", "-"], Some(&manifests(timeout, priority, strategy)))
         })
         .await
         .unwrap();
@@ -685,6 +695,9 @@ spec:
         s.get("/clusters/team-a/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.example.com").await;
     assert_eq!(service["spec"]["groupPriorityMinimum"], 200, "{service}");
     assert_eq!(service["spec"]["service"]["name"], "metrics-server", "{service}");
+    // The Deployment's strategy is kept by its keys (`retainKeys`): Recreate drops the defaulted room.
+    let (_, web) = s.get("/clusters/team-a/apis/apps/v1/namespaces/default/deployments/web").await;
+    assert_eq!(web["spec"]["strategy"], json!({"type": "Recreate"}), "{web}");
     s.stop().await;
 }
 

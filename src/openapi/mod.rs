@@ -304,6 +304,15 @@ impl Builtins {
         self.schemas.iter().map(|(name, s)| (name.as_str(), s))
     }
 
+    /// The quantities of a built-in object that kube's decoder would refuse, each as written with
+    /// ParseQuantity's words.
+    pub fn quantity_errors(&self, group: &str, version: &str, kind: &str, obj: &Value) -> Vec<(String, &'static str)> {
+        match self.kind(group, version, kind) {
+            Some(info) => validate::quantity_errors(&self.schemas, &info.def, obj),
+            None => Vec::new(),
+        }
+    }
+
     /// The full OpenAPI v3 schema of a definition, e.g. `io.k8s.api.core.v1.ConfigMap`.
     pub fn schema(&self, def: &str) -> Option<&Value> {
         self.schemas.get(def)

@@ -34,17 +34,48 @@ const LIST_OVERRIDES: &[(&str, &str, &[&str], &str)] = &[
     ("io.k8s.api.core.v1.PodSpec", "volumes", &[], "merge,retainKeys"),
     ("io.k8s.api.core.v1.PodSpec", "resourceClaims", &[], "merge,retainKeys"),
     ("io.k8s.api.core.v1.ResourceRequirements", "claims", &[], ""),
+    // Go tags a Deployment's strategy `retainKeys`, so that kubectl's patch to `Recreate` drops the
+    // rolling update's room.
+    ("io.k8s.api.apps.v1.DeploymentSpec", "strategy", &[], "retainKeys"),
+    // Conditions whose Go fields carry no patch tags: a strategic merge patch replaces them.
+    ("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus", "conditions", &[], ""),
+    ("io.k8s.api.certificates.v1.CertificateSigningRequestStatus", "conditions", &[], ""),
+    ("io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus", "conditions", &[], ""),
+];
+
+/// Structs Go marks `+structType=atomic`: server-side apply owns each as one value, and kube's OpenAPI
+/// says so on the definition (`x-kubernetes-map-type: atomic`).
+const ATOMIC_STRUCTS: &[&str] = &[
+    "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector",
+    "io.k8s.api.core.v1.NodeSelector",
+    "io.k8s.api.core.v1.NodeSelectorTerm",
+    "io.k8s.api.core.v1.TopologySelectorTerm",
+    "io.k8s.api.core.v1.LocalObjectReference",
+    "io.k8s.api.core.v1.TypedLocalObjectReference",
+    "io.k8s.api.core.v1.ObjectReference",
+    "io.k8s.api.core.v1.ObjectFieldSelector",
+    "io.k8s.api.core.v1.ResourceFieldSelector",
+    "io.k8s.api.core.v1.ConfigMapKeySelector",
+    "io.k8s.api.core.v1.SecretKeySelector",
 ];
 
 /// Lists that Go declares atomic for server-side apply but still merges by key in
 /// strategic merge patch.
-const ATOMIC_BUT_MERGED: &[(&str, &str)] =
-    &[("io.k8s.api.core.v1.PodStatus", "hostIPs"), ("io.k8s.api.core.v1.PodStatus", "podIPs")];
+const ATOMIC_BUT_MERGED: &[(&str, &str)] = &[
+    ("io.k8s.api.core.v1.PodStatus", "hostIPs"),
+    ("io.k8s.api.core.v1.PodStatus", "podIPs"),
+    ("io.k8s.api.batch.v1.JobStatus", "conditions"),
+];
 
 /// Converts the definitions schemars produced into kube-apiserver's shape, in place.
 pub(super) fn normalize(defs: &mut BTreeMap<String, Value>) {
     for schema in defs.values_mut() {
         strip_meta(schema);
+    }
+    for def in ATOMIC_STRUCTS {
+        if let Some(s) = defs.get_mut(*def).and_then(Value::as_object_mut) {
+            s.insert("x-kubernetes-map-type".into(), json!("atomic"));
+        }
     }
     if let Some(s) = defs.get_mut("io.k8s.apimachinery.pkg.util.intstr.IntOrString") {
         s["format"] = json!("int-or-string");

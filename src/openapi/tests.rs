@@ -226,23 +226,16 @@ fn quantities_decode_as_kube_parses_them() {
     let quota = |hard: Value| json!({"kind": "ResourceQuota", "spec": {"hard": hard}});
     let ok =
         quota(json!({"cpu": "500m", "memory": "1.5Gi", "pods": 10, "a": "1e3", "b": " 2 ", "c": "+.5", "d": "-1"}));
-    assert_eq!(b.type_errors("", "v1", "ResourceQuota", &ok), Vec::<String>::new());
+    assert_eq!(b.quantity_errors("", "v1", "ResourceQuota", &ok), vec![]);
     let format = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
-    for (bad, why) in [
-        ("abc", format),
-        ("", format),
-        ("1Gb", format),
-        ("1m3", "unable to parse quantity's suffix"),
-        ("2e", "unable to parse quantity's suffix"),
-    ] {
-        assert_eq!(
-            b.type_errors("", "v1", "ResourceQuota", &quota(json!({"cpu": bad}))),
-            vec![why.to_string()],
-            "{bad}"
-        );
+    let suffix = "unable to parse quantity's suffix";
+    for (bad, why) in [("abc", format), ("", format), ("1Gb", format), ("1m3", suffix), ("2e", suffix)] {
+        let got = b.quantity_errors("", "v1", "ResourceQuota", &quota(json!({"cpu": bad})));
+        assert_eq!(got, vec![(bad.to_string(), why)], "{bad}");
     }
     let pod = json!({"kind": "Pod", "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "lots"}}}]}});
-    assert_eq!(b.type_errors("", "v1", "Pod", &pod), vec![format.to_string()]);
+    assert_eq!(b.quantity_errors("", "v1", "Pod", &pod), vec![("lots".to_string(), format)]);
+    assert_eq!(b.type_errors("", "v1", "Pod", &pod), Vec::<String>::new(), "a quantity is not a type error");
 }
 
 /// Every real operator's CRD has `items: {...}` or `additionalProperties: {...}`; Go decodes both

@@ -125,6 +125,27 @@ pub(super) fn remove_path(obj: &mut Value, path: &[Seg]) {
 
 /// JSON type mismatches in `obj` against the definition `def`.
 pub(super) fn type_errors(schemas: &BTreeMap<String, Value>, def: &str, obj: &Value) -> Vec<String> {
+    decode_errors(schemas, def, obj, None)
+}
+
+/// The quantities in `obj` that kube's decoder would refuse: each as written, with ParseQuantity's words.
+pub(super) fn quantity_errors(
+    schemas: &BTreeMap<String, Value>,
+    def: &str,
+    obj: &Value,
+) -> Vec<(String, &'static str)> {
+    let mut quantities = Vec::new();
+    decode_errors(schemas, def, obj, Some(&mut quantities));
+    quantities
+}
+
+/// Type mismatches, and with `quantities` the quantities that do not parse (collected there).
+fn decode_errors(
+    schemas: &BTreeMap<String, Value>,
+    def: &str,
+    obj: &Value,
+    mut quantities: Option<&mut Vec<(String, &'static str)>>,
+) -> Vec<String> {
     let Some(root) = schemas.get(def) else {
         return Vec::new();
     };
@@ -134,7 +155,7 @@ pub(super) fn type_errors(schemas: &BTreeMap<String, Value>, def: &str, obj: &Va
         out.push(format!("json: cannot unmarshal {} into Go value of type {}", json_type(obj), go_struct_name(def)));
         return out;
     }
-    walk_types(schemas, root, obj, name, &mut Vec::new(), &mut out);
+    walk_types(schemas, root, obj, name, &mut Vec::new(), &mut out, &mut quantities);
     out
 }
 
@@ -272,6 +293,7 @@ fn walk_types(
     struct_name: &str,
     path: &mut Vec<String>,
     out: &mut Vec<String>,
+    quantities: &mut Option<&mut Vec<(String, &'static str)>>,
 ) {
     // JSON null decodes to the zero value of any Go type.
     if v.is_null() {
@@ -291,12 +313,14 @@ fn walk_types(
         }
     }
     if def == Some(QUANTITY) {
-        let text = match v {
-            Value::String(t) => t.trim().to_string(),
-            other => other.to_string(),
-        };
-        if let Err(why) = quantity_format(&text) {
-            out.push(why.to_string());
+        if let Some(found) = quantities.as_deref_mut() {
+            let text = match v {
+                Value::String(t) => t.trim().to_string(),
+                other => other.to_string(),
+            };
+            if let Err(why) = quantity_format(&text) {
+                found.push((text, why));
+            }
         }
         return;
     }
@@ -319,18 +343,18 @@ fn walk_types(
             for (k, child) in m {
                 if let Some(ps) = props.and_then(|p| p.get(k)) {
                     path.push(k.clone());
-                    walk_types(schemas, ps, child, inner_name, path, out);
+                    walk_types(schemas, ps, child, inner_name, path, out, quantities);
                     path.pop();
                 } else if let Some(vs) = values {
                     // Map keys are not part of Go's field path.
-                    walk_types(schemas, vs, child, inner_name, path, out);
+                    walk_types(schemas, vs, child, inner_name, path, out, quantities);
                 }
             }
         }
         Value::Array(a) => {
             if let Some(items) = s.get("items") {
                 for child in a {
-                    walk_types(schemas, items, child, inner_name, path, out);
+                    walk_types(schemas, items, child, inner_name, path, out, quantities);
                 }
             }
         }

@@ -80,6 +80,10 @@ fn ref_of(prop: &'static Value) -> Option<&'static str> {
 
 fn meta_of(prop: &'static Value) -> FieldMeta {
     let ext = |name: &str| prop.get(name).and_then(Value::as_str);
+    let ty = ref_of(prop);
+    // A struct Go marks atomic is owned whole wherever it is (its definition says so).
+    let atomic_struct = ty.and_then(|t| Builtins::get().schema(t)).and_then(|s| s.get("x-kubernetes-map-type"))
+        == Some(&Value::String("atomic".into()));
     let keys = || -> &'static [&'static str] {
         let keys: Vec<&'static str> = prop
             .get("x-kubernetes-list-map-keys")
@@ -92,6 +96,7 @@ fn meta_of(prop: &'static Value) -> FieldMeta {
     };
     let ssa = match (ext("x-kubernetes-list-type"), ext("x-kubernetes-map-type"), ext("x-kubernetes-struct-type")) {
         (Some("atomic"), _, _) | (_, Some("atomic"), _) | (_, _, Some("atomic")) => Ssa::Atomic,
+        _ if atomic_struct && prop.get("items").is_none() => Ssa::Atomic,
         (Some("set"), _, _) => Ssa::Set,
         (Some("map"), _, _) => Ssa::Map(keys()),
         _ => Ssa::Granular,
@@ -102,7 +107,7 @@ fn meta_of(prop: &'static Value) -> FieldMeta {
         (true, None) => Smp::MergePrimitive,
         (false, _) => Smp::Replace,
     };
-    FieldMeta { smp, ssa, ty: ref_of(prop) }
+    FieldMeta { smp, ssa, ty }
 }
 
 /// The definition of a built-in kind's top level, from its key (`group/version/Kind`, or

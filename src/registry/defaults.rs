@@ -84,9 +84,6 @@ const FIELDS: &[Rule] = &[
     ("apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy", "whenScaled", Zero, || json!("Retain")),
     ("apps.v1.ReplicaSetSpec", "replicas", Missing, || json!(1)),
     // batch/v1
-    // autoscaling/v1 and v2
-    ("autoscaling.v1.HorizontalPodAutoscalerSpec", "minReplicas", Missing, || json!(1)),
-    ("autoscaling.v2.HorizontalPodAutoscalerSpec", "minReplicas", Missing, || json!(1)),
     ("batch.v1.CronJobSpec", "concurrencyPolicy", Zero, || json!("Allow")),
     ("batch.v1.CronJobSpec", "suspend", Missing, || json!(false)),
     ("batch.v1.CronJobSpec", "successfulJobsHistoryLimit", Missing, || json!(3)),
@@ -267,7 +264,6 @@ fn computed(name: &str, map: &mut Map<String, Value>) {
         "apps.v1.DaemonSetSpec" => rolling_update(map, "updateStrategy", json!(1), json!(0)),
         "apps.v1.StatefulSetSpec" => stateful_set_strategy(map),
         "batch.v1.Job" => job(map),
-        "autoscaling.v2.HorizontalPodAutoscalerSpec" => autoscaler(map),
         "networking.v1.NetworkPolicySpec" if unset(map.get("policyTypes"), Zero) => {
             let egress = map.get("egress").and_then(Value::as_array).is_some_and(|e| !e.is_empty());
             let types = if egress { json!(["Ingress", "Egress"]) } else { json!(["Ingress"]) };
@@ -281,28 +277,6 @@ fn computed(name: &str, map: &mut Map<String, Value>) {
             };
         }
         _ => {}
-    }
-}
-
-/// An autoscaler's v2 spec (kube's `SetDefaults_HorizontalPodAutoscaler`): no metric is 80% of the
-/// pods' CPU; a behaviour given has both directions, each rule's unset parts taken from kube's
-/// defaults for that direction.
-fn autoscaler(map: &mut Map<String, Value>) {
-    if unset(map.get("metrics"), Zero) {
-        let cpu = json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}});
-        map.insert("metrics".into(), json!([cpu]));
-    }
-    let Some(behavior) = map.get_mut("behavior").and_then(Value::as_object_mut) else { return };
-    let up = json!({"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
-        {"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]});
-    let down = json!({"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]});
-    for (direction, mut rules) in [("scaleUp", up), ("scaleDown", down)] {
-        if let Some(given) = behavior.get(direction).and_then(Value::as_object) {
-            for (field, v) in given.iter().filter(|(_, v)| !v.is_null()) {
-                rules[field] = v.clone();
-            }
-        }
-        behavior.insert(direction.into(), rules);
     }
 }
 

@@ -210,6 +210,31 @@ fn merge_string_data(obj: &mut Value) {
     }
 }
 
+/// Quantities kube's decoder would refuse (`cpu: abc`), refused with its words as a body that does not
+/// decode, but for those the stored object already holds: kgate stored them before it read them as
+/// kube does, and such an object must still take its status, its finalizers' removal and its labels.
+fn check_quantities(def: &ResourceDef, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+    if def.custom.is_some() {
+        return Ok(());
+    }
+    let schemas = crate::openapi::Builtins::get();
+    let errors = |v: &Value| schemas.quantity_errors(&def.group, &def.version, &def.kind, v);
+    let found = errors(obj);
+    if found.is_empty() {
+        return Ok(());
+    }
+    let held: std::collections::HashSet<String> =
+        old.map(|o| errors(o).into_iter().map(|(text, _)| text).collect()).unwrap_or_default();
+    match found.into_iter().find(|(text, _)| !held.contains(text)) {
+        Some((_, why)) => {
+            let kind = &def.kind;
+            let version = &def.version;
+            Err(ApiError::bad_request(format!("{kind} in version \"{version}\" cannot be handled as a {kind}: {why}")))
+        }
+        None => Ok(()),
+    }
+}
+
 /// Checks of one type beyond metadata: a CRD's definition, a custom object's values against its schema.
 /// `through` names the subresource an update is written through.
 fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: Option<&str>) -> ApiResult<()> {
@@ -646,6 +671,7 @@ impl Registry {
         let def = ctx.def;
         check_type(def, &mut obj)?;
         let warnings = check_schema(def, &mut obj, opts.field_validation)?;
+        check_quantities(def, &obj, None)?;
         if let Some(a) = ctx.admit {
             a.admit(None, &obj)?;
         }
@@ -1031,6 +1057,7 @@ impl Registry {
             }
             super::convert::keep_stored_status(def, current, &mut desired);
         }
+        check_quantities(def, &desired, Some(current))?;
         if let Some(a) = ctx.admit {
             a.admit(Some(current), &desired)?;
         }

@@ -69,11 +69,14 @@ fn webhook(map: &Map<String, Value>, at: &str, mutating: bool, strict_side_effec
         one_of_at(map, "matchPolicy", at, &["Equivalent", "Exact"], causes);
     }
     match map.get("sideEffects").and_then(Value::as_str) {
-        None => causes.push(cause(
-            "FieldValueRequired",
-            &field("sideEffects"),
-            "Required value: must specify one of None, NoneOnDryRun",
-        )),
+        None => push(
+            causes,
+            cause(
+                "FieldValueRequired",
+                &field("sideEffects"),
+                "Required value: must specify one of None, NoneOnDryRun",
+            ),
+        ),
         Some("None" | "NoneOnDryRun") => {}
         Some("Unknown" | "Some") if !strict_side_effects => {}
         Some(other) => {
@@ -178,7 +181,7 @@ fn client_config(config: &Value, at: &str, causes: &mut Vec<Cause>) {
     match (url, service) {
         (Some(url), None) => webhook_url(url, &format!("{at}.url"), causes),
         (None, Some(service)) => webhook_service(service, &format!("{at}.service"), causes),
-        _ => causes.push(cause("FieldValueRequired", at, "Required value: exactly one of url or service is required")),
+        _ => push(causes, cause("FieldValueRequired", at, "Required value: exactly one of url or service is required")),
     }
 }
 
@@ -227,14 +230,13 @@ fn webhook_url(url: &str, at: &str, causes: &mut Vec<Cause>) {
 /// and namespace to its check swapped, so each one's absence is reported at the other's place.
 fn webhook_service(service: &Value, at: &str, causes: &mut Vec<Cause>) {
     if service["namespace"].as_str().unwrap_or_default().is_empty() {
-        causes.push(cause("FieldValueRequired", &format!("{at}.name"), "Required value: service name is required"));
+        push(causes, cause("FieldValueRequired", &format!("{at}.name"), "Required value: service name is required"));
     }
     if service["name"].as_str().unwrap_or_default().is_empty() {
-        causes.push(cause(
-            "FieldValueRequired",
-            &format!("{at}.namespace"),
-            "Required value: service namespace is required",
-        ));
+        push(
+            causes,
+            cause("FieldValueRequired", &format!("{at}.namespace"), "Required value: service namespace is required"),
+        );
     }
     if let Some(port) = service["port"].as_i64().filter(|p| !(1..=65535).contains(p)) {
         let why = "port is not valid: must be between 1 and 65535, inclusive";
@@ -267,7 +269,7 @@ fn review_versions(webhook: &Value, at: &str, require_known: bool, causes: &mut 
     let versions = list(webhook, "admissionReviewVersions");
     if versions.is_empty() {
         let why = format!("Required value: must specify one of {}", REVIEW_VERSIONS.join(", "));
-        return causes.push(cause("FieldValueRequired", at, why));
+        return push(causes, cause("FieldValueRequired", at, why));
     }
     let mut seen = HashSet::new();
     for (i, v) in versions.iter().enumerate() {
@@ -292,7 +294,7 @@ fn match_conditions(conditions: Option<&Value>, at: &str, causes: &mut Vec<Cause
     let conditions = conditions.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     if conditions.len() > 64 {
         let why = format!("Too many: {}: must have at most 64 items", conditions.len());
-        causes.push(cause("FieldValueTooMany", at, why));
+        push(causes, cause("FieldValueTooMany", at, why));
     }
     let mut names = HashSet::new();
     for (i, c) in conditions.iter().enumerate() {

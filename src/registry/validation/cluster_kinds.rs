@@ -40,7 +40,7 @@ pub(super) fn priority_class(obj: &Value, causes: &mut Vec<Cause>) {
 pub(super) fn ingress_class(obj: &Value, causes: &mut Vec<Cause>) {
     let controller = obj["spec"]["controller"].as_str().unwrap_or_default();
     if controller.len() > 250 {
-        causes.push(cause("FieldValueTooLong", "spec.controller", "Too long: may not be more than 250 bytes"));
+        push(causes, cause("FieldValueTooLong", "spec.controller", "Too long: may not be more than 250 bytes"));
     }
     domain_prefixed_path(controller, "spec.controller", causes);
     let Some(parameters) = obj["spec"].get("parameters").filter(|p| p.is_object()) else { return };
@@ -52,11 +52,10 @@ pub(super) fn ingress_class(obj: &Value, causes: &mut Vec<Cause>) {
     }
     for field in ["kind", "name"] {
         match parameters[field].as_str().unwrap_or_default() {
-            "" => causes.push(cause(
-                "FieldValueRequired",
-                &format!("{AT}.{field}"),
-                format!("Required value: {field} is required"),
-            )),
+            "" => push(
+                causes,
+                cause("FieldValueRequired", &format!("{AT}.{field}"), format!("Required value: {field} is required")),
+            ),
             value => {
                 if let Err(why) = meta::validate_path_segment(value) {
                     invalid(causes, format!("{AT}.{field}"), format!("{value:?}"), &why);
@@ -67,11 +66,14 @@ pub(super) fn ingress_class(obj: &Value, causes: &mut Vec<Cause>) {
     let namespace = parameters.get("namespace").filter(|n| !n.is_null()).map(|n| n.as_str().unwrap_or_default());
     match (parameters["scope"].as_str(), namespace) {
         (None, _) => required(causes, format!("{AT}.scope")),
-        (Some("Namespace"), None) => causes.push(cause(
-            "FieldValueRequired",
-            &format!("{AT}.namespace"),
-            "Required value: `parameters.scope` is set to 'Namespace'",
-        )),
+        (Some("Namespace"), None) => push(
+            causes,
+            cause(
+                "FieldValueRequired",
+                &format!("{AT}.namespace"),
+                "Required value: `parameters.scope` is set to 'Namespace'",
+            ),
+        ),
         (Some("Namespace"), Some(ns)) => dns_label(causes, format!("{AT}.namespace"), ns),
         (Some("Cluster"), Some(_)) => {
             forbidden(causes, &format!("{AT}.namespace"), "`parameters.scope` is set to 'Cluster'")
@@ -136,7 +138,7 @@ pub(super) fn api_service(obj: &Value, causes: &mut Vec<Cause>) {
     }
     if group.is_empty() && version != "v1" {
         let why = "Required value: only v1 may have an empty group and it better be legacy kube";
-        causes.push(cause("FieldValueRequired", "spec.group", why));
+        push(causes, cause("FieldValueRequired", "spec.group", why));
     } else if !group.is_empty() {
         if let Err(why) = meta::validate_dns1123_subdomain(group) {
             invalid(causes, "spec.group".into(), format!("{group:?}"), &why);
@@ -203,11 +205,10 @@ pub(super) fn endpoint_slice(obj: &Value, causes: &mut Vec<Cause>) {
     }
     let ports = obj["ports"].as_array().map_or(&[][..], Vec::as_slice);
     if ports.len() > 20000 {
-        causes.push(cause(
-            "FieldValueTooMany",
-            "ports",
-            format!("Too many: {}: must have at most 20000 items", ports.len()),
-        ));
+        push(
+            causes,
+            cause("FieldValueTooMany", "ports", format!("Too many: {}: must have at most 20000 items", ports.len())),
+        );
     } else {
         let mut names = HashSet::new();
         for (i, p) in ports.iter().enumerate() {
@@ -233,16 +234,16 @@ pub(super) fn endpoint_slice(obj: &Value, causes: &mut Vec<Cause>) {
     let endpoints = obj["endpoints"].as_array().map_or(&[][..], Vec::as_slice);
     if endpoints.len() > 1000 {
         let why = format!("Too many: {}: must have at most 1000 items", endpoints.len());
-        return causes.push(cause("FieldValueTooMany", "endpoints", why));
+        return push(causes, cause("FieldValueTooMany", "endpoints", why));
     }
     for (i, e) in endpoints.iter().enumerate() {
         let at = format!("endpoints[{i}].addresses");
         let addresses = e["addresses"].as_array().map_or(&[][..], Vec::as_slice);
         if addresses.is_empty() {
-            causes.push(cause("FieldValueRequired", &at, "Required value: must contain at least 1 address"));
+            push(causes, cause("FieldValueRequired", &at, "Required value: must contain at least 1 address"));
         } else if addresses.len() > 100 {
             let why = format!("Too many: {}: must have at most 100 items", addresses.len());
-            causes.push(cause("FieldValueTooMany", &at, why));
+            push(causes, cause("FieldValueTooMany", &at, why));
         }
         for (j, a) in addresses.iter().take(100).enumerate() {
             endpoint_address(address_type, a.as_str().unwrap_or_default(), &at, j, causes);

@@ -141,12 +141,18 @@ pub(super) fn quota(spec: &Value, causes: &mut Vec<Cause>) {
     let known = |scope: &str| SCOPES.iter().any(|(s, _)| *s == scope);
     let scopes = spec["scopes"].as_array().map_or(&[][..], Vec::as_slice);
     let names: Vec<&str> = scopes.iter().filter_map(Value::as_str).collect();
+    // Shown once, and each scope's error once: kube repeats an error per resource, whose message
+    // its aggregate then prints once; a list of many scopes must not make an answer of its square.
+    let listed = shown_scopes(scopes);
     for scope in &names {
-        if !known(scope) {
-            invalid(causes, "spec.scopes".into(), shown_scopes(scopes), "unsupported scope");
+        if causes.len() >= MAX_CAUSES {
+            break;
         }
-        for _ in counted.iter().filter(|r| !applies(scope, r)) {
-            invalid(causes, "spec.scopes".into(), shown_scopes(scopes), "unsupported scope applied to resource");
+        if !known(scope) {
+            invalid(causes, "spec.scopes".into(), listed.clone(), "unsupported scope");
+        }
+        if counted.iter().any(|r| !applies(scope, r)) {
+            invalid(causes, "spec.scopes".into(), listed.clone(), "unsupported scope applied to resource");
         }
     }
     let conflicts = |names: &[&str]| {
@@ -156,20 +162,24 @@ pub(super) fn quota(spec: &Value, causes: &mut Vec<Cause>) {
             .count()
     };
     for _ in 0..conflicts(&names) {
-        invalid(causes, "spec.scopes".into(), shown_scopes(scopes), "conflicting scopes");
+        invalid(causes, "spec.scopes".into(), listed.clone(), "conflicting scopes");
     }
     let Some(selector) = spec.get("scopeSelector").filter(|s| !s.is_null()) else { return };
     const AT: &str = "spec.scopeSelector.matchExpressions";
     let requirements = selector["matchExpressions"].as_array().map_or(&[][..], Vec::as_slice);
     let mut selected = Vec::new();
+    let whole = selector.to_string();
     for r in requirements {
+        if causes.len() >= MAX_CAUSES {
+            break;
+        }
         let scope = r["scopeName"].as_str().unwrap_or_default();
         selected.push(scope);
         if !known(scope) {
             invalid(causes, format!("{AT}.scopeName"), format!("{scope:?}"), "unsupported scope");
         }
-        for _ in counted.iter().filter(|res| !applies(scope, res)) {
-            invalid(causes, AT.into(), selector.to_string(), "unsupported scope applied to resource");
+        if counted.iter().any(|res| !applies(scope, res)) {
+            invalid(causes, AT.into(), whole.clone(), "unsupported scope applied to resource");
         }
         let operator = r["operator"].as_str().unwrap_or_default();
         let only_exists = ["BestEffort", "NotBestEffort", "Terminating", "NotTerminating", "CrossNamespacePodAffinity"];
@@ -179,11 +189,14 @@ pub(super) fn quota(spec: &Value, causes: &mut Vec<Cause>) {
         }
         let values = r["values"].as_array().map_or(&[][..], Vec::as_slice);
         match operator {
-            "In" | "NotIn" if values.is_empty() => causes.push(cause(
-                "FieldValueRequired",
-                &format!("{AT}.values"),
-                "Required value: must be at least one value when `operator` is 'In' or 'NotIn' for scope selector",
-            )),
+            "In" | "NotIn" if values.is_empty() => push(
+                causes,
+                cause(
+                    "FieldValueRequired",
+                    &format!("{AT}.values"),
+                    "Required value: must be at least one value when `operator` is 'In' or 'NotIn' for scope selector",
+                ),
+            ),
             "Exists" | "DoesNotExist" if !values.is_empty() => {
                 let shown = format!("[]string{{{}}}", values.iter().map(shown).collect::<Vec<_>>().join(", "));
                 let why = "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector";
@@ -194,7 +207,7 @@ pub(super) fn quota(spec: &Value, causes: &mut Vec<Cause>) {
         }
     }
     for _ in 0..conflicts(&selected) {
-        invalid(causes, AT.into(), shown_scopes(scopes), "conflicting scopes");
+        invalid(causes, AT.into(), listed.clone(), "conflicting scopes");
     }
 }
 
@@ -244,7 +257,7 @@ pub(super) fn limit_range(spec: &Value, causes: &mut Vec<Cause>) {
             && ["min", "max"].iter().all(|f| map(f).is_none_or(|m| !m.contains_key("storage")))
         {
             let why = "Required value: either minimum or maximum storage value is required, but neither was provided";
-            causes.push(cause("FieldValueRequired", &format!("{at}.limits"), why));
+            push(causes, cause("FieldValueRequired", &format!("{at}.limits"), why));
         }
         let mut names: Vec<&String> = ["max", "min", "default", "defaultRequest", "maxLimitRequestRatio"]
             .iter()

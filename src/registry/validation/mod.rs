@@ -98,6 +98,20 @@ const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 /// validates after defaulting), created or replacing `old`: the few checks kube makes on creates alone,
 /// or relaxes for objects that already broke them, look at it.
 pub fn errors(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut causes = errors_of(api_version, kind, obj, old);
+    // What the stored object already broke is not held against its update: kube relaxes its checks
+    // for objects stored before them (label values in selectors, a node affinity's values, an
+    // autoscaler's zero minimum), and kgate stored objects before it made most of these checks. A
+    // change that breaks a rule anew is still refused.
+    if let (Some(old), false) = (old, causes.is_empty()) {
+        let before: HashSet<(String, String)> =
+            errors_of(api_version, kind, old, None).into_iter().map(|c| (c.field, c.message)).collect();
+        causes.retain(|c| !before.contains(&(c.field.clone(), c.message.clone())));
+    }
+    causes
+}
+
+fn errors_of(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     if !CHECKED.contains(&kind) {
         return Vec::new();
     }
@@ -155,8 +169,16 @@ pub fn errors(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) -
     causes
 }
 
+/// A cause added, unless `MAX_CAUSES` are there already: a check may find one per item of a list
+/// the body sent, and what it reports must stay small whatever the list's length.
+fn push(causes: &mut Vec<Cause>, c: Cause) {
+    if causes.len() < MAX_CAUSES {
+        causes.push(c);
+    }
+}
+
 fn duplicate(causes: &mut Vec<Cause>, at: &str, value: &str) {
-    causes.push(cause("FieldValueDuplicate", at, format!("Duplicate value: {value:?}")));
+    push(causes, cause("FieldValueDuplicate", at, format!("Duplicate value: {value:?}")));
 }
 
 /// A name that must be a DNS-1123 label.
@@ -171,7 +193,7 @@ fn dns_label(causes: &mut Vec<Cause>, at: String, name: &str) {
 fn exactly_one(map: &Map<String, Value>, path: &Path, kinds: &[&str], what: &str, causes: &mut Vec<Cause>) {
     let mut set = kinds.iter().filter(|k| map.get(**k).is_some_and(|v| !v.is_null()));
     if set.next().is_none() {
-        causes.push(cause("FieldValueRequired", &path.render(), format!("Required value: must specify a {what}")));
+        push(causes, cause("FieldValueRequired", &path.render(), format!("Required value: must specify a {what}")));
     }
     for extra in set {
         forbidden(causes, &path.child(extra), &format!("may not specify more than 1 {what}"));
@@ -179,7 +201,7 @@ fn exactly_one(map: &Map<String, Value>, path: &Path, kinds: &[&str], what: &str
 }
 
 fn forbidden(causes: &mut Vec<Cause>, at: &str, why: &str) {
-    causes.push(cause("FieldValueForbidden", at, format!("Forbidden: {why}")));
+    push(causes, cause("FieldValueForbidden", at, format!("Forbidden: {why}")));
 }
 
 fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
@@ -199,11 +221,16 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
         "core.v1.ServicePort" => service_port(map, path, causes),
         "core.v1.NodeSelector" if is_empty(map.get("nodeSelectorTerms")) => {
             let at = path.child("nodeSelectorTerms");
-            causes.push(cause("FieldValueRequired", &at, "Required value: must have at least one node selector term"));
+            push(causes, cause("FieldValueRequired", &at, "Required value: must have at least one node selector term"));
         }
         "core.v1.NodeSelectorRequirement" => node_selector_requirement(map, path, causes),
         "core.v1.PodAffinityTerm" => pod_affinity_term(map, path, causes),
-        "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector" => label_selector(map, path, causes),
+        // kube checks neither a metric's selector nor a StatefulSet's claim templates' selectors.
+        "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector"
+            if !path.has("metric") && !path.has("volumeClaimTemplates") =>
+        {
+            label_selector(map, path, causes)
+        }
         "core.v1.WeightedPodAffinityTerm" | "core.v1.PreferredSchedulingTerm" => {
             if let Some(w) = map.get("weight").and_then(Value::as_i64).filter(|w| !(1..=100).contains(w)) {
                 invalid(causes, path.child("weight"), w.to_string(), "must be in the range 1-100");
@@ -213,8 +240,7 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
         "core.v1.SeccompProfile" => seccomp_profile(map, path, causes),
         "core.v1.AppArmorProfile" => apparmor_profile(map, path, causes),
         "apps.v1.DeploymentStrategy" => deployment_strategy(map, path, causes),
-        "apps.v1.RollingUpdateDeployment" => deployment_rolling_update(map, path, causes),
-        "apps.v1.RollingUpdateDaemonSet" => daemonset_rolling_update(map, path, causes),
+        "apps.v1.DaemonSetUpdateStrategy" => daemonset_strategy(map, path, causes),
         "policy.v1.PodDisruptionBudgetSpec" => disruption_budget(map, path, causes),
         "autoscaling.v1.HorizontalPodAutoscalerSpec" | "autoscaling.v2.HorizontalPodAutoscalerSpec" => {
             autoscaler_spec(map, path, causes)
@@ -306,11 +332,14 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
 }
 
 fn required(causes: &mut Vec<Cause>, at: String) {
-    causes.push(cause("FieldValueRequired", &at, "Required value"));
+    push(causes, cause("FieldValueRequired", &at, "Required value"));
 }
 
 fn invalid(causes: &mut Vec<Cause>, at: String, shown: String, why: &str) {
-    causes.push(cause("FieldValueInvalid", &at, format!("Invalid value: {shown}: {why}")));
+    if causes.len() >= MAX_CAUSES {
+        return;
+    }
+    push(causes, cause("FieldValueInvalid", &at, format!("Invalid value: {shown}: {why}")));
 }
 
 /// Go's `%q` of a string, or the JSON of anything else.
@@ -322,9 +351,12 @@ fn shown(v: &Value) -> String {
 }
 
 fn not_supported(causes: &mut Vec<Cause>, at: String, value: &Value, supported: &[&str]) {
+    if causes.len() >= MAX_CAUSES {
+        return;
+    }
     let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
     let message = format!("Unsupported value: {}: supported values: {}", shown(value), list.join(", "));
-    causes.push(cause("FieldValueNotSupported", &at, message));
+    push(causes, cause("FieldValueNotSupported", &at, message));
 }
 
 /// A string field that must be one of `supported` (and is required: defaults have filled it if the

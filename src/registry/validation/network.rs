@@ -74,11 +74,10 @@ pub(super) fn ingress_path(map: &Map<String, Value>, path: &Path, causes: &mut V
     let p = map.get("path").and_then(Value::as_str).unwrap_or_default();
     let at = path.child("path");
     match map.get("pathType").and_then(Value::as_str) {
-        None | Some("") => causes.push(cause(
-            "FieldValueRequired",
-            &path.child("pathType"),
-            "Required value: pathType must be specified",
-        )),
+        None | Some("") => push(
+            causes,
+            cause("FieldValueRequired", &path.child("pathType"), "Required value: pathType must be specified"),
+        ),
         Some("Exact" | "Prefix") => {
             if !p.starts_with('/') {
                 invalid(causes, at.clone(), format!("{p:?}"), "must be an absolute path");
@@ -136,11 +135,14 @@ pub(super) fn ingress_backend(map: &Map<String, Value>, path: &Path, causes: &mu
                     "must be between 1 and 65535, inclusive",
                 ),
                 (None, Some(_)) => {}
-                (None, None) => causes.push(cause(
-                    "FieldValueRequired",
-                    &format!("{at}.port.name"),
-                    "Required value: port name or number is required",
-                )),
+                (None, None) => push(
+                    causes,
+                    cause(
+                        "FieldValueRequired",
+                        &format!("{at}.port.name"),
+                        "Required value: port name or number is required",
+                    ),
+                ),
             }
         }
         (false, None) => invalid(causes, here, "\"\"".into(), "resource or service backend is required"),
@@ -218,7 +220,7 @@ pub(super) fn policy_port(map: &Map<String, Value>, path: &Path, causes: &mut Ve
             port_number(map, "port", path, false, causes);
             if let Some(end) = end {
                 if end < port {
-                    invalid(causes, path.child("endPort"), end.to_string(), "must be greater than or equal to `port`");
+                    invalid(causes, path.child("endPort"), port.to_string(), "must be greater than or equal to `port`");
                 }
                 port_number(map, "endPort", path, false, causes);
             }
@@ -255,7 +257,7 @@ pub(super) fn policy_peer(map: &Map<String, Value>, path: &Path, causes: &mut Ve
     let set = |f: &str| map.get(f).is_some_and(|v| !v.is_null());
     let peers = ["podSelector", "namespaceSelector", "ipBlock"].into_iter().filter(|f| set(f)).count();
     if peers == 0 {
-        causes.push(cause("FieldValueRequired", &path.render(), "Required value: must specify a peer"));
+        push(causes, cause("FieldValueRequired", &path.render(), "Required value: must specify a peer"));
     } else if peers > 1 && set("ipBlock") {
         forbidden(causes, &path.render(), "may not specify both ipBlock and another peer");
     }

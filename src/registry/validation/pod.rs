@@ -54,7 +54,7 @@ pub(super) fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: 
                 match mount.get("name").and_then(Value::as_str) {
                     None | Some("") => required(causes, format!("{at}.name")),
                     Some(name) if !volumes.contains(name) => {
-                        causes.push(cause("FieldValueNotFound", &format!("{at}.name"), format!("Not found: {name:?}")))
+                        push(causes, cause("FieldValueNotFound", &format!("{at}.name"), format!("Not found: {name:?}")))
                     }
                     Some(_) => {}
                 }
@@ -164,11 +164,14 @@ pub(super) fn resources(map: &Map<String, Value>, path: &Path, causes: &mut Vec<
                     invalid(causes, req_path.clone(), shown(q), &why);
                 }
             }
-            None if exact(name) => causes.push(cause(
-                "FieldValueRequired",
-                &lim_path,
-                "Required value: Limit must be set for non overcommitable resources",
-            )),
+            None if exact(name) => push(
+                causes,
+                cause(
+                    "FieldValueRequired",
+                    &lim_path,
+                    "Required value: Limit must be set for non overcommitable resources",
+                ),
+            ),
             None => {}
         }
     }
@@ -235,17 +238,19 @@ pub(super) fn seccomp_profile(map: &Map<String, Value>, path: &Path, causes: &mu
     let at = path.child("localhostProfile");
     let profile = map.get("localhostProfile").filter(|p| !p.is_null());
     match map.get("type").and_then(Value::as_str).unwrap_or_default() {
-        "" => causes.push(cause(
-            "FieldValueRequired",
-            &path.child("type"),
-            "Required value: type is required when seccompProfile is set",
-        )),
-        "Localhost" => match profile.map(|p| p.as_str().unwrap_or_default()) {
-            None => causes.push(cause(
+        "" => push(
+            causes,
+            cause(
                 "FieldValueRequired",
-                &at,
-                "Required value: must be set when seccomp type is Localhost",
-            )),
+                &path.child("type"),
+                "Required value: type is required when seccompProfile is set",
+            ),
+        ),
+        "Localhost" => match profile.map(|p| p.as_str().unwrap_or_default()) {
+            None => push(
+                causes,
+                cause("FieldValueRequired", &at, "Required value: must be set when seccomp type is Localhost"),
+            ),
             Some(p) if p.starts_with('/') => invalid(causes, at, format!("{p:?}"), "must be a relative path"),
             Some(p) if p.split('/').any(|s| s == "..") => {
                 invalid(causes, at, format!("{p:?}"), "must not contain '..'")
@@ -276,15 +281,15 @@ pub(super) fn apparmor_profile(map: &Map<String, Value>, path: &Path, causes: &m
     const UNSET: &str = "Required value: must be set when AppArmor type is Localhost";
     match map.get("type").and_then(Value::as_str).unwrap_or_default() {
         "Localhost" => match profile {
-            None => causes.push(cause("FieldValueRequired", &at, UNSET)),
+            None => push(causes, cause("FieldValueRequired", &at, UNSET)),
             Some(p) => {
                 if p.trim() != p {
                     invalid(causes, at.clone(), format!("{p:?}"), "must not be padded with whitespace");
                 } else if p.is_empty() {
-                    causes.push(cause("FieldValueRequired", &at, UNSET));
+                    push(causes, cause("FieldValueRequired", &at, UNSET));
                 }
                 if p.len() > 4095 {
-                    causes.push(cause("FieldValueTooLong", &at, "Too long: may not be more than 4095 bytes"));
+                    push(causes, cause("FieldValueTooLong", &at, "Too long: may not be more than 4095 bytes"));
                 }
             }
         },
@@ -293,11 +298,14 @@ pub(super) fn apparmor_profile(map: &Map<String, Value>, path: &Path, causes: &m
                 invalid(causes, at, format!("{p:?}"), "can only be set when AppArmor type is Localhost");
             }
         }
-        "" => causes.push(cause(
-            "FieldValueRequired",
-            &path.child("type"),
-            "Required value: type is required when appArmorProfile is set",
-        )),
+        "" => push(
+            causes,
+            cause(
+                "FieldValueRequired",
+                &path.child("type"),
+                "Required value: type is required when appArmorProfile is set",
+            ),
+        ),
         other => not_supported(
             causes,
             path.child("type"),
@@ -314,7 +322,7 @@ pub(super) fn csi_driver_name(causes: &mut Vec<Cause>, at: String, name: &str) {
         required(causes, at.clone());
     }
     if name.len() > 63 {
-        causes.push(cause("FieldValueTooLong", &at, "Too long: may not be more than 63 bytes"));
+        push(causes, cause("FieldValueTooLong", &at, "Too long: may not be more than 63 bytes"));
     }
     if let Err(why) = meta::validate_dns1123_subdomain(&name.to_ascii_lowercase()) {
         invalid(causes, at, format!("{name:?}"), &why);

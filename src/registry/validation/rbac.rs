@@ -7,11 +7,14 @@ use super::*;
 pub(super) fn policy_rule(rule: &Value, at: &str, namespaced: bool, causes: &mut Vec<Cause>) {
     let list = |f: &str| rule.get(f).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     if list("verbs").is_empty() {
-        causes.push(cause(
-            "FieldValueRequired",
-            &format!("{at}.verbs"),
-            "Required value: verbs must contain at least one value",
-        ));
+        push(
+            causes,
+            cause(
+                "FieldValueRequired",
+                &format!("{at}.verbs"),
+                "Required value: verbs must contain at least one value",
+            ),
+        );
     }
     let urls = list("nonResourceURLs");
     if !urls.is_empty() {
@@ -33,10 +36,10 @@ pub(super) fn policy_rule(rule: &Value, at: &str, namespaced: bool, causes: &mut
     }
     if list("apiGroups").is_empty() {
         let why = "Required value: resource rules must supply at least one api group";
-        causes.push(cause("FieldValueRequired", &format!("{at}.apiGroups"), why));
+        push(causes, cause("FieldValueRequired", &format!("{at}.apiGroups"), why));
     }
     if list("resources").is_empty() {
         let why = "Required value: resource rules must supply at least one resource";
-        causes.push(cause("FieldValueRequired", &format!("{at}.resources"), why));
+        push(causes, cause("FieldValueRequired", &format!("{at}.resources"), why));
     }
 }

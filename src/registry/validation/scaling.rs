@@ -18,11 +18,11 @@ pub(super) fn shown_int_or_string(v: &Value) -> String {
 pub(super) fn int_or_percent(
     map: &Map<String, Value>,
     field: &str,
-    path: &Path,
+    within: &str,
     at_most_all: bool,
     causes: &mut Vec<Cause>,
 ) -> i64 {
-    let at = || path.child(field);
+    let at = || format!("{within}.{field}");
     match map.get(field) {
         Some(Value::Number(n)) => {
             let n = n.as_i64().unwrap_or_default();
@@ -59,7 +59,7 @@ pub(super) fn disruption_budget(map: &Map<String, Value>, path: &Path, causes: &
         invalid(causes, path.render(), shown, "minAvailable and maxUnavailable cannot be both set");
     }
     for field in ["minAvailable", "maxUnavailable"] {
-        int_or_percent(map, field, path, true, causes);
+        int_or_percent(map, field, &path.render(), true, causes);
     }
     if set("unhealthyPodEvictionPolicy") {
         one_of(map, "unhealthyPodEvictionPolicy", path, &["AlwaysAllow", "IfHealthyBudget"], causes);
@@ -128,11 +128,10 @@ const METRIC_SOURCES: [(&str, &str); 5] = [
 pub(super) fn metric(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
     if kind.is_empty() {
-        causes.push(cause(
-            "FieldValueRequired",
-            &path.child("type"),
-            "Required value: must specify a metric source type",
-        ));
+        push(
+            causes,
+            cause("FieldValueRequired", &path.child("type"), "Required value: must specify a metric source type"),
+        );
     }
     let Some((_, own)) = METRIC_SOURCES.iter().find(|(t, _)| *t == kind) else {
         let mut supported: Vec<&str> = METRIC_SOURCES.iter().map(|(t, _)| *t).collect();
@@ -142,11 +141,10 @@ pub(super) fn metric(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
     let present = |f: &str| map.get(f).is_some_and(|v| !v.is_null());
     if !present(own) {
         let at = path.child(own);
-        causes.push(cause(
-            "FieldValueRequired",
-            &at,
-            "Required value: must populate information for the given metric source",
-        ));
+        push(
+            causes,
+            cause("FieldValueRequired", &at, "Required value: must populate information for the given metric source"),
+        );
     }
     for (_, field) in METRIC_SOURCES.iter().filter(|(_, f)| f != own && present(f)) {
         forbidden(causes, &path.child(field), "must populate the given metric source only");
@@ -156,7 +154,7 @@ pub(super) fn metric(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
     let target = source.get("target").and_then(Value::as_object);
     let has = |f: &str| target.is_some_and(|t| t.get(f).is_some_and(|v| !v.is_null()));
     let required_at = |causes: &mut Vec<Cause>, field: &str, why: &str| {
-        causes.push(cause("FieldValueRequired", &format!("{at}.target.{field}"), format!("Required value: {why}")));
+        push(causes, cause("FieldValueRequired", &format!("{at}.target.{field}"), format!("Required value: {why}")));
     };
     match *own {
         "object" if !has("value") && !has("averageValue") => {
@@ -175,19 +173,21 @@ pub(super) fn metric(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
         }
         "resource" | "containerResource" => {
             if is_empty(source.get("name")) {
-                causes.push(cause(
-                    "FieldValueRequired",
-                    &format!("{at}.name"),
-                    "Required value: must specify a resource name",
-                ));
+                push(
+                    causes,
+                    cause("FieldValueRequired", &format!("{at}.name"), "Required value: must specify a resource name"),
+                );
             }
             if *own == "containerResource" {
                 match source.get("container").and_then(Value::as_str).unwrap_or_default() {
-                    "" => causes.push(cause(
-                        "FieldValueRequired",
-                        &format!("{at}.container"),
-                        "Required value: must specify a container",
-                    )),
+                    "" => push(
+                        causes,
+                        cause(
+                            "FieldValueRequired",
+                            &format!("{at}.container"),
+                            "Required value: must specify a container",
+                        ),
+                    ),
                     name => dns_label(causes, format!("{at}.container"), name),
                 }
             }
@@ -205,7 +205,7 @@ pub(super) fn metric(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
 /// The metric a source names (kube's `validateMetricIdentifier`): a name that is a path segment.
 pub(super) fn metric_identifier(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     if is_empty(map.get("name")) {
-        causes.push(cause("FieldValueRequired", &path.child("name"), "Required value: must specify a metric name"));
+        push(causes, cause("FieldValueRequired", &path.child("name"), "Required value: must specify a metric name"));
     } else {
         path_segment(map, "name", path, causes);
     }
@@ -215,11 +215,10 @@ pub(super) fn metric_identifier(map: &Map<String, Value>, path: &Path, causes: &
 pub(super) fn metric_target(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
     if kind.is_empty() {
-        causes.push(cause(
-            "FieldValueRequired",
-            &path.child("type"),
-            "Required value: must specify a metric target type",
-        ));
+        push(
+            causes,
+            cause("FieldValueRequired", &path.child("type"), "Required value: must specify a metric target type"),
+        );
     }
     if !["Utilization", "Value", "AverageValue"].contains(&kind) {
         invalid(causes, path.child("type"), format!("{kind:?}"), "must be either Utilization, Value, or AverageValue");
@@ -253,11 +252,10 @@ pub(super) fn scaling_rules(map: &Map<String, Value>, path: &Path, causes: &mut 
     }
     let policies = map.get("policies").and_then(Value::as_array);
     if policies.is_none_or(|p| p.is_empty()) {
-        causes.push(cause(
-            "FieldValueRequired",
-            &path.child("policies"),
-            "Required value: must specify at least one Policy",
-        ));
+        push(
+            causes,
+            cause("FieldValueRequired", &path.child("policies"), "Required value: must specify at least one Policy"),
+        );
     }
     for (i, p) in policies.into_iter().flatten().enumerate() {
         let Some(p) = p.as_object() else { continue };

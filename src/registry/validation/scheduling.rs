@@ -24,11 +24,10 @@ fn operator_values(map: &Map<String, Value>, at: &str, causes: &mut Vec<Cause>) 
     let values = map.get("values").and_then(Value::as_array).map_or(0, Vec::len);
     let at = format!("{at}.values");
     match map.get("operator").and_then(Value::as_str) {
-        Some("In" | "NotIn") if values == 0 => causes.push(cause(
-            "FieldValueRequired",
-            &at,
-            "Required value: must be specified when `operator` is 'In' or 'NotIn'",
-        )),
+        Some("In" | "NotIn") if values == 0 => push(
+            causes,
+            cause("FieldValueRequired", &at, "Required value: must be specified when `operator` is 'In' or 'NotIn'"),
+        ),
         Some("Exists" | "DoesNotExist") if values > 0 => {
             forbidden(causes, &at, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
         }
@@ -75,11 +74,14 @@ pub(super) fn node_selector_requirement(map: &Map<String, Value>, path: &Path, c
     let key = map.get("key").and_then(Value::as_str).unwrap_or_default();
     if path.has("matchFields") {
         match map.get("operator").and_then(Value::as_str) {
-            Some("In" | "NotIn") if count != 1 => causes.push(cause(
-                "FieldValueRequired",
-                &path.child("values"),
-                "Required value: must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
-            )),
+            Some("In" | "NotIn") if count != 1 => push(
+                causes,
+                cause(
+                    "FieldValueRequired",
+                    &path.child("values"),
+                    "Required value: must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+                ),
+            ),
             Some("In" | "NotIn") => {}
             _ => not_an_operator(map, &path.render(), causes),
         }
@@ -94,11 +96,14 @@ pub(super) fn node_selector_requirement(map: &Map<String, Value>, path: &Path, c
         return;
     }
     match map.get("operator").and_then(Value::as_str) {
-        Some("Gt" | "Lt") if count != 1 => causes.push(cause(
-            "FieldValueRequired",
-            &path.child("values"),
-            "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
-        )),
+        Some("Gt" | "Lt") if count != 1 => push(
+            causes,
+            cause(
+                "FieldValueRequired",
+                &path.child("values"),
+                "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
+            ),
+        ),
         Some("Gt" | "Lt") => {}
         _ => {
             let at = path.render();
@@ -152,8 +157,9 @@ pub(super) fn pod_affinity_term(map: &Map<String, Value>, path: &Path, causes: &
     label_keys(map, "mismatchLabelKeys", path, causes);
     if map.get("labelSelector").is_some_and(|s| !s.is_null()) {
         // A key taken from the pod's labels must not be one the selector already names twice (kube
-        // reports it at the term's path with the expression's index appended).
-        let from_pod: HashSet<&str> = strings(map.get("matchLabelKeys")).collect();
+        // reports it at the term's path, indexed by the key's place in `matchLabelKeys`).
+        let from_pod: std::collections::HashMap<&str, usize> =
+            strings(map.get("matchLabelKeys")).enumerate().map(|(i, k)| (k, i)).collect();
         let selector = map.get("labelSelector");
         let mut seen: HashSet<&str> = selector
             .and_then(|s| s["matchLabels"].as_object())
@@ -161,8 +167,8 @@ pub(super) fn pod_affinity_term(map: &Map<String, Value>, path: &Path, causes: &
             .flat_map(|m| m.keys().map(String::as_str))
             .collect();
         let expressions = selector.and_then(|s| s["matchExpressions"].as_array()).into_iter().flatten();
-        for (i, key) in expressions.enumerate().filter_map(|(i, e)| Some((i, e["key"].as_str()?))) {
-            if from_pod.contains(key) && !seen.insert(key) {
+        for key in expressions.filter_map(|e| e["key"].as_str()) {
+            if let (Some(i), false) = (from_pod.get(key), seen.insert(key)) {
                 invalid(
                     causes,
                     format!("{}[{i}]", path.render()),
@@ -170,7 +176,6 @@ pub(super) fn pod_affinity_term(map: &Map<String, Value>, path: &Path, causes: &
                     "exists in both matchLabelKeys and labelSelector",
                 );
             }
-            seen.insert(key);
         }
     }
     let mismatched: HashSet<&str> = strings(map.get("mismatchLabelKeys")).collect();
@@ -182,7 +187,7 @@ pub(super) fn pod_affinity_term(map: &Map<String, Value>, path: &Path, causes: &
     }
     let topology_key = map.get("topologyKey").and_then(Value::as_str).unwrap_or_default();
     if topology_key.is_empty() {
-        causes.push(cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
+        push(causes, cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
     }
     label_key(causes, &path.child("topologyKey"), topology_key);
 }
@@ -195,7 +200,7 @@ pub(super) fn spread_constraint(map: &Map<String, Value>, path: &Path, causes: &
         invalid(causes, path.child("maxSkew"), n.to_string(), "must be greater than zero");
     }
     if is_empty(map.get("topologyKey")) {
-        causes.push(cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
+        push(causes, cause("FieldValueRequired", &path.child("topologyKey"), "Required value: can not be empty"));
     }
     one_of(map, "whenUnsatisfiable", path, &["DoNotSchedule", "ScheduleAnyway"], causes);
     if let Some(n) = map.get("minDomains").and_then(Value::as_i64) {

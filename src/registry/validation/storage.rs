@@ -13,7 +13,7 @@ fn access_modes(spec: &Value, why: &str, causes: &mut Vec<Cause>) {
     let modes = spec["accessModes"].as_array().map_or(&[][..], Vec::as_slice);
     if modes.is_empty() {
         let message = if why.is_empty() { "Required value".to_string() } else { format!("Required value: {why}") };
-        causes.push(cause("FieldValueRequired", "spec.accessModes", message));
+        push(causes, cause("FieldValueRequired", "spec.accessModes", message));
     }
     let mut known = 0;
     for mode in modes {
@@ -131,7 +131,7 @@ pub(super) fn volume(spec: &Value, causes: &mut Vec<Cause>) {
     let sources: Vec<&str> =
         VOLUME_SOURCES.iter().copied().filter(|s| spec.get(*s).is_some_and(|v| !v.is_null())).collect();
     match sources.as_slice() {
-        [] => causes.push(cause("FieldValueRequired", "spec", "Required value: must specify a volume type")),
+        [] => push(causes, cause("FieldValueRequired", "spec", "Required value: must specify a volume type")),
         [_, extra @ ..] => {
             // kube never names a FlexVolume as the one too many.
             for source in extra.iter().filter(|s| **s != "flexVolume") {
@@ -141,16 +141,15 @@ pub(super) fn volume(spec: &Value, causes: &mut Vec<Cause>) {
         }
     }
     if spec.get("local").is_some_and(|l| !l.is_null()) && spec.get("nodeAffinity").is_none_or(Value::is_null) {
-        causes.push(cause(
-            "FieldValueRequired",
-            "spec.nodeAffinity",
-            "Required value: Local volume requires node affinity",
-        ));
+        push(
+            causes,
+            cause("FieldValueRequired", "spec.nodeAffinity", "Required value: Local volume requires node affinity"),
+        );
     }
     if let Some(affinity) = spec.get("nodeAffinity").filter(|a| a.is_object()) {
         if affinity.get("required").is_none_or(Value::is_null) {
             let why = "Required value: must specify required node constraints";
-            causes.push(cause("FieldValueRequired", "spec.nodeAffinity.required", why));
+            push(causes, cause("FieldValueRequired", "spec.nodeAffinity.required", why));
         }
     }
     let root = |p: &str| p.starts_with('/') && p.split('/').all(|s| s.is_empty() || s == ".");
@@ -243,14 +242,14 @@ pub(super) fn storage_class(obj: &Value, causes: &mut Vec<Cause>) {
     }
     if let Some(parameters) = obj["parameters"].as_object() {
         if parameters.len() > 512 {
-            causes.push(cause("FieldValueTooLong", "parameters", "Too long: may not be more than 512 bytes"));
+            push(causes, cause("FieldValueTooLong", "parameters", "Too long: may not be more than 512 bytes"));
         } else {
             if parameters.contains_key("") {
                 invalid(causes, "parameters".into(), "\"\"".into(), "field can not be empty.");
             }
             let size: usize = parameters.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
             if size > 256 * 1024 {
-                causes.push(cause("FieldValueTooLong", "parameters", "Too long: may not be more than 262144 bytes"));
+                push(causes, cause("FieldValueTooLong", "parameters", "Too long: may not be more than 262144 bytes"));
             }
         }
     }

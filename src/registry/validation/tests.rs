@@ -597,7 +597,7 @@ fn network_policies() {
     let from = "spec.ingress[0].from";
     let want = [
         format!("{port}[0].protocol: Unsupported value: \"ICMP\": supported values: \"TCP\", \"UDP\", \"SCTP\""),
-        format!("{port}[1].endPort: Invalid value: 80: must be greater than or equal to `port`"),
+        format!("{port}[1].endPort: Invalid value: 443: must be greater than or equal to `port`"),
         format!("{port}[2].endPort: Invalid value: 8443: may not be specified when `port` is non-numeric"),
         format!("{port}[3].endPort: Invalid value: 9000: may not be specified when `port` is not specified"),
         format!("{from}[0]: Required value: must specify a peer"),
@@ -879,4 +879,47 @@ fn the_clusters_own_kinds() {
     );
     let lease = json!({"spec": {"leaseDurationSeconds": 0, "leaseTransitions": -1}});
     assert_eq!(messages("coordination.k8s.io/v1", "Lease", lease).len(), 2);
+}
+
+#[test]
+fn what_a_stored_object_already_broke_does_not_block_its_updates() {
+    // A selector value kgate stored before it checked them: the update that changes something
+    // else goes through; one that adds another bad value does not.
+    let budget = |value: &str, min: u32| json!({"spec": {"minAvailable": min, "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": [value]}]}}});
+    let old = budget("not a label!", 1);
+    assert!(!messages("policy/v1", "PodDisruptionBudget", old.clone()).is_empty());
+    assert_eq!(
+        messages_after("policy/v1", "PodDisruptionBudget", budget("not a label!", 2), &old),
+        Vec::<String>::new()
+    );
+    assert_eq!(messages_after("policy/v1", "PodDisruptionBudget", budget("also bad!", 2), &old).len(), 1);
+}
+
+#[test]
+fn what_a_body_can_make_the_checks_report_is_bounded() {
+    // A list of many bad values (or of many scopes against many resources) makes a bounded answer.
+    let values: Vec<String> = (0..100_000).map(|_| "-".to_string()).collect();
+    let budget =
+        json!({"spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "In", "values": values}]}}});
+    assert_eq!(messages("policy/v1", "PodDisruptionBudget", budget).len(), MAX_CAUSES);
+    let scopes: Vec<&str> = (0..2_000).map(|_| "BestEffort").collect();
+    let hard: serde_json::Map<String, Value> = (0..2_000).map(|i| (format!("hugepages-{i}Mi"), json!("1"))).collect();
+    let quota = json!({"spec": {"hard": hard, "scopes": scopes}});
+    let got = errors("v1", "ResourceQuota", &quota, None);
+    assert!(got.len() <= MAX_CAUSES);
+    let bytes: usize = got.iter().map(|c| c.message.len()).sum();
+    assert!(bytes < 10 << 20, "{bytes} bytes of causes");
+}
+
+#[test]
+fn rolling_updates_are_checked_only_when_the_workload_rolls() {
+    let template = json!({"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    let ds = json!({"spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template,
+        "updateStrategy": {"type": "OnDelete", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 0}}}});
+    assert_eq!(messages("apps/v1", "DaemonSet", ds), Vec::<String>::new());
+    // A metric's selector is not checked by kube.
+    let hpa = json!({"spec": {"maxReplicas": 2, "scaleTargetRef": {"kind": "Deployment", "name": "d"},
+        "metrics": [{"type": "External", "external": {"metric": {"name": "m", "selector": {"matchLabels": {"bad key!": "x"}}},
+            "target": {"type": "Value", "value": "1"}}}]}});
+    assert_eq!(messages("autoscaling/v2", "HorizontalPodAutoscaler", hpa), Vec::<String>::new());
 }

@@ -101,45 +101,57 @@ pub(super) fn go_selector(v: &Value) -> String {
 }
 
 /// How a Deployment replaces its pods (kube's `ValidateDeploymentStrategy`): a known type, and a
-/// rolling update's room only with that type.
+/// rolling update's room only with that type, checked then.
 pub(super) fn deployment_strategy(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     let rolling = map.get("rollingUpdate").is_some_and(|v| !v.is_null());
     match map.get("type").and_then(Value::as_str) {
         Some("Recreate") if rolling => {
             forbidden(causes, &path.child("rollingUpdate"), "may not be specified when strategy `type` is 'Recreate'")
         }
-        Some("Recreate" | "RollingUpdate") | None => {}
+        Some("RollingUpdate") => {
+            if let Some(room) = map.get("rollingUpdate").and_then(Value::as_object) {
+                deployment_rolling_update(room, &path.child("rollingUpdate"), causes);
+            }
+        }
+        Some("Recreate") | None => {}
         Some(other) => {
             not_supported(causes, path.render(), &Value::String(other.into()), &["Recreate", "RollingUpdate"])
         }
     }
 }
 
-/// A Deployment's rolling update (kube's `ValidateRollingUpdateDeployment`): counts or percents, not
-/// both zero, none unavailable beyond all.
-pub(super) fn deployment_rolling_update(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    let unavailable = int_or_percent(map, "maxUnavailable", path, true, causes);
-    let surge = int_or_percent(map, "maxSurge", path, false, causes);
+/// A Deployment's rolling update at `at` (kube's `ValidateRollingUpdateDeployment`): counts or
+/// percents, not both zero, none unavailable beyond all.
+fn deployment_rolling_update(map: &Map<String, Value>, at: &str, causes: &mut Vec<Cause>) {
+    let unavailable = int_or_percent(map, "maxUnavailable", at, true, causes);
+    let surge = int_or_percent(map, "maxSurge", at, false, causes);
     if unavailable == 0 && surge == 0 {
         let shown = shown_int_or_string(map.get("maxUnavailable").unwrap_or(&Value::from(0)));
-        invalid(causes, path.child("maxUnavailable"), shown, "may not be 0 when `maxSurge` is 0");
+        invalid(causes, format!("{at}.maxUnavailable"), shown, "may not be 0 when `maxSurge` is 0");
     }
 }
 
-/// A DaemonSet's rolling update (kube's `ValidateRollingUpdateDaemonSet`): counts or percents of at
-/// most all, exactly one of them above zero.
-pub(super) fn daemonset_rolling_update(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    let unavailable = int_or_percent(map, "maxUnavailable", path, true, causes);
-    let surge = int_or_percent(map, "maxSurge", path, true, causes);
+/// How a DaemonSet replaces its pods (kube's `ValidateDaemonSetUpdateStrategy`): a rolling update's
+/// room is checked only when it rolls.
+pub(super) fn daemonset_strategy(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    if map.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+        if let Some(room) = map.get("rollingUpdate").and_then(Value::as_object) {
+            daemonset_rolling_update(room, &path.child("rollingUpdate"), causes);
+        }
+    }
+}
+
+/// A DaemonSet's rolling update at `at` (kube's `ValidateRollingUpdateDaemonSet`): counts or percents
+/// of at most all, exactly one of them above zero.
+fn daemonset_rolling_update(map: &Map<String, Value>, at: &str, causes: &mut Vec<Cause>) {
+    let unavailable = int_or_percent(map, "maxUnavailable", at, true, causes);
+    let surge = int_or_percent(map, "maxSurge", at, true, causes);
     if unavailable != 0 && surge != 0 {
         let shown = shown_int_or_string(map.get("maxSurge").unwrap_or(&Value::from(0)));
-        invalid(causes, path.child("maxSurge"), shown, "may not be set when maxUnavailable is non-zero");
+        invalid(causes, format!("{at}.maxSurge"), shown, "may not be set when maxUnavailable is non-zero");
     } else if unavailable == 0 && surge == 0 {
-        causes.push(cause(
-            "FieldValueRequired",
-            &path.child("maxUnavailable"),
-            "Required value: cannot be 0 when maxSurge is 0",
-        ));
+        let why = "Required value: cannot be 0 when maxSurge is 0";
+        push(causes, cause("FieldValueRequired", &format!("{at}.maxUnavailable"), why));
     }
 }
 
