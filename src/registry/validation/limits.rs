@@ -7,8 +7,9 @@
 
 use super::*;
 
-/// Resource names kube knows (`IsStandardResourceName`), hugepages aside.
-const STANDARD: &[&str] = &[
+/// Resource names kube knows (`IsStandardResourceName`) that are amounts: with `COUNTED`, and
+/// hugepages, every standard name.
+const AMOUNTS: &[&str] = &[
     "cpu",
     "memory",
     "ephemeral-storage",
@@ -18,21 +19,12 @@ const STANDARD: &[&str] = &[
     "limits.cpu",
     "limits.memory",
     "limits.ephemeral-storage",
-    "pods",
-    "resourcequotas",
-    "services",
-    "replicationcontrollers",
-    "secrets",
-    "configmaps",
-    "persistentvolumeclaims",
     "storage",
     "requests.storage",
-    "services.nodeports",
-    "services.loadbalancers",
 ];
 
-/// Resources counted in whole units (`IsIntegerResourceName`), extended resources aside.
-const WHOLE: &[&str] = &[
+/// Standard resources counted in whole units (`IsIntegerResourceName`), extended resources aside.
+const COUNTED: &[&str] = &[
     "pods",
     "resourcequotas",
     "services",
@@ -59,7 +51,10 @@ const POD_RESOURCES: &[&str] =
     &["pods", "cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"];
 
 fn standard(name: &str) -> bool {
-    STANDARD.contains(&name) || name.starts_with("hugepages-") || name.starts_with("requests.hugepages-")
+    AMOUNTS.contains(&name)
+        || COUNTED.contains(&name)
+        || name.starts_with("hugepages-")
+        || name.starts_with("requests.hugepages-")
 }
 
 fn standard_for_quota(name: &str) -> bool {
@@ -128,7 +123,7 @@ pub(super) fn quota(spec: &Value, causes: &mut Vec<Cause>) {
             invalid(causes, at.clone(), format!("{:?}", text(q)), "must be greater than or equal to 0");
         }
         let whole = crate::registry::quantity::value(q).is_none_or(|v| v.fract() == 0.0);
-        if (WHOLE.contains(&name.as_str()) || extended(name)) && !whole {
+        if (COUNTED.contains(&name.as_str()) || extended(name)) && !whole {
             invalid(causes, at, format!("{:?}", text(q)), "must be an integer");
         }
     }
