@@ -210,3 +210,51 @@ fn autoscaling_v1_metrics_carried_in_an_annotation() {
         kgate::fuzzing::body,
     );
 }
+
+#[test]
+fn quotas_with_many_scopes_and_resources() {
+    // Every scope against every resource it cannot apply to: kube reports a pair each; kgate must not
+    // spend their product.
+    grows_linearly(
+        "quota: n scopes, n hugepage resources",
+        500,
+        |n| {
+            let hard: serde_json::Map<String, serde_json::Value> =
+                (0..n).map(|i| (format!("hugepages-{i}Mi"), serde_json::json!("1"))).collect();
+            json(serde_json::json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                "spec": {"hard": hard, "scopes": vec!["BestEffort"; n]}}))
+        },
+        kgate::fuzzing::body,
+    );
+}
+
+#[test]
+fn webhooks_spread_constraints_and_bad_selector_values() {
+    grows_linearly(
+        "webhook: n resources in a rule, n match conditions",
+        500,
+        |n| {
+            json(
+                serde_json::json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": "w"}, "webhooks": [{"name": "a.b.c", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                    "clientConfig": {"url": "https://h"},
+                    "rules": [{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
+                        "resources": (0..n).map(|i| format!("r{i}/*")).chain((0..n).map(|i| format!("r{i}/s"))).collect::<Vec<_>>()}],
+                    "matchConditions": (0..n).map(|i| serde_json::json!({"name": format!("c{}", i % 7), "expression": "true"})).collect::<Vec<_>>()}]}),
+            )
+        },
+        kgate::fuzzing::body,
+    );
+    grows_linearly(
+        "pod: n spread constraints, n bad selector values",
+        500,
+        |n| {
+            json(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "x"}],
+                    "topologySpreadConstraints": (0..n).map(|i| serde_json::json!({"maxSkew": 1, "topologyKey": format!("k{}", i % 3),
+                        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchExpressions": [{"key": "a", "operator": "In",
+                            "values": vec!["-"; 4]}]}})).collect::<Vec<_>>()}}))
+        },
+        kgate::fuzzing::body,
+    );
+}
