@@ -123,9 +123,14 @@ fn api_error(status: &Value) -> CliError {
 
 const LC_PATH: &str = "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters";
 
-/// `kgate cluster create NAME`: create the LogicalCluster and wait until it is Ready.
-pub async fn cluster_create(admin: &Admin, name: &str) -> Result<String, CliError> {
-    let lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name}});
+/// `kgate cluster create NAME [--shard SHARD]`: create the LogicalCluster (on that shard, else where
+/// the server places it) and wait until it is Ready.
+pub async fn cluster_create(admin: &Admin, name: &str, shard: Option<&str>) -> Result<String, CliError> {
+    let mut lc =
+        json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name}});
+    if let Some(shard) = shard {
+        lc["spec"] = json!({"shard": shard});
+    }
     match admin.call(reqwest::Method::POST, LC_PATH, Some(&lc)).await? {
         (201, _) => {}
         (_, st) => return Err(api_error(&st)),
@@ -146,12 +151,13 @@ pub async fn cluster_list(admin: &Admin) -> Result<String, CliError> {
     if code != 200 {
         return Err(api_error(&list));
     }
-    let mut out = format!("{:<40} {:<12} {}\n", "NAME", "PHASE", "CREATED");
+    let mut out = format!("{:<40} {:<12} {:<16} {}\n", "NAME", "PHASE", "SHARD", "CREATED");
     for item in list["items"].as_array().into_iter().flatten() {
         out.push_str(&format!(
-            "{:<40} {:<12} {}\n",
+            "{:<40} {:<12} {:<16} {}\n",
             item["metadata"]["name"].as_str().unwrap_or(""),
             item["status"]["phase"].as_str().unwrap_or(""),
+            crate::shard::of(item).unwrap_or(crate::shard::DEFAULT),
             item["metadata"]["creationTimestamp"].as_str().unwrap_or("")
         ));
     }

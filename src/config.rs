@@ -16,8 +16,11 @@ pub struct Config {
     pub advertise_address: Option<std::net::IpAddr>,
     /// Where the embedded store, PKI and admin kubeconfig live.
     pub data_dir: PathBuf,
-    /// etcd endpoints; empty means the embedded store.
+    /// etcd endpoints; empty means the embedded store. This is the default shard, which holds root.
     pub etcd_servers: Vec<String>,
+    /// More etcd clusters to place logical clusters on (`--shard NAME=URL[,URL...]`), with the same
+    /// prefix and TLS options as `etcd_servers`.
+    pub shards: Vec<ShardConfig>,
     /// Key prefix of every object.
     pub etcd_prefix: String,
     /// TLS material for etcd.
@@ -50,6 +53,25 @@ pub struct Config {
     pub usage_accounting: bool,
 }
 
+/// One `--shard NAME=URL[,URL...]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardConfig {
+    /// What LogicalClusters name it by in `spec.shard`.
+    pub name: String,
+    /// Its etcd endpoints.
+    pub endpoints: Vec<String>,
+}
+
+impl std::str::FromStr for ShardConfig {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, urls) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected NAME=URL[,URL...]"))?;
+        let endpoints: Vec<String> = urls.split(',').filter(|u| !u.is_empty()).map(str::to_string).collect();
+        Ok(ShardConfig { name: name.to_string(), endpoints })
+    }
+}
+
 /// Where the audit policy is and how its log is written.
 #[derive(Debug, Clone)]
 pub struct AuditConfig {
@@ -65,6 +87,7 @@ impl Default for Config {
             listen: "127.0.0.1:6443".parse().expect("static address"),
             data_dir: PathBuf::from("./kgate-data"),
             etcd_servers: Vec::new(),
+            shards: Vec::new(),
             etcd_prefix: "/registry".into(),
             etcd_tls: EtcdTls::default(),
             tls_cert_file: None,
@@ -140,6 +163,9 @@ pub enum ConfigError {
     /// An etcd endpoint that is not a URL.
     #[error("--etcd-servers: {0:?} is not an http(s):// URL")]
     Endpoint(String),
+    /// A shard whose name or endpoints cannot work.
+    #[error("--shard {0}")]
+    Shard(String),
     /// A tenants directory that is not a directory.
     #[error("--tenants-dir: {} is not a directory", .0.display())]
     TenantsDir(PathBuf),
@@ -156,6 +182,23 @@ impl Config {
         }
         if let Some(bad) = self.etcd_servers.iter().find(|e| !(e.starts_with("http://") || e.starts_with("https://"))) {
             return Err(ConfigError::Endpoint(bad.clone()));
+        }
+        let mut names = std::collections::HashSet::from([crate::shard::DEFAULT]);
+        for s in &self.shards {
+            if crate::meta::validate_dns1123_label(&s.name).is_err() {
+                return Err(ConfigError::Shard(format!("{:?}: a name must be a DNS-1123 label", s.name)));
+            }
+            if !names.insert(&s.name) {
+                let taken =
+                    if s.name == crate::shard::DEFAULT { "names the --etcd-servers shard" } else { "is given twice" };
+                return Err(ConfigError::Shard(format!("{:?} {taken}", s.name)));
+            }
+            if s.endpoints.is_empty() {
+                return Err(ConfigError::Shard(format!("{:?}: no etcd endpoint", s.name)));
+            }
+            if let Some(bad) = s.endpoints.iter().find(|e| !(e.starts_with("http://") || e.starts_with("https://"))) {
+                return Err(ConfigError::Shard(format!("{}: {bad:?} is not an http(s):// URL", s.name)));
+            }
         }
         if let Some(dir) = self.tenants_dir.as_ref().filter(|d| !d.is_dir()) {
             return Err(ConfigError::TenantsDir(dir.clone()));
@@ -188,6 +231,20 @@ mod tests {
         let c = Config { tenants_dir: Some("/nonexistent/tenants".into()), ..Default::default() };
         assert!(matches!(c.validate(), Err(ConfigError::TenantsDir(_))));
         let c = Config { tenants_dir: Some(std::env::temp_dir()), ..Default::default() };
+        assert!(c.validate().is_ok());
+        let shard = |s: &str| s.parse::<ShardConfig>().unwrap();
+        assert_eq!(
+            shard("b=http://127.0.0.1:1,http://127.0.0.1:2"),
+            ShardConfig { name: "b".into(), endpoints: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()] }
+        );
+        assert!("b".parse::<ShardConfig>().is_err());
+        for bad in
+            [vec!["default=http://x"], vec!["b=http://x", "b=http://y"], vec!["B=http://x"], vec!["b="], vec!["b=x:1"]]
+        {
+            let c = Config { shards: bad.iter().map(|s| shard(s)).collect(), ..Default::default() };
+            assert!(matches!(c.validate(), Err(ConfigError::Shard(_))), "{bad:?}");
+        }
+        let c = Config { shards: vec![shard("b=http://x"), shard("c=https://y")], ..Default::default() };
         assert!(c.validate().is_ok());
         assert_eq!(
             Config { listen: "0.0.0.0:7000".parse().unwrap(), ..Default::default() }.server_url(),

@@ -31,6 +31,7 @@ pub mod request;
 pub mod resources;
 pub mod selector;
 pub mod server;
+pub mod shard;
 pub mod status;
 pub mod storage;
 pub mod table;

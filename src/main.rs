@@ -36,6 +36,10 @@ enum ClusterAction {
     Create {
         /// Its name (a DNS-1123 label).
         name: String,
+        /// The shard its objects live on (a `--shard` name of the server, or `default`); without it
+        /// the server puts it on the shard with the fewest clusters.
+        #[arg(long)]
+        shard: Option<String>,
     },
     /// List logical clusters.
     List,
@@ -91,6 +95,10 @@ struct ServeArgs {
     /// etcd endpoints (comma-separated URLs); without it the embedded store is used.
     #[arg(long, value_delimiter = ',')]
     etcd_servers: Vec<String>,
+    /// Another etcd cluster to place logical clusters on, as NAME=URL[,URL...] (repeatable); the
+    /// `--etcd-servers` store is the shard named `default` and keeps root. Same prefix and TLS options.
+    #[arg(long = "shard")]
+    shards: Vec<kgate::config::ShardConfig>,
     /// Key prefix of every object.
     #[arg(long, default_value = "/registry")]
     etcd_prefix: String,
@@ -196,7 +204,9 @@ fn main() -> anyhow::Result<()> {
             let admin = kgate::cli::Admin::from_kubeconfig(&kgate::cli::kubeconfig_path(kubeconfig))?;
             let out = rt.block_on(async {
                 match action {
-                    ClusterAction::Create { name } => kgate::cli::cluster_create(&admin, &name).await,
+                    ClusterAction::Create { name, shard } => {
+                        kgate::cli::cluster_create(&admin, &name, shard.as_deref()).await
+                    }
                     ClusterAction::List => kgate::cli::cluster_list(&admin).await,
                     ClusterAction::Delete { name, wait } => kgate::cli::cluster_delete(&admin, &name, wait).await,
                 }
@@ -240,6 +250,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         listen: a.listen,
         data_dir: a.data_dir,
         etcd_servers: a.etcd_servers,
+        shards: a.shards,
         etcd_prefix: a.etcd_prefix,
         etcd_tls: kgate::storage::etcd::EtcdTls {
             ca_file: a.etcd_cafile,

@@ -107,7 +107,21 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         std::net::IpAddr::V6(_) => std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
     };
     let published = crate::registry::Published { ca_pem: pki.ca.cert_pem.clone(), ip, port: addr.port() };
-    let registry = Registry::new(store.clone(), config.etcd_prefix.clone()).publishing(published);
+    // Each other shard's registry reaches root (LogicalClusters) through the default shard's store.
+    let mut others = Vec::new();
+    for s in &config.shards {
+        let own = crate::storage::metered::Metered::new(
+            Arc::new(EtcdStore::connect(&s.endpoints, &config.etcd_tls).await?),
+            metrics.store.clone(),
+        );
+        let routed = crate::storage::routed::Routed::new(Arc::new(own), store.clone(), &config.etcd_prefix);
+        let r =
+            Registry::new(Arc::new(routed), config.etcd_prefix.clone()).publishing(published.clone()).on_shard(&s.name);
+        others.push((s.name.clone(), r));
+    }
+    let shards = crate::shard::Shards::new(others.clone());
+    let registry =
+        Registry::new(store.clone(), config.etcd_prefix.clone()).publishing(published).with_shards(shards.clone());
     tenancy::reconcile_defaults(&registry, crate::cluster::ROOT)
         .await
         .map_err(|e| StartError::Bootstrap(e.message.clone()))?;
@@ -132,6 +146,24 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     // Loaded before serving, so that every custom resource is served from the first request.
     let crds = crate::crd::CrdIndex::new(registry.clone());
     let crds_revision = crds.load().await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    // Another shard down at start does not keep the server from serving the rest: its index loads
+    // once it answers (`CrdIndex::run` reloads until then), and its clusters answer 503 meanwhile.
+    let mut served = Vec::new();
+    for (name, r) in &others {
+        let index = crate::crd::CrdIndex::new(r.clone());
+        let from = match tokio::time::timeout(crate::http::fanout::PATIENCE, index.load()).await {
+            Ok(Ok(rev)) => rev,
+            Ok(Err(e)) => {
+                tracing::warn!(shard = %name, error = %e, "loading the CRDs of a shard; retrying in the background");
+                0
+            }
+            Err(_) => {
+                tracing::warn!(shard = %name, "the shard did not answer; its CRDs load once it does");
+                0
+            }
+        };
+        served.push((r.clone(), index, Arc::new(crate::authz::Authorizer::new(r.clone())), from));
+    }
     let state = Arc::new(
         AppState::new(
             registry.clone(),
@@ -142,6 +174,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             signer,
             crds.clone(),
         )
+        .with_shards(served.iter().map(|(r, c, a, _)| (r.clone(), c.clone(), a.clone())).collect())
         .with_limits(config.inflight, config.bytes)
         .with_audiences(config.api_audiences.clone())
         .with_usage(config.metrics_top_clusters, config.usage_accounting)
@@ -157,7 +190,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         move || tenancy::Lifecycle::new(registry.clone()).run(shutdown.clone())
     }));
     let (usage, compaction) = (config.usage_accounting, config.compaction_interval);
-    let background = vec![
+    let mut background = vec![
         tokio::spawn(authz.watch_invalidations()),
         tokio::spawn(crds.clone().run(crds_revision, shutdown_rx.clone())),
         tokio::spawn(crds.clean_deleted()),
@@ -175,14 +208,37 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         // a cluster's bootstrap) is resumed without waiting for the leader to change. Both idempotent.
         tokio::spawn(resume_namespace_deletions(registry.clone())),
         tokio::spawn(tenancy::resume_bootstraps(registry.clone())),
-        tokio::spawn(crate::leader::while_leading(leading, {
+        tokio::spawn(crate::leader::while_leading(leading.clone(), {
             let registry = registry.clone();
             move || registry.clone().run_quota_resync()
         })),
     ];
+    // Each other shard's store work: what the default shard's tasks above do for theirs.
+    for (r, index, authz, from) in served {
+        background.extend([
+            tokio::spawn(authz.watch_invalidations()),
+            tokio::spawn(index.clone().run(from, shutdown_rx.clone())),
+            tokio::spawn(index.clean_deleted()),
+            tokio::spawn(r.clone().run_counts(usage)),
+            tokio::spawn(resume_namespace_deletions(r.clone())),
+            tokio::spawn(crate::leader::while_leading(leading.clone(), {
+                let r = r.clone();
+                move || r.clone().run_usage_status_if(usage)
+            })),
+            tokio::spawn(crate::leader::while_leading(leading.clone(), {
+                let r = r.clone();
+                move || compactor(r.clone(), compaction)
+            })),
+            tokio::spawn(crate::leader::while_leading(leading.clone(), {
+                let r = r.clone();
+                move || r.clone().run_quota_resync()
+            })),
+        ]);
+    }
     let server_address = addr.to_string();
     let connections = fit_connections(config.connections);
-    let cache = state.cache.clone();
+    let caches: Vec<_> = state.shards.iter().map(|s| s.cache.clone()).collect();
+    let shard_registries: Vec<Registry> = others.into_iter().map(|(_, r)| r).collect();
     let held = store.clone();
     let done = tokio::spawn(async move {
         crate::http::server::serve(listener, tls, state, server_address, connections, shutdown_rx).await;
@@ -190,8 +246,11 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         let _ = election.await;
         registry.close();
         drop(registry);
-        cache.shutdown().await;
-        drop(cache);
+        shard_registries.iter().for_each(Registry::close);
+        drop(shard_registries);
+        for cache in caches {
+            cache.shutdown().await;
+        }
         for t in background {
             t.abort();
             let _ = t.await;

@@ -754,6 +754,7 @@ pub fn column_definitions(group: &str, plural: &str) -> Vec<Value> {
             col("Storage", "string", "Bytes its objects take in the store.", 0),
             col("Namespaces", "integer", "Namespaces the cluster holds.", 0),
             col("Age", "date", CREATED_DESC, 0),
+            col("Shard", "string", "The shard (etcd cluster) the cluster's objects live on.", 1),
         ],
         Kind::Default => vec![name_col(), col("Age", "date", CREATED_DESC, 0)],
     }
@@ -1694,6 +1695,7 @@ fn cells(group: &str, plural: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Valu
             },
             get(obj, &["status", "usage", "namespaces"]).cloned().unwrap_or(Value::Null),
             age(obj, now),
+            json!(crate::shard::of(obj).unwrap_or(crate::shard::DEFAULT)),
         ],
         Kind::Default => vec![name(obj), age(obj, now)],
     }
@@ -2525,7 +2527,7 @@ mod tests {
         assert_eq!(col_names("apiextensions.k8s.io", "customresourcedefinitions"), ["Name", "Created At"]);
         assert_eq!(
             col_names("tenancy.kgate.dev", "logicalclusters"),
-            ["Name", "Phase", "Objects", "Storage", "Namespaces", "Age"]
+            ["Name", "Phase", "Objects", "Storage", "Namespaces", "Age", "Shard"]
         );
         let c = cells_of(
             "tenancy.kgate.dev",
@@ -2533,7 +2535,10 @@ mod tests {
             json!({"metadata": meta("team-a"), "status": {"phase": "Ready",
                    "usage": {"objects": 120, "storageBytes": 3_500_000, "namespaces": 4}}}),
         );
-        assert_eq!(c, vec![json!("team-a"), json!("Ready"), json!(120), json!("3Mi"), json!(4), json!("5m")]);
+        assert_eq!(
+            c,
+            vec![json!("team-a"), json!("Ready"), json!(120), json!("3Mi"), json!(4), json!("5m"), json!("default")]
+        );
         assert_eq!((binary_size(1023), binary_size(1536)), ("1023".to_string(), "1Ki".to_string()));
     }
 

@@ -90,9 +90,15 @@ pub struct Directory {
     /// the same watch, so a change holds on every replica within moments, whether or not usage is
     /// counted (the store-bound limits are `registry::footprint`'s, from its own watch).
     limits: Arc<dashmap::DashMap<String, TenantLimits>>,
+    /// The shard of each cluster not on the default one (`UNKNOWN_SHARD`: on one this server is not
+    /// given), kept by the same watch; two bytes and a name per cluster on another shard.
+    placed: Arc<dashmap::DashMap<String, u16>>,
     registry: Registry,
     def: Arc<ResourceDef>,
 }
+
+/// `Directory::placed`'s mark of a shard this server does not serve.
+const UNKNOWN_SHARD: u16 = u16::MAX;
 
 impl Directory {
     /// A directory over the registry's store; call `run` to keep it current.
@@ -100,6 +106,7 @@ impl Directory {
         Directory {
             known: Arc::new(DashSet::new()),
             limits: Default::default(),
+            placed: Default::default(),
             registry,
             def: resources::logical_cluster_def(),
         }
@@ -112,18 +119,51 @@ impl Directory {
     /// Whether a logical cluster exists and is not being deleted. A miss is checked against the store, so
     /// a cluster is usable as soon as its create returned, before the watch reports it.
     pub async fn exists(&self, name: &str) -> ApiResult<bool> {
-        if name == ROOT || self.known.contains(name) {
-            return Ok(true);
+        Ok(self.locate(name).await?.is_some())
+    }
+
+    /// Where a logical cluster is, if it exists and is not being deleted: `exists`, with its shard.
+    pub async fn locate(&self, name: &str) -> ApiResult<Option<crate::shard::Placed>> {
+        use crate::shard::Placed;
+        if name == ROOT {
+            return Ok(Some(Placed::At(0)));
+        }
+        if self.known.contains(name) {
+            return Ok(Some(match self.placed.get(name).map(|p| *p) {
+                None => Placed::At(0),
+                Some(UNKNOWN_SHARD) => Placed::Unknown,
+                Some(i) => Placed::At(usize::from(i)),
+            }));
         }
         // Only the watch task writes `known`: inserting here could resurrect a cluster whose delete the
         // watch has already applied.
         match self.registry.store.get(&self.key(name)).await? {
             Some(kv) => {
                 let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
-                Ok(obj["metadata"].get("deletionTimestamp").is_none())
+                let live = obj["metadata"].get("deletionTimestamp").is_none();
+                Ok(live.then(|| self.registry.shards.place_of(&obj)))
             }
-            None => Ok(false),
+            None => Ok(None),
         }
+    }
+
+    /// The shard index a live cluster is counted on, as `placed` has it.
+    fn counted_on(&self, name: &str) -> Option<usize> {
+        if !self.known.contains(name) {
+            return None;
+        }
+        match self.placed.get(name).map(|p| *p) {
+            None => Some(0),
+            Some(UNKNOWN_SHARD) => None,
+            Some(i) => Some(usize::from(i)),
+        }
+    }
+
+    /// Drop a cluster, and its count.
+    fn forget(&self, name: &str) {
+        self.registry.shards.seen(self.counted_on(name), None);
+        self.known.remove(name);
+        self.placed.remove(name);
     }
 
     /// Re-read one LogicalCluster and drop the name if it is gone or being deleted. Called after a
@@ -136,7 +176,7 @@ impl Directory {
                 return;
             }
         }
-        self.known.remove(name);
+        self.forget(name);
     }
 
     /// The limits set on `name`, if any.
@@ -170,7 +210,9 @@ impl Directory {
                     Ok::<_, StoreError>(())
                 })
                 .await?;
-                self.known.retain(|name| seen.contains(name));
+                let gone: Vec<String> =
+                    self.known.iter().filter(|n| !seen.contains(n.key())).map(|n| n.clone()).collect();
+                gone.iter().for_each(|name| self.forget(name));
                 drop(seen);
                 let mut w = self.registry.store.watch(&prefix, revision).await?;
                 while let Some(ev) = w.next().await {
@@ -204,11 +246,24 @@ impl Directory {
                 self.limits.remove(name);
             }
         }
-        if live {
-            self.known.insert(name.to_string());
-        } else {
-            self.known.remove(name);
+        let Some(obj) = obj.filter(|_| live) else {
+            self.forget(name);
+            return;
+        };
+        let (before, after) = (self.counted_on(name), self.registry.shards.place_of(&obj));
+        match after {
+            crate::shard::Placed::At(0) => {
+                self.placed.remove(name);
+            }
+            crate::shard::Placed::At(i) => {
+                self.placed.insert(name.to_string(), u16::try_from(i).unwrap_or(UNKNOWN_SHARD));
+            }
+            crate::shard::Placed::Unknown => {
+                self.placed.insert(name.to_string(), UNKNOWN_SHARD);
+            }
         }
+        self.known.insert(name.to_string());
+        self.registry.shards.seen(before, self.counted_on(name));
     }
 }
 
@@ -442,6 +497,19 @@ async fn reconcile_at(
         }
     }
     Err(ApiError::conflict(plural, group, name, "too many concurrent updates; try again"))
+}
+
+/// The registry of the shard a LogicalCluster's cluster lives on, from root's registry.
+pub fn registry_of(registry: &Registry, lc: &Value) -> ApiResult<Registry> {
+    match registry.shards.place_of(lc) {
+        crate::shard::Placed::At(i) => Ok(registry.shards.registry(i, registry)),
+        crate::shard::Placed::Unknown => Err(unserved(crate::shard::of(lc).unwrap_or_default())),
+    }
+}
+
+/// The answer for a cluster on a shard this server is not given.
+pub fn unserved(shard: &str) -> ApiError {
+    ApiError::unavailable(format!("the logical cluster is on shard {shard:?}, which this server does not serve"))
 }
 
 /// Key of a LogicalCluster object.

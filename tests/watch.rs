@@ -109,6 +109,14 @@ async fn send_initial_events_ends_with_the_marked_bookmark() {
     assert_eq!(bm["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
     let (code, _) = s.get(&format!("{CM}?watch=true&sendInitialEvents=true")).await;
     assert_eq!(code.as_u16(), 400, "sendInitialEvents needs resourceVersionMatch=NotOlderThan");
+    // As client-go's reflector asks the first time: no resourceVersion, the state as of now.
+    s.post(CM, &json!({"metadata": {"name": "two"}})).await;
+    let mut rx = watch(&s, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true").await;
+    let mut names = vec![name(&next(&mut rx).await).to_string(), name(&next(&mut rx).await).to_string()];
+    names.sort();
+    assert_eq!(names, ["one", "two"]);
+    let bm = next(&mut rx).await;
+    assert_eq!(bm["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true", "{bm}");
     s.stop().await;
 }
 

@@ -294,15 +294,22 @@ impl CrdIndex {
                 Some(Arc::new(crd.def(v)))
             })?
         };
-        let (index, version, like) = (self.clone(), version.to_string(), def.clone());
-        let filter = ClusterFilter(Arc::new(move |cluster: &str| {
+        let filter = self.filter_like(&def);
+        Some((def, filter))
+    }
+
+    /// The filter of a wildcard request over `like` (found by `wildcard`, perhaps in another shard's
+    /// index): each cluster of this index whose CRD serves that version with the same kind and scope.
+    pub fn filter_like(self: &Arc<Self>, like: &Arc<ResourceDef>) -> ClusterFilter {
+        let name = format!("{}.{}", like.plural, like.group);
+        let (index, version, like) = (self.clone(), like.version.clone(), like.clone());
+        ClusterFilter(Arc::new(move |cluster: &str| {
             let st = index.read();
             st.clusters
                 .get(cluster)
                 .and_then(|crds| crds.get(name.as_str()))
                 .is_some_and(|c| c.serves_like(&version, &like))
-        }));
-        Some((def, filter))
+        }))
     }
 
     /// Discovery (and the OpenAPI cache) of a cluster with CRDs; `None` for a cluster without any, which

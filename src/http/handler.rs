@@ -34,24 +34,31 @@ pub const KUBE_MAJOR: &str = "1";
 /// See `KUBE_MAJOR`.
 pub const KUBE_MINOR: &str = "33";
 
-/// What every request handler shares.
-pub struct AppState {
+/// What serves the clusters of one shard (see `shard`): their objects, the watch cache over them,
+/// their CRDs and their RBAC.
+pub struct Serving {
     /// Objects.
     pub registry: Registry,
+    /// RBAC decisions.
+    pub authz: Arc<Authorizer>,
+    /// The watch cache: every watch, and the reads it can serve.
+    pub cache: Arc<crate::watch::cache::WatchCache>,
+    /// Every cluster's CRDs: the custom resources each serves.
+    pub crds: Arc<CrdIndex>,
+}
+
+/// What every request handler shares.
+pub struct AppState {
+    /// Each shard's serving parts, the default shard's (which holds root) first.
+    pub shards: Vec<Serving>,
     /// Which logical clusters exist.
     pub directory: Directory,
     /// Flips to true on SIGTERM/SIGINT; watches end when it does.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Request metrics.
     pub metrics: Metrics,
-    /// RBAC decisions.
-    pub authz: Arc<Authorizer>,
     /// Signs and verifies ServiceAccount tokens.
     pub signer: Signer,
-    /// The watch cache: every watch, and the reads it can serve.
-    pub cache: Arc<crate::watch::cache::WatchCache>,
-    /// Every cluster's CRDs: the custom resources each serves.
-    pub crds: Arc<CrdIndex>,
     /// Requests and watches in flight, server-wide and by cluster.
     pub inflight: Arc<InFlight>,
     /// Bytes that answers being sent hold, server-wide and by cluster.
@@ -110,8 +117,9 @@ impl AppState {
         signer: Signer,
         crds: Arc<CrdIndex>,
     ) -> Self {
+        let cache = crate::watch::cache::WatchCache::new(registry.clone(), metrics.cache.clone(), shutdown.clone());
         AppState {
-            cache: crate::watch::cache::WatchCache::new(registry.clone(), metrics.cache.clone(), shutdown.clone()),
+            shards: vec![Serving { registry, authz, cache, crds }],
             inflight: InFlight::new(Limits::default(), &metrics.inflight),
             budgets: crate::budget::Budgets::new(
                 Default::default(),
@@ -122,15 +130,58 @@ impl AppState {
             audiences: super::tokens::default_audiences(),
             audit: None,
             usage: Arc::new(crate::usage::Usage::new(crate::usage::DEFAULT_TOP)),
-            registry,
             directory,
             shutdown,
             metrics,
-            authz,
             signer,
-            crds,
             discovery: [OnceLock::new(), OnceLock::new()],
             openapi: DashMap::new(),
+        }
+    }
+
+    /// Serve the shards after the default one too, each from its registry, CRD index and RBAC, in the
+    /// order of `Shards::names`; their watch caches share the default one's bound on history.
+    pub fn with_shards(mut self, others: Vec<(Registry, Arc<CrdIndex>, Arc<Authorizer>)>) -> Self {
+        for (registry, crds, authz) in others {
+            let cache = self.root().cache.alongside(registry.clone());
+            self.shards.push(Serving { registry, authz, cache, crds });
+        }
+        self
+    }
+
+    /// The default shard's parts: root's, and what serves requests of no one cluster.
+    pub fn root(&self) -> &Serving {
+        &self.shards[0]
+    }
+
+    /// What serves `cluster`: its shard's parts, the default shard's for root and for a cluster that
+    /// does not exist (nothing is found there), 503 for one on a shard this server is not given.
+    pub async fn serving(&self, cluster: &str) -> ApiResult<&Serving> {
+        match self.directory.locate(cluster).await? {
+            None => Ok(self.root()),
+            Some(placed) => self.at(placed, cluster).await,
+        }
+    }
+
+    async fn at(&self, placed: crate::shard::Placed, cluster: &str) -> ApiResult<&Serving> {
+        match placed {
+            crate::shard::Placed::At(i) => {
+                self.shards.get(i).ok_or_else(|| ApiError::internal("shard index out of range"))
+            }
+            crate::shard::Placed::Unknown => {
+                let root = &self.root().registry;
+                let key = crate::storage::keys::object(
+                    &root.prefix,
+                    resources::TENANCY_GROUP,
+                    "logicalclusters",
+                    ROOT,
+                    None,
+                    cluster,
+                );
+                let found = root.store.get(&key).await?;
+                let obj = found.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok()).unwrap_or_default();
+                Err(crate::tenancy::unserved(crate::shard::of(&obj).unwrap_or("?")))
+            }
         }
     }
 
@@ -169,8 +220,8 @@ impl AppState {
         self
     }
 
-    fn discovery(&self, cluster: &str) -> Disc<'_> {
-        if let Some(docs) = self.crds.docs(cluster) {
+    fn discovery<'a>(&'a self, sh: &Serving, cluster: &str) -> Disc<'a> {
+        if let Some(docs) = sh.crds.docs(cluster) {
             return Disc::Custom(docs);
         }
         let root = cluster == ROOT;
@@ -218,19 +269,24 @@ async fn admitted(
     account: &Arc<crate::budget::Account>,
     counted_in: &OnceLock<String>,
 ) -> Routed {
-    if let ClusterTarget::Named(name) = &target {
-        if !state.directory.exists(name).await? {
-            return Err(ApiError::not_found("logicalclusters", resources::TENANCY_GROUP, name));
+    let sh = match &target {
+        ClusterTarget::Named(name) => {
+            let Some(placed) = state.directory.locate(name).await? else {
+                return Err(ApiError::not_found("logicalclusters", resources::TENANCY_GROUP, name));
+            };
+            // Only clusters that exist get figures: no caller can make up names to fill the table with.
+            let _ = counted_in.set(name.clone());
+            state.at(placed, name).await?
         }
-        // Only clusters that exist get figures: no caller can make up names to fill the table with.
-        let _ = counted_in.set(name.clone());
-    }
+        // Judged by root's RBAC; a list or watch reads every shard (see `fanout`).
+        ClusterTarget::Wildcard => state.root(),
+    };
     // The wildcard's discovery is the built-ins' (see `CrdIndex::docs`).
     let cluster_name = target.name().unwrap_or("*").to_string();
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let if_none_match = req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_string);
     // Only discovery routes look their cluster's documents up: resource requests, the hot path, never do.
-    let disc = || state.discovery(&cluster_name);
+    let disc = || state.discovery(sh, &cluster_name);
     let doc = |d: &crate::discovery::Doc, ct: &str| -> Response<Body> {
         if if_none_match.as_deref() == Some(d.etag.as_str()) {
             let mut r = respond::bytes(304, ct, Bytes::new());
@@ -249,7 +305,7 @@ async fn admitted(
             // Root's are the whole server's, granted by root's RBAC only; another cluster's are its
             // own requests, granted by its RBAC (its admin's `nonResourceURLs: ["*"]` by default).
             let Some(cluster) = target.name() else { return Err(ApiError::path_not_found()) };
-            if !state.authz.authorize_path(who, cluster, "get", "/metrics").await? {
+            if !sh.authz.authorize_path(who, cluster, "get", "/metrics").await? {
                 return Err(ApiError::forbidden(format!(
                     "forbidden: User \"{}\" cannot get path \"/metrics\"",
                     who.user
@@ -261,7 +317,7 @@ async fn admitted(
                 all
             } else {
                 let (in_flight, watches) = state.inflight.cluster_counts(cluster);
-                let footprint = &state.registry.footprint;
+                let footprint = &sh.registry.footprint;
                 let mut text = state.usage.render_cluster(cluster, in_flight, watches);
                 let holdings =
                     crate::usage::render_holdings(footprint.usage(cluster), &footprint.objects_by_resource(cluster));
@@ -305,11 +361,11 @@ async fn admitted(
             let (content_type, body) = crate::openapi::v2::document(accept, &format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0"));
             plain(respond::bytes(200, content_type, body))
         }
-        Route::OpenApiV3 => plain(openapi_index(state, &cluster_name, if_none_match.as_deref()).await?),
+        Route::OpenApiV3 => plain(openapi_index(state, sh, &cluster_name, if_none_match.as_deref()).await?),
         Route::OpenApiV3Doc(gv) => {
-            plain(openapi_doc(state, &cluster_name, &gv, q.get("hash"), if_none_match.as_deref()).await?)
+            plain(openapi_doc(state, sh, &cluster_name, &gv, q.get("hash"), if_none_match.as_deref()).await?)
         }
-        Route::Resource(rp) => resource(state, who, &target, rp, q, req, account).await,
+        Route::Resource(rp) => resource(state, sh, who, &target, rp, q, req, account).await,
     }
 }
 
@@ -330,9 +386,9 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-async fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> ApiResult<Option<OpenApiDoc>> {
+async fn openapi_bytes(state: &AppState, sh: &Serving, cluster: &str, gv: &str) -> ApiResult<Option<OpenApiDoc>> {
     let root = cluster == ROOT;
-    let disc = state.discovery(cluster);
+    let disc = state.discovery(sh, cluster);
     let Some(((g, v), defs)) = disc.by_gv.iter().find(|((g, v), _)| gv_path(g, v) == gv) else {
         return Ok(None);
     };
@@ -387,7 +443,7 @@ async fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> ApiResult<O
     let mut schemas = Vec::new();
     for d in defs.iter().filter(|d| d.custom.is_some()) {
         // A CRD whose schema is gone (deleted meanwhile) is published with an open object schema.
-        let s = state.crds.schema(cluster, d).await?;
+        let s = sh.crds.schema(cluster, d).await?;
         schemas.push((d.kind.clone(), s.unwrap_or_else(|| Arc::new(json!({"type": "object"})))));
     }
     let custom: Vec<crate::openapi::CustomKind> =
@@ -405,11 +461,16 @@ async fn openapi_bytes(state: &AppState, cluster: &str, gv: &str) -> ApiResult<O
     Ok(Some(entry))
 }
 
-async fn openapi_index(state: &AppState, cluster: &str, if_none_match: Option<&str>) -> ApiResult<Response<Body>> {
-    let gvs: Vec<String> = state.discovery(cluster).by_gv.keys().map(|(g, v)| gv_path(g, v)).collect();
+async fn openapi_index(
+    state: &AppState,
+    sh: &Serving,
+    cluster: &str,
+    if_none_match: Option<&str>,
+) -> ApiResult<Response<Body>> {
+    let gvs: Vec<String> = state.discovery(sh, cluster).by_gv.keys().map(|(g, v)| gv_path(g, v)).collect();
     let mut paths = serde_json::Map::new();
     for gv in gvs {
-        if let Some((_, hash)) = openapi_bytes(state, cluster, &gv).await? {
+        if let Some((_, hash)) = openapi_bytes(state, sh, cluster, &gv).await? {
             paths.insert(gv.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={hash}")}));
         }
     }
@@ -425,12 +486,13 @@ async fn openapi_index(state: &AppState, cluster: &str, if_none_match: Option<&s
 
 async fn openapi_doc(
     state: &AppState,
+    sh: &Serving,
     cluster: &str,
     gv: &str,
     hash: Option<&str>,
     if_none_match: Option<&str>,
 ) -> ApiResult<Response<Body>> {
-    let (bytes, current) = openapi_bytes(state, cluster, gv).await?.ok_or_else(ApiError::path_not_found)?;
+    let (bytes, current) = openapi_bytes(state, sh, cluster, gv).await?.ok_or_else(ApiError::path_not_found)?;
     let etag = format!("\"{current}\"");
     if let Some(h) = hash {
         if h != current {
@@ -485,8 +547,10 @@ pub(super) fn verb_of(method: &Method, rp: &ResourcePath, watch: bool) -> ApiRes
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn resource(
     state: &Arc<AppState>,
+    sh: &Serving,
     who: &Identity,
     target: &ClusterTarget,
     rp: ResourcePath,
@@ -503,11 +567,15 @@ async fn resource(
     let def: Arc<ResourceDef> = match (builtin, target) {
         (Some(d), _) => d,
         (None, ClusterTarget::Named(c)) => {
-            state.crds.find(c, &rp.group, &rp.version, &rp.resource).ok_or_else(ApiError::path_not_found)?
+            sh.crds.find(c, &rp.group, &rp.version, &rp.resource).ok_or_else(ApiError::path_not_found)?
         }
         (None, ClusterTarget::Wildcard) => {
-            let (d, filter) =
-                state.crds.wildcard(&rp.group, &rp.version, &rp.resource).ok_or_else(ApiError::path_not_found)?;
+            // As the first shard whose clusters serve it defines it.
+            let (d, filter) = state
+                .shards
+                .iter()
+                .find_map(|s| s.crds.wildcard(&rp.group, &rp.version, &rp.resource))
+                .ok_or_else(ApiError::path_not_found)?;
             cluster_filter = Some(filter);
             d
         }
@@ -528,7 +596,7 @@ async fn resource(
     };
     // Wildcard requests are judged by root's RBAC.
     let authz_cluster = target.name().unwrap_or(ROOT);
-    state.authz.authorize(who, authz_cluster, &attrs).await?.map_err(ApiError::forbidden)?;
+    sh.authz.authorize(who, authz_cluster, &attrs).await?.map_err(ApiError::forbidden)?;
     let cluster = match target {
         ClusterTarget::Wildcard => {
             if verb != "list" && verb != "watch" {
@@ -545,7 +613,7 @@ async fn resource(
         (Some(custom), Some(c), "create" | "update" | "patch") => {
             // No schema: the CRD or this version went from the store and this replica's index has not
             // caught up. kube would not serve the resource; writing it unchecked is not an option.
-            let schema = state.crds.schema(c, &def).await?.ok_or_else(ApiError::path_not_found)?;
+            let schema = sh.crds.schema(c, &def).await?.ok_or_else(ApiError::path_not_found)?;
             let custom = crate::resources::CustomInfo { schema: Some(schema), ..(**custom).clone() };
             Arc::new(ResourceDef { custom: Some(Arc::new(custom)), ..(*def).clone() })
         }
@@ -557,7 +625,7 @@ async fn resource(
     let cluster_str = cluster.clone().unwrap_or_default();
     let shape = respond::shape(accept.as_deref());
     let include = respond::include_object(&q);
-    let reg = &state.registry;
+    let reg = &sh.registry;
     let method = req.method().clone();
     let audit = req.extensions().get::<Arc<crate::audit::Record>>().cloned();
     let body = body::read(req.into_body()).await?;
@@ -584,7 +652,7 @@ async fn resource(
                 None
             };
             let namespace = rp.namespace.as_deref();
-            Some(state.authz.escalation(who, &cluster_str, &def.plural, namespace, rp.name.as_deref(), role_ref).await?)
+            Some(sh.authz.escalation(who, &cluster_str, &def.plural, namespace, rp.name.as_deref(), role_ref).await?)
         }
         _ => None,
     };
@@ -606,7 +674,7 @@ async fn resource(
     }
     if def.is_virtual() {
         let ns = rp.namespace.as_deref();
-        let work = review(state, &def, who, authz_cluster, ns, content_type.as_deref(), &body);
+        let work = review(state, sh, &def, who, authz_cluster, ns, content_type.as_deref(), &body);
         return Ok((heavy_if(state, authz_cluster, body.len(), work).await?, labels));
     }
     if def.group.is_empty() && def.plural == "componentstatuses" && rp.subresource.is_none() {
@@ -671,7 +739,7 @@ async fn resource(
         ("get", Some(n), None) if q.get("resourceVersion") == Some("0") => {
             // Any recent state will do: the watch cache answers without a store read.
             let stored = crate::registry::stored_def(&def);
-            let Some(json) = crate::watch::read::get_any(&state.cache, &stored, &reg.key(&ctx, n)).await? else {
+            let Some(json) = crate::watch::read::get_any(&sh.cache, &stored, &reg.key(&ctx, n)).await? else {
                 return Err(ApiError::not_found(&def.plural, &def.group, n));
             };
             match shape {
@@ -689,13 +757,40 @@ async fn resource(
             let obj = reg.get(&ctx, n).await?;
             respond::json(200, &respond::render_object(&def, &obj, shape, include, true))
         }
+        ("list", None, None) if cluster.is_none() && state.shards.len() > 1 => {
+            let (q, asked) = super::fanout::across(&q, &state.root().registry.shards)?;
+            let opts = ListOptions::from_query(&q, false)?;
+            let filters = shard_filters(state, &def, cluster_filter.is_some());
+            let ns = rp.namespace.as_deref();
+            let view = (shape, include);
+            return Ok((super::fanout::list(state, &def, ns, opts, asked, filters, view, account).await?, labels));
+        }
+        ("watch", _, None) if cluster.is_none() && state.shards.len() > 1 => {
+            let (q, asked) = super::fanout::across(&q, &state.root().registry.shards)?;
+            let mut opts = ListOptions::from_query(&q, rp.watch_path)?;
+            if let Some(n) = name {
+                opts.fields = crate::selector::FieldSelector::parse(&format!("metadata.name={n}"))?;
+            }
+            let filters = shard_filters(state, &def, cluster_filter.is_some());
+            let w = super::fanout::WatchAcross {
+                def: def.clone(),
+                namespace: rp.namespace.clone(),
+                opts,
+                render: watch_render(&def, shape, include),
+                account: account.clone(),
+            };
+            let (body, warnings) = super::fanout::watch(state, w, asked, filters).await?;
+            let mut r = watch_response(state, body);
+            respond::add_warnings(&mut r, &warnings);
+            return Ok((r, labels));
+        }
         ("list", None, None) => {
             let opts = ListOptions { clusters: cluster_filter, ..ListOptions::from_query(&q, false)? };
             let ns = rp.namespace.as_deref();
             // The cache holds objects as stored; a version stored as another converts each.
             let stored = crate::registry::stored_def(&def);
             let cached =
-                crate::watch::read::list(&state.cache, reg, &stored, cluster.as_deref(), ns, &opts, Some(account));
+                crate::watch::read::list(&sh.cache, reg, &stored, cluster.as_deref(), ns, &opts, Some(account));
             if let Some(l) = cached.await? {
                 let mut meta = json!({"resourceVersion": l.revision.to_string()});
                 if let Some(c) = l.continue_token {
@@ -729,15 +824,9 @@ async fn resource(
                 // `/watch/.../<name>`: a watch of one object.
                 opts.fields = crate::selector::FieldSelector::parse(&format!("metadata.name={n}"))?;
             }
-            let def2 = def.clone();
-            let render: Option<crate::watch::Render> = match shape {
-                respond::Shape::Plain => None,
-                _ => Some(Arc::new(move |obj: &Value, first: bool| {
-                    respond::render_object(&def2, obj, shape, include, first)
-                })),
-            };
+            let render = watch_render(&def, shape, include);
             let rx = crate::watch::start(
-                &state.cache,
+                &sh.cache,
                 reg.clone(),
                 crate::watch::WatchRequest {
                     account: Some(account.clone()),
@@ -750,16 +839,7 @@ async fn resource(
                 state.shutdown.clone(),
             )
             .await?;
-            // Counted open for as long as its stream lives.
-            let open = OpenWatch::new(&state.metrics.inflight.watches);
-            let stream = rx.map(move |b| {
-                let _open = &open;
-                Ok::<_, std::convert::Infallible>(Frame::data(b))
-            });
-            let mut r = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
-            r.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().expect("static"));
-            r.headers_mut().insert(header::CACHE_CONTROL, "no-cache, private".parse().expect("static"));
-            r
+            watch_response(state, rx)
         }
         ("create", None, None) => {
             let opts = WriteOptions::from_query(&q)?;
@@ -780,7 +860,8 @@ async fn resource(
         ("update", Some(n), _) => {
             let opts = WriteOptions::from_query(&q)?;
             let work = async {
-                let (obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
+                let (mut obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
+                own_revision(&mut obj, &sh.registry.shard);
                 Ok::<_, ApiError>(warn(reg.update(&ctx, n, obj, &opts, sub).await?, warned))
             };
             written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev, view)
@@ -803,7 +884,11 @@ async fn resource(
             )
         }
         ("delete", Some(n), None) => {
-            let w = reg.delete(&ctx, n, &delete_options(&body, &q)?).await?;
+            let mut dopts = delete_options(&body, &q)?;
+            if let Some(rv) = &mut dopts.resource_version {
+                *rv = crate::shard::own(rv, &sh.registry.shard).to_string();
+            }
+            let w = reg.delete(&ctx, n, &dopts).await?;
             if def.group == resources::TENANCY_GROUP {
                 // Read-your-writes on this replica: the deleted cluster answers 404 from now on.
                 state.directory.refresh(n).await;
@@ -830,14 +915,59 @@ async fn resource(
     if def.group == "apiextensions.k8s.io" && !matches!(verb, "get" | "list" | "watch") {
         // Read-your-writes for APIs on this replica: the next request finds the CRD's resources.
         if let Some(rev) = last_rev {
-            state.crds.wait_for(rev).await;
+            sh.crds.wait_for(rev).await;
         }
     }
     if def.group == "rbac.authorization.k8s.io" && !matches!(verb, "get" | "list" | "watch") {
         // Read-your-writes for RBAC on this replica; the invalidation watch covers the others.
-        state.authz.invalidate(&cluster_str);
+        sh.authz.invalidate(&cluster_str);
     }
     Ok((resp, labels))
+}
+
+/// An object's resourceVersion as this shard's revision, when it carries the composite a wildcard
+/// watch across shards gave it (see `shard::own`).
+fn own_revision(obj: &mut Value, shard: &str) {
+    if let Some(rv) = obj["metadata"]["resourceVersion"].as_str().filter(|rv| rv.contains(':')) {
+        let own = crate::shard::own(rv, shard).to_string();
+        obj["metadata"]["resourceVersion"] = json!(own);
+    }
+}
+
+/// How a watch renders each object: as stored for plain JSON, else as the client asked.
+fn watch_render(
+    def: &Arc<ResourceDef>,
+    shape: respond::Shape,
+    include: crate::table::IncludeObject,
+) -> Option<crate::watch::Render> {
+    let def = def.clone();
+    match shape {
+        respond::Shape::Plain => None,
+        _ => Some(Arc::new(move |obj: &Value, first: bool| respond::render_object(&def, obj, shape, include, first))),
+    }
+}
+
+/// A watch's response: its body, counted open for as long as it lives.
+fn watch_response(state: &AppState, body: crate::watch::WatchBody) -> Response<Body> {
+    let open = OpenWatch::new(&state.metrics.inflight.watches);
+    let stream = body.map(move |b| {
+        let _open = &open;
+        Ok::<_, std::convert::Infallible>(Frame::data(b))
+    });
+    let mut r = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
+    r.headers_mut().insert(header::CONTENT_TYPE, "application/json".parse().expect("static"));
+    r.headers_mut().insert(header::CACHE_CONTROL, "no-cache, private".parse().expect("static"));
+    r
+}
+
+/// Each shard's filter of the clusters whose CRD serves a custom resource as `def` (none for a
+/// built-in, which every cluster serves).
+fn shard_filters(
+    state: &AppState,
+    def: &Arc<ResourceDef>,
+    custom: bool,
+) -> Vec<Option<crate::registry::ClusterFilter>> {
+    state.shards.iter().map(|s| custom.then(|| s.crds.filter_like(def))).collect()
 }
 
 /// A watch open, counted in `apiserver_longrunning_requests` until dropped with its stream.
@@ -926,8 +1056,10 @@ fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
 }
 
 /// SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview: answered, never stored.
+#[allow(clippy::too_many_arguments)]
 async fn review(
     state: &AppState,
+    sh: &Serving,
     def: &ResourceDef,
     who: &Identity,
     cluster: &str,
@@ -940,7 +1072,7 @@ async fn review(
     obj["kind"] = json!(def.kind);
     match def.kind.as_str() {
         "SelfSubjectAccessReview" => {
-            let allowed = access(state, who, cluster, &obj["spec"]).await?;
+            let allowed = access(sh, who, cluster, &obj["spec"]).await?;
             obj["status"] = json!({"allowed": allowed});
         }
         "SubjectAccessReview" | "LocalSubjectAccessReview" => {
@@ -974,7 +1106,7 @@ async fn review(
             }
             // The subject is taken as named: no group is added, as kube's review does not add one.
             let subject = Identity { user, groups };
-            let allowed = access(state, &subject, cluster, &obj["spec"]).await?;
+            let allowed = access(sh, &subject, cluster, &obj["spec"]).await?;
             obj["status"] = json!({"allowed": allowed});
             let ns = namespace.map(|n| json!({"namespace": n, "creationTimestamp": null}));
             obj["metadata"] = ns.unwrap_or(json!({"creationTimestamp": null}));
@@ -982,7 +1114,7 @@ async fn review(
         }
         "SelfSubjectRulesReview" => {
             let ns = obj["spec"]["namespace"].as_str().unwrap_or("default").to_string();
-            let (resource_rules, non_resource_rules) = state.authz.rules_for(who, cluster, &ns).await?;
+            let (resource_rules, non_resource_rules) = sh.authz.rules_for(who, cluster, &ns).await?;
             obj["status"] =
                 json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false});
         }
@@ -997,7 +1129,7 @@ async fn review(
 }
 
 /// Whether `who` may do what an access review's spec asks about, by the cluster's RBAC.
-async fn access(state: &AppState, who: &Identity, cluster: &str, spec: &Value) -> ApiResult<bool> {
+async fn access(sh: &Serving, who: &Identity, cluster: &str, spec: &Value) -> ApiResult<bool> {
     Ok(match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
         (Some(ra), _) => {
             let s = |k: &str| ra.get(k).and_then(Value::as_str).filter(|x| !x.is_empty());
@@ -1009,12 +1141,12 @@ async fn access(state: &AppState, who: &Identity, cluster: &str, spec: &Value) -
                 namespace: s("namespace"),
                 name: s("name"),
             };
-            state.authz.authorize(who, cluster, &attrs).await?.is_ok()
+            sh.authz.authorize(who, cluster, &attrs).await?.is_ok()
         }
         (None, Some(nra)) => {
             let verb = nra["verb"].as_str().unwrap_or("get");
             let path = nra["path"].as_str().unwrap_or("/");
-            state.authz.authorize_path(who, cluster, verb, path).await?
+            sh.authz.authorize_path(who, cluster, verb, path).await?
         }
         (None, None) => who.is_master(),
     })

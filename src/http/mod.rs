@@ -5,6 +5,7 @@ pub mod coalesce;
 mod components;
 pub mod conn;
 pub mod edge;
+pub mod fanout;
 pub mod handler;
 pub mod heavy;
 pub mod inflight;

@@ -106,8 +106,9 @@ async fn stored(
     ns: Option<&str>,
     name: &str,
 ) -> ApiResult<Option<Value>> {
-    let key = crate::storage::keys::object(&state.registry.prefix, "core", plural, cluster, ns, name);
-    Ok(state.registry.store.get(&key).await?.and_then(|kv| serde_json::from_slice(&kv.value).ok()))
+    let registry = &state.serving(cluster).await?.registry;
+    let key = crate::storage::keys::object(&registry.prefix, "core", plural, cluster, ns, name);
+    Ok(registry.store.get(&key).await?.and_then(|kv| serde_json::from_slice(&kv.value).ok()))
 }
 
 /// Where a bound object of `kind` lives: its resource, and the namespace (the ServiceAccount's) for
@@ -211,7 +212,7 @@ fn spec(req: &Value, default_audiences: &[String]) -> ApiResult<Spec> {
 /// Node if asked (which must exist, and whose deletion ends the token).
 pub async fn request(state: &AppState, ctx: &Ctx<'_>, name: &str, req: &Value) -> ApiResult<(Value, Vec<String>)> {
     let spec = spec(req, &state.audiences)?;
-    let sa = state.registry.get(ctx, name).await?;
+    let sa = state.serving(ctx.cluster).await?.registry.get(ctx, name).await?;
     let uid = crate::meta::meta_str(&sa, "uid").unwrap_or_default().to_string();
     let ns = ctx.namespace.unwrap_or_default().to_string();
     let bound = match &spec.bound {

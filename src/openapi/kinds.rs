@@ -168,6 +168,10 @@ pub(super) fn logical_cluster_schema() -> Value {
                 "type": "object",
                 "x-kubernetes-preserve-unknown-fields": true,
                 "properties": {
+                    "shard": {
+                        "description": "The shard (etcd cluster) this cluster's objects live on, one of the names kgate serves with --shard, or \"default\". Set at creation, by the platform or else to the shard with the fewest clusters; immutable.",
+                        "type": "string"
+                    },
                     "limits": {
                         "description": "Limits for this cluster alone, overriding the server's defaults.",
                         "type": "object",

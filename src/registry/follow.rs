@@ -50,12 +50,17 @@ impl Registry {
         let index = self.follow(quota_prefix, quotas);
         if accounting {
             let lc = resources::logical_cluster_def();
-            let footprint = FootprintFollower {
-                registry: self.clone(),
-                lc_prefix: self.collection(&lc, Some(ROOT), None),
-                fresh: None,
-            };
-            futures::join!(index, self.follow(format!("{}/", self.prefix), footprint));
+            let lc_prefix = self.collection(&lc, Some(ROOT), None);
+            let footprint = FootprintFollower { registry: self.clone(), lc_prefix: lc_prefix.clone(), fresh: None };
+            let keys = self.follow(format!("{}/", self.prefix), footprint);
+            if self.holds_root() {
+                futures::join!(index, keys);
+            } else {
+                // Another shard's store has no LogicalClusters: they are followed on the default
+                // shard's (where the routed store sends their prefix), alongside.
+                let clusters = ClusterFollower { registry: self.clone(), lc_prefix: lc_prefix.clone(), live: None };
+                futures::join!(index, keys, self.follow(lc_prefix, clusters));
+            }
         } else {
             index.await
         }
@@ -132,14 +137,72 @@ struct FootprintFollower {
     fresh: Option<Footprint>,
 }
 
+/// Take note of a LogicalCluster written or gone, as this registry's when it is on this registry's
+/// shard (a cluster on another shard is, to this one's footprint, gone). Its name, when `key` is one.
+fn observe<'k>(
+    registry: &Registry,
+    footprint: &Footprint,
+    lc_prefix: &str,
+    key: &'k str,
+    value: Option<&[u8]>,
+) -> Option<&'k str> {
+    let name = key.strip_prefix(lc_prefix)?;
+    let obj = value.and_then(|v| serde_json::from_slice::<Value>(v).ok());
+    let here = obj.as_ref().filter(|o| crate::shard::of(o).unwrap_or(crate::shard::DEFAULT) == &*registry.shard);
+    footprint.observe_cluster(name, here);
+    Some(name)
+}
+
 impl FootprintFollower {
-    /// Take note of a LogicalCluster written or gone.
-    fn observe(footprint: &Footprint, lc_prefix: &str, key: &str, value: Option<&[u8]>) {
-        if let Some(name) = key.strip_prefix(lc_prefix) {
-            let obj = value.and_then(|v| serde_json::from_slice::<Value>(v).ok());
-            footprint.observe_cluster(name, obj.as_ref());
+    fn observe(&self, footprint: &Footprint, key: &str, value: Option<&[u8]>) {
+        observe(&self.registry, footprint, &self.lc_prefix, key, value);
+    }
+}
+
+/// Feeds `footprint` the LogicalClusters of a shard other than the default one, read from the
+/// default shard's store.
+struct ClusterFollower {
+    registry: Registry,
+    lc_prefix: String,
+    /// The names listed so far, while listing.
+    live: Option<std::collections::HashSet<Box<str>>>,
+}
+
+impl Follower for ClusterFollower {
+    fn reset(&mut self) {
+        self.live = Some(Default::default());
+    }
+
+    fn page(&mut self, kvs: &[KeyValue]) {
+        for kv in kvs {
+            if let Some(name) =
+                observe(&self.registry, &self.registry.footprint, &self.lc_prefix, &kv.key, Some(&kv.value))
+            {
+                self.live.get_or_insert_with(Default::default).insert(name.into());
+            }
         }
     }
+
+    fn listed(&mut self, _: Revision) {
+        if let Some(live) = self.live.take() {
+            self.registry.footprint.keep_clusters(&live);
+        }
+    }
+
+    fn change(&mut self, ev: &WatchEvent) {
+        let (footprint, prefix) = (&self.registry.footprint, &self.lc_prefix);
+        match ev {
+            WatchEvent::Put { kv, .. } => {
+                observe(&self.registry, footprint, prefix, &kv.key, Some(&kv.value));
+            }
+            WatchEvent::Delete { key, .. } => {
+                observe(&self.registry, footprint, prefix, key, None);
+            }
+            WatchEvent::Progress(_) => {}
+        }
+    }
+
+    fn lost(&mut self) {}
 }
 
 impl Follower for FootprintFollower {
@@ -151,13 +214,13 @@ impl Follower for FootprintFollower {
         let Some(fresh) = &self.fresh else { return };
         for kv in kvs {
             fresh.account(&self.registry.prefix, &kv.key, None, Some(size(kv)));
-            Self::observe(fresh, &self.lc_prefix, &kv.key, Some(&kv.value));
+            self.observe(fresh, &kv.key, Some(&kv.value));
         }
     }
 
     fn listed(&mut self, revision: Revision) {
         if let Some(fresh) = self.fresh.take() {
-            self.registry.footprint.replace(fresh);
+            self.registry.footprint.replace(fresh, self.registry.holds_root());
         }
         self.registry.footprint.counted(revision);
     }
@@ -169,14 +232,14 @@ impl Follower for FootprintFollower {
             WatchEvent::Put { kv, prev } => {
                 footprint.account(prefix, &kv.key, prev.as_ref().map(size), Some(size(kv)));
                 footprint.counted(ev.revision());
-                Self::observe(footprint, &self.lc_prefix, &kv.key, Some(&kv.value));
+                self.observe(footprint, &kv.key, Some(&kv.value));
             }
             WatchEvent::Delete { key, prev, .. } => {
                 // A store that lost the old value cannot say its size; the next full count will.
                 let before = prev.as_ref().map_or(key.len(), size);
                 footprint.account(prefix, key, Some(before), None);
                 footprint.counted(ev.revision());
-                Self::observe(footprint, &self.lc_prefix, key, None);
+                self.observe(footprint, key, None);
             }
             WatchEvent::Progress(rev) => footprint.counted(*rev),
         }

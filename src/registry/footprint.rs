@@ -553,33 +553,45 @@ impl Registry {
 
 impl Footprint {
     /// Take `fresh`'s counts and notes; what changed since is marked to be written.
-    pub(super) fn replace(&self, fresh: Footprint) {
+    /// `clusters`: whether `fresh` noted the LogicalClusters too (the default shard's listing holds
+    /// them); another shard's are noted by a follower of their own, and kept.
+    pub(super) fn replace(&self, fresh: Footprint, clusters: bool) {
         let Footprint { usage, recorded, limits, .. } = fresh;
         let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
+        if clusters {
+            dirty.retain(|c| recorded.contains_key(c));
+            self.recorded.retain(|c, _| recorded.contains_key(c));
+            for (c, r) in recorded {
+                self.recorded.insert(c, r);
+            }
+            self.limits.retain(|c, _| limits.contains_key(c));
+            for (c, l) in limits {
+                self.limits.insert(c, l);
+            }
+        }
         // A cluster whose last key went while the watch was down is written too (as holding nothing).
         self.usage.retain(|c, _| {
             let kept = usage.contains_key(c);
-            if !kept && recorded.contains_key(c) {
+            if !kept && self.recorded.contains_key(c) {
                 dirty.insert(c.clone());
             }
             kept
         });
         for (c, u) in usage {
-            if recorded.contains_key(&c) {
+            if self.recorded.contains_key(&c) {
                 dirty.insert(c.clone());
             }
             self.usage.insert(c, u);
         }
-        dirty.retain(|c| recorded.contains_key(c));
-        self.recorded.retain(|c, _| recorded.contains_key(c));
-        for (c, r) in recorded {
-            self.recorded.insert(c, r);
-        }
-        self.limits.retain(|c, _| limits.contains_key(c));
-        for (c, l) in limits {
-            self.limits.insert(c, l);
-        }
         self.ready.store(true, Ordering::Release);
+    }
+
+    /// Forget the LogicalClusters not in `live` (a shard's cluster follower relisted them).
+    pub(super) fn keep_clusters(&self, live: &std::collections::HashSet<Box<str>>) {
+        let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
+        dirty.retain(|c| live.contains(c));
+        self.recorded.retain(|c, _| live.contains(c));
+        self.limits.retain(|c, _| live.contains(c));
     }
 }
 

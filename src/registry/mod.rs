@@ -60,6 +60,12 @@ pub struct Registry {
     /// What each cluster holds and the limits set on it, shared by the clones of one registry (see
     /// `footprint`); counted only while `run_counts` runs with accounting on.
     pub footprint: Arc<footprint::Footprint>,
+    /// The shard this registry's store is (see `shard`): `default` holds root.
+    pub shard: Arc<str>,
+    /// Every shard, on the default shard's registry, which places new logical clusters on them and
+    /// bootstraps and purges each on its own; another shard's registry knows none (it would hold
+    /// itself).
+    pub shards: Arc<crate::shard::Shards>,
 }
 
 /// The name of the ConfigMap with the server's CA in every namespace, as kube publishes it.
@@ -154,7 +160,26 @@ impl Registry {
             quota_index: Default::default(),
             published: None,
             footprint: Default::default(),
+            shard: Arc::from(crate::shard::DEFAULT),
+            shards: crate::shard::Shards::single(),
         }
+    }
+
+    /// This registry as the store of shard `name`, which is not the default one.
+    pub fn on_shard(mut self, name: &str) -> Self {
+        self.shard = Arc::from(name);
+        self
+    }
+
+    /// This registry, the default shard's, placing logical clusters on `shards`.
+    pub fn with_shards(mut self, shards: Arc<crate::shard::Shards>) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// Whether this registry's store holds root (and every LogicalCluster): the default shard's.
+    pub fn holds_root(&self) -> bool {
+        &*self.shard == crate::shard::DEFAULT
     }
 
     /// This registry, publishing `facts` into the clusters it creates objects in.

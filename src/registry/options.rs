@@ -323,7 +323,9 @@ impl ListOptions {
     }
 
     fn validate(&self) -> ApiResult<()> {
-        if self.rv_match.is_some() && self.resource_version.is_none() {
+        // A watch list (client-go's reflector, first time) names no resourceVersion: the initial events
+        // are then a consistent read, as kube's watch validation allows.
+        if self.rv_match.is_some() && self.resource_version.is_none() && !self.watch {
             return Err(invalid_list(
                 "resourceVersionMatch",
                 "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into(),

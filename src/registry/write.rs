@@ -736,9 +736,55 @@ impl Registry {
         apply_defaults(def, &mut obj);
         self.keep_published(def, &mut obj);
         go_shape(def, &mut obj);
-        if def.group == crate::resources::TENANCY_GROUP {
+        // The shard a new logical cluster's objects will live on, counted as placed until the directory
+        // sees it (or given back below if the create fails).
+        let placed = if def.group == crate::resources::TENANCY_GROUP {
             crate::tenancy::prepare_new(&mut obj);
+            Some(self.place(def, &mut obj)?)
+        } else {
+            None
+        };
+        let stored = self.admit_and_store(ctx, obj, opts, guard, generate).await;
+        if let (Some(i), Err(_) | Ok(Err(_))) = (placed, &stored) {
+            self.shards.unplace(i);
         }
+        match stored? {
+            Ok(obj) => {
+                let obj = self.after_create(ctx, obj).await?;
+                Ok(Written { code: 201, body: obj, warnings })
+            }
+            Err(obj) => Ok(Written { code: 201, body: obj, warnings }),
+        }
+    }
+
+    /// Put a new LogicalCluster on the shard it asks for, else on the emptiest (`spec.shard`, set
+    /// whenever there is more than one shard to choose from); the shard's index.
+    fn place(&self, def: &ResourceDef, obj: &mut Value) -> ApiResult<usize> {
+        let asked = crate::shard::of(obj).map(str::to_string);
+        let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
+        let at = self
+            .shards
+            .choose(asked.as_deref())
+            .map_err(|m| invalid(def, &name, vec![cause("FieldValueNotSupported", "spec.shard", &m)]))?;
+        if self.shards.is_sharded() || asked.is_some() {
+            if !obj["spec"].is_object() {
+                obj["spec"] = json!({});
+            }
+            obj["spec"]["shard"] = json!(&*self.shards.names()[at]);
+        }
+        Ok(at)
+    }
+
+    /// The rest of a create, from its admission: the stored object, or a dry run's (`Err`).
+    async fn admit_and_store(
+        &self,
+        ctx: &Ctx<'_>,
+        mut obj: Value,
+        opts: &WriteOptions,
+        guard: Option<Guard>,
+        generate: bool,
+    ) -> ApiResult<Result<Value, Value>> {
+        let def = ctx.def;
         {
             let m = meta::metadata_mut(&mut obj);
             for f in SERVER_META {
@@ -797,13 +843,7 @@ impl Registry {
         if let (Some(room), Ok(obj)) = (room, &stored) {
             room.landed(revision_of(obj));
         }
-        match stored {
-            Ok(obj) => {
-                let obj = self.after_create(ctx, obj).await?;
-                Ok(Written { code: 201, body: obj, warnings })
-            }
-            Err(obj) => Ok(Written { code: 201, body: obj, warnings }),
-        }
+        Ok(stored)
     }
 
     /// The store step of a create: the object, decorated, once written; a generated name is tried
@@ -864,7 +904,7 @@ impl Registry {
             }
         }
         if ctx.def.group == crate::resources::TENANCY_GROUP {
-            return crate::tenancy::initialize(self, obj).await;
+            return crate::tenancy::initialize(&crate::tenancy::registry_of(self, &obj)?, obj).await;
         }
         Ok(obj)
     }
@@ -1062,6 +1102,14 @@ impl Registry {
             a.admit(Some(current), &desired)?;
         }
         self.keep_published(def, &mut desired);
+        if def.group == crate::resources::TENANCY_GROUP {
+            // Set by placement, as kube sets a Service's clusterIP: a replace that leaves it out keeps it.
+            if let (Some(shard), None) = (crate::shard::of(current), crate::shard::of(&desired)) {
+                if desired["spec"].is_object() || desired.get("spec").is_none_or(Value::is_null) {
+                    desired["spec"]["shard"] = json!(shard);
+                }
+            }
+        }
         settle_update(ctx, current, &mut desired, subresource)?;
         // A binding is the scheduler's, recorded in no field manager's name, as in kube.
         if !same_object(current, &desired) && subresource != Some("binding") {

@@ -5,6 +5,7 @@ pub mod embedded;
 pub mod etcd;
 pub mod keys;
 pub mod metered;
+pub mod routed;
 
 use std::pin::Pin;
 

@@ -19,6 +19,7 @@ use super::{defaults_revision, initialize, is_current, is_live, refresh, PHASE_R
 use crate::cluster::ROOT;
 use crate::registry::{Finalizers, Registry, Sweep};
 use crate::resources;
+use crate::shard::Placed;
 use crate::status::{ApiError, ApiResult};
 use crate::storage::{StoreError, WatchEvent};
 
@@ -110,7 +111,7 @@ impl Lifecycle {
                 let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
                 let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
                 if obj["metadata"].get("deletionTimestamp").is_some() {
-                    self.start_purge(jobs, &name);
+                    self.start_purge(jobs, &name, Some(&obj));
                     continue;
                 }
                 // A create answers only once its cluster is bootstrapped, so a LogicalCluster found not
@@ -120,10 +121,21 @@ impl Lifecycle {
                     // Made by a kgate with an older bootstrap policy or another CA: reconciled below, a few at a time.
                     if !is_current(&obj, &defaults_revision(&self.registry)) {
                         let uid = crate::meta::meta_str(&obj, "uid").unwrap_or_default().to_string();
-                        stale.push((name, uid));
+                        // Only the shard's index: a stale cluster costs its name and four bytes.
+                        match self.registry.shards.place_of(&obj) {
+                            Placed::At(shard) => stale.push((name, uid, shard)),
+                            Placed::Unknown => tracing::debug!(cluster = %name, "on a shard not served here"),
+                        }
                     }
                 } else {
-                    let (registry, cluster) = (self.registry.clone(), name.clone());
+                    let cluster = name.clone();
+                    let registry = match super::registry_of(&self.registry, &obj) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            tracing::warn!(error = %e, cluster = %name, "finishing the bootstrap of a logical cluster");
+                            continue;
+                        }
+                    };
                     jobs.start(Job::Initialize, &cluster, async move {
                         if let Err(e) = initialize(&registry, obj).await {
                             tracing::warn!(error = %e, cluster = %name, "finishing the bootstrap of a logical cluster");
@@ -141,8 +153,8 @@ impl Lifecycle {
             jobs.start(Job::Reconcile, "", async move {
                 let count = stale.len();
                 futures::stream::iter(stale)
-                    .for_each_concurrent(RECONCILE_CONCURRENCY, |(name, uid)| {
-                        let registry = registry.clone();
+                    .for_each_concurrent(RECONCILE_CONCURRENCY, |(name, uid, shard)| {
+                        let registry = registry.shards.registry(shard, &registry);
                         async move {
                             if let Err(e) = refresh(&registry, &name, &uid).await {
                                 tracing::warn!(error = %e, cluster = %name, "reconciling a logical cluster's default RBAC; the next start or relist retries");
@@ -159,14 +171,15 @@ impl Lifecycle {
                 WatchEvent::Put { kv, .. } => {
                     let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
                     if obj["metadata"].get("deletionTimestamp").is_some() {
-                        self.start_purge(jobs, crate::meta::meta_str(&obj, "name").unwrap_or_default());
+                        self.start_purge(jobs, crate::meta::meta_str(&obj, "name").unwrap_or_default(), Some(&obj));
                     }
                 }
                 // Normally the end of a purge. A LogicalCluster whose finalizer someone removed by hand
                 // goes at once, though, and its keys still need purging; one more pass costs little.
-                WatchEvent::Delete { key, .. } => {
+                WatchEvent::Delete { key, prev, .. } => {
                     if let Some(name) = key.rsplit('/').next() {
-                        self.start_purge(jobs, name);
+                        let obj = prev.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok());
+                        self.start_purge(jobs, name, obj.as_ref());
                     }
                 }
                 WatchEvent::Progress(_) => {}
@@ -175,15 +188,32 @@ impl Lifecycle {
         Ok(())
     }
 
-    fn start_purge(&self, jobs: &mut Jobs, cluster: &str) {
+    /// Purge `cluster` on the shard its LogicalCluster `obj` names, or on every shard when the
+    /// object is not known (a store that lost a deleted key's value): purging a shard without the
+    /// cluster's keys costs a read per resource.
+    fn start_purge(&self, jobs: &mut Jobs, cluster: &str, obj: Option<&Value>) {
         if cluster.is_empty() || cluster == ROOT {
             return;
         }
-        let (registry, name) = (self.registry.clone(), cluster.to_string());
+        let registries: Vec<Registry> = match obj.map(|o| self.registry.shards.place_of(o)) {
+            Some(Placed::At(i)) => vec![self.registry.shards.registry(i, &self.registry)],
+            Some(Placed::Unknown) => {
+                tracing::warn!(cluster = %cluster, "a deleted logical cluster is on a shard not served here; a replica that serves it purges it");
+                return;
+            }
+            None => (0..self.registry.shards.names().len())
+                .map(|i| self.registry.shards.registry(i, &self.registry))
+                .collect(),
+        };
+        let name = cluster.to_string();
         jobs.start(Job::Purge, cluster, async move {
             let mut backoff = Duration::from_secs(1);
             loop {
-                match purge(&registry, &name).await {
+                let mut done = Ok(());
+                for registry in &registries {
+                    done = done.and(purge(registry, &name).await);
+                }
+                match done {
                     Ok(()) => return,
                     Err(e) => {
                         tracing::warn!(error = %e, cluster = %name, "purging a deleted logical cluster; will retry")
@@ -223,7 +253,11 @@ pub async fn resume_bootstraps(registry: Registry) {
     }
     for obj in cut_short {
         let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
-        if let Err(e) = initialize(&registry, obj).await {
+        let done = match super::registry_of(&registry, &obj) {
+            Ok(shard) => initialize(&shard, obj).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = done {
             tracing::warn!(error = %e, cluster = %name, "finishing the bootstrap of a logical cluster");
         }
     }

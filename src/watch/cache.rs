@@ -1053,10 +1053,25 @@ pub struct WatchCache {
 impl WatchCache {
     /// Caches over `registry`'s store; they stop when `stop` turns true.
     pub fn new(registry: Registry, metrics: CacheMetrics, stop: watch::Receiver<bool>) -> Arc<Self> {
+        Self::with_history(registry, metrics, stop, Arc::default())
+    }
+
+    /// Caches over another shard's store, whose history counts against the same bound as this one's:
+    /// shards add stores, not memory.
+    pub fn alongside(&self, registry: Registry) -> Arc<Self> {
+        Self::with_history(registry, self.metrics.clone(), self.stop.clone(), self.all_history.clone())
+    }
+
+    fn with_history(
+        registry: Registry,
+        metrics: CacheMetrics,
+        stop: watch::Receiver<bool>,
+        all_history: Arc<HistoryBytes>,
+    ) -> Arc<Self> {
         let cache = Arc::new(WatchCache {
             registry,
             metrics,
-            all_history: Arc::default(),
+            all_history,
             cachers: DashMap::new(),
             stop,
             tasks: std::sync::Mutex::new(Vec::new()),

@@ -114,6 +114,14 @@ impl Items {
         }
     }
 
+    /// How many objects, when known without a walk: those a selector or a page limit picked.
+    pub fn count(&self) -> Option<usize> {
+        match &self.from {
+            Source::Picked(items) => Some(items.len()),
+            Source::All { .. } => None,
+        }
+    }
+
     /// The objects not yet handed out, parsed (for Tables and metadata-only lists).
     pub fn values(&self) -> ApiResult<Vec<Value>> {
         let head = &self.head;

@@ -373,6 +373,23 @@ impl TestServer {
         TestServer { running, url, dir, client, anonymous, prefix }
     }
 
+    /// A server whose default shard is `backend`, with each of `shards` (name and endpoint) as
+    /// another (`--shard NAME=URL`).
+    pub async fn start_sharded(backend: Backend, shards: &[(&str, &str)]) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+        Self::start_configured(backend, dir, prefix, |c| {
+            c.shards = shards
+                .iter()
+                .map(|(name, url)| kgate::config::ShardConfig {
+                    name: name.to_string(),
+                    endpoints: vec![url.to_string()],
+                })
+                .collect();
+        })
+        .await
+    }
+
     /// The store the server runs on (a second handle for tests that act on it directly).
     pub fn running_store(&self) -> std::sync::Arc<dyn kgate::storage::Store> {
         self.running.store.clone()

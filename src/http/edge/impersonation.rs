@@ -40,7 +40,8 @@ pub async fn impersonate<S: Inner>(state: Arc<AppState>, mut req: Req, next: Nex
                     namespace: namespace.as_deref(),
                     name: (!name.is_empty()).then_some(name.as_str()),
                 };
-                state.authz.authorize(authn, cluster, &attrs).await?.map_err(ApiError::forbidden)?;
+                let authz = &state.serving(cluster).await?.authz;
+                authz.authorize(authn, cluster, &attrs).await?.map_err(ApiError::forbidden)?;
             }
             let who = imp.identity();
             if let Some(record) = req.extensions().get::<Arc<crate::audit::Record>>() {

@@ -32,7 +32,7 @@ pub async fn parse<S: Inner>(state: Arc<AppState>, mut req: Req, next: Next<S>) 
     match &route {
         Route::Version => return Ok(respond::json(200, &crate::http::handler::version())),
         Route::Health(which) => {
-            let ok = *which != "readyz" || state.registry.store.healthy().await;
+            let ok = *which != "readyz" || state.root().registry.store.healthy().await;
             return Ok(if ok {
                 respond::bytes(200, "text/plain; charset=utf-8", "ok")
             } else {

@@ -89,6 +89,13 @@ pub fn update_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
         "Job" => job_update(old, new, &mut causes),
         "PersistentVolumeClaim" => claim_update(old, new, &mut causes),
         "PersistentVolume" => volume_update(old, new, &mut causes),
+        // A cluster's objects are on its shard: moving them is not an edit of a field.
+        "LogicalCluster" => {
+            let shard = |o: &Value| crate::shard::of(o).unwrap_or(crate::shard::DEFAULT).to_string();
+            if shard(old) != shard(new) {
+                invalid(&mut causes, "spec.shard".into(), shown(&new["spec"]["shard"]), "field is immutable");
+            }
+        }
         "ConfigMap" | "Secret" if old["immutable"] == true => {
             let why = "field is immutable when `immutable` is set";
             if new["immutable"] != true {

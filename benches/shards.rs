@@ -1,0 +1,161 @@
+//! Logical clusters over two shards (issue 27's figures), on real etcd: one kgate serving two etcd
+//! clusters (`--etcd-servers` and `--shard b=...`), placing each new cluster on the emptier one.
+//! - create `KGATE_BENCH_CLUSTERS` clusters (default 100,000), 64 at a time: clusters per second
+//!   (target at least 1,000), resident memory per empty cluster (target at most 10 KiB), and how many
+//!   each shard got;
+//! - delete 10,000 of them: seconds until every one is purged and its LogicalCluster gone (target at
+//!   most 60 s);
+//! - a wildcard list of every cluster's namespaces across both shards, against the same list from a
+//!   kgate whose clusters (as many) are on one etcd, in the same run: medians of interleaved rounds.
+//!
+//! Run: `cargo bench --bench shards` (`KGATE_BENCH_CLUSTERS=20000` for a shorter run).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{KgateProcess, TestEtcd};
+use serde_json::Value;
+
+const CONCURRENCY: usize = 64;
+const DELETED: usize = 10_000;
+/// Clusters of each kgate in the list comparison (4 namespaces each).
+const LISTED: usize = 5_000;
+const LIST_ROUNDS: usize = 5;
+
+const LC: &str = "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters";
+
+fn clusters() -> usize {
+    std::env::var("KGATE_BENCH_CLUSTERS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+}
+
+/// Seconds one wildcard list of namespaces takes, and how many it holds.
+async fn list_namespaces(k: &KgateProcess, client: &reqwest::Client) -> (f64, usize) {
+    let start = Instant::now();
+    let resp = client.get(format!("{}/clusters/*/api/v1/namespaces", k.url)).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let list: Value = resp.json().await.unwrap();
+    (start.elapsed().as_secs_f64(), list["items"].as_array().map_or(0, Vec::len))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Clusters per shard, from the LogicalClusters' `spec.shard`.
+async fn placement(k: &KgateProcess) -> std::collections::BTreeMap<String, usize> {
+    let client = k.admin();
+    let mut counts = std::collections::BTreeMap::new();
+    let mut token = String::new();
+    loop {
+        let url = format!("{}{LC}?limit=5000&continue={token}", k.url);
+        let page: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+        for lc in page["items"].as_array().unwrap() {
+            *counts.entry(lc["spec"]["shard"].as_str().unwrap_or("default").to_string()).or_insert(0) += 1;
+        }
+        match page["metadata"]["continue"].as_str() {
+            Some(t) => token = t.to_string(),
+            None => return counts,
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let (a, b, single) = (TestEtcd::start(), TestEtcd::start(), TestEtcd::start());
+    let shard = format!("b={}", b.endpoint);
+    let k = KgateProcess::start(&["--etcd-servers", &a.endpoint, "--shard", &shard], "kgate-bench-shards.log").await;
+    let one = KgateProcess::start(&["--etcd-servers", &single.endpoint], "kgate-bench-shards-one.log").await;
+
+    // The list across shards against the same list on one etcd.
+    k.create_clusters("l", LISTED, CONCURRENCY).await;
+    one.create_clusters("l", LISTED, CONCURRENCY).await;
+    let (kc, oc) = (k.admin(), one.admin());
+    list_namespaces(&k, &kc).await;
+    list_namespaces(&one, &oc).await;
+    let (mut across, mut alone, mut items) = (Vec::new(), Vec::new(), (0, 0));
+    for _ in 0..LIST_ROUNDS {
+        let (t, n) = list_namespaces(&k, &kc).await;
+        across.push(t);
+        let (u, m) = list_namespaces(&one, &oc).await;
+        alone.push(u);
+        items = (n, m);
+    }
+    let (t, u) = (median(across), median(alone));
+    println!("\nwildcard list of namespaces, {LISTED} clusters each, medians of {LIST_ROUNDS} interleaved rounds");
+    println!(
+        "across two shards: {:.0} ms ({} items); on one etcd: {:.0} ms ({} items); ratio {:.2}x",
+        t * 1e3,
+        items.0,
+        u * 1e3,
+        items.1,
+        t / u
+    );
+    drop(one);
+    drop(single);
+
+    // Creation and memory at scale.
+    let n = clusters();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = k.rss_kib();
+    let rate = k.create_clusters("c", n, CONCURRENCY).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = k.rss_kib();
+    let per_cluster = after.saturating_sub(before) as f64 / n as f64;
+    let spread = placement(&k).await;
+    println!("\n{n} logical clusters over two etcd shards, {CONCURRENCY} at a time");
+    println!("created at {rate:.0} clusters/s [target >= 1,000]; placed: {spread:?}");
+    println!(
+        "memory per empty cluster: {per_cluster:.1} KiB (RSS {:.1} -> {:.1} MiB) [target <= 10 KiB]",
+        before as f64 / 1024.0,
+        after as f64 / 1024.0
+    );
+
+    // Deleting 10,000: until every one is purged from its shard and its LogicalCluster is gone.
+    let deleted = DELETED.min(n);
+    let start = Instant::now();
+    let (client, url) = (k.admin(), k.url.clone());
+    common::ops_per_second(deleted, CONCURRENCY, move |i| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let r = client.delete(format!("{url}{LC}/c{i}")).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+        }
+    })
+    .await;
+    let accepted = start.elapsed();
+    // Waited for on a sample first, then checked whole: every LogicalCluster gone means every key of
+    // its cluster purged (the purge's finalizer holds it until then).
+    let client = k.admin();
+    let gone = |i: usize| {
+        let (client, url) = (client.clone(), k.url.clone());
+        async move { client.get(format!("{url}{LC}/c{i}")).send().await.unwrap().status() == 404 }
+    };
+    let mut sample: Vec<usize> = (0..deleted).step_by(100).collect();
+    while !sample.is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(900), "deletions did not finish");
+        let mut left = Vec::new();
+        for i in sample {
+            if !gone(i).await {
+                left.push(i);
+            }
+        }
+        sample = left;
+        if !sample.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    for i in 0..deleted {
+        while !gone(i).await {
+            assert!(start.elapsed() < Duration::from_secs(900), "c{i} was not purged");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    println!(
+        "{deleted} clusters deleted (accepted in {:.1} s), all purged and gone in {:.1} s [target <= 60 s]",
+        accepted.as_secs_f64(),
+        start.elapsed().as_secs_f64()
+    );
+}

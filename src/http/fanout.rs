@@ -1,0 +1,501 @@
+//! Wildcard list and watch across shards (`/clusters/*/...` when kgate serves more than one shard):
+//! every shard's part, under one composite resourceVersion (see `shard`) that a later list or watch
+//! resumes from on every shard at once.
+//!
+//! A shard that does not answer within `PATIENCE` is left out with a `Warning`, never waited on: its
+//! clusters answer 503 on their own paths, and the others are served. A watch keeps trying the shard
+//! and sends its objects once it is back (from where the composite resourceVersion left it, or, when
+//! it never had one, all of them as ADDED, since the client never saw them).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use serde_json::{json, Value};
+
+use super::handler::{AppState, Serving};
+use super::respond::{self, Body};
+use crate::registry::{ClusterFilter, ListOptions, RvMatch};
+use crate::resources::ResourceDef;
+use crate::shard::Shards;
+use crate::status::{ApiError, ApiResult};
+use crate::storage::Revision;
+use crate::watch::read::Items;
+use crate::watch::{Render, WatchBody};
+
+/// How long a shard may take to answer before it is left out.
+pub const PATIENCE: Duration = Duration::from_secs(5);
+
+/// How often a watch tries a shard that was down again.
+const RETRY: Duration = Duration::from_secs(2);
+
+/// The resourceVersion a wildcard request over several shards names: a composite (`None` when it
+/// names none), with the query's resourceVersion replaced by one revision so that the usual checks
+/// of the options (`resourceVersionMatch` needs a resourceVersion, and so on) hold as for one store.
+pub fn across(q: &crate::request::Query, shards: &Shards) -> ApiResult<(crate::request::Query, Option<Vec<Revision>>)> {
+    let Some(rv) = q.non_empty("resourceVersion") else { return Ok((q.clone(), None)) };
+    let revs = shards.decode(rv)?;
+    let mut q = q.clone();
+    let one = if rv == "0" { 0 } else { revs.iter().copied().max().unwrap_or(0).max(1) };
+    q.set("resourceVersion", one.to_string());
+    Ok((q, Some(revs)))
+}
+
+/// A shard's failure that means it is down (unreachable, timed out), not that the request is wrong.
+fn down(e: &ApiError) -> bool {
+    e.code >= 500
+}
+
+fn left_out(name: &str, why: &str) -> String {
+    format!("shard {name:?} is unavailable ({why}): the objects of its logical clusters are left out")
+}
+
+/// Where a list across shards goes on: every shard's revision as of its first page, the shard it
+/// stopped in, and that shard's own continue token.
+#[derive(Debug, PartialEq)]
+struct Cursor {
+    revs: Vec<Revision>,
+    shard: usize,
+    inner: Option<String>,
+}
+
+const CURSOR_VERSION: &str = "kgate.dev/shards";
+
+impl Cursor {
+    fn encode(&self, shards: &Shards) -> String {
+        let doc = json!({"v": CURSOR_VERSION, "rv": shards.encode(&self.revs), "shard": &*shards.names()[self.shard], "continue": self.inner});
+        base64::engine::general_purpose::URL_SAFE.encode(doc.to_string())
+    }
+
+    fn decode(token: &str, shards: &Shards) -> ApiResult<Cursor> {
+        let bad = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
+        let raw = base64::engine::general_purpose::URL_SAFE.decode(token).map_err(|_| bad("not base64"))?;
+        let doc: Value = serde_json::from_slice(&raw).map_err(|_| bad("not JSON"))?;
+        if doc["v"] != CURSOR_VERSION {
+            return Err(bad("not a continue key of a list across shards"));
+        }
+        let revs = shards.decode(doc["rv"].as_str().ok_or_else(|| bad("no resourceVersion"))?)?;
+        let name = doc["shard"].as_str().unwrap_or_default();
+        let shard = shards.names().iter().position(|n| &**n == name).ok_or_else(|| bad("a shard not served here"))?;
+        let inner = doc["continue"].as_str().map(str::to_string);
+        Ok(Cursor { revs, shard, inner })
+    }
+}
+
+/// One shard's page.
+enum Part {
+    /// From the watch cache, as stored (boxed: a page of a cache is a few hundred bytes of cursor).
+    Cached(Box<Items>),
+    /// From the store, decorated as served.
+    Read(Vec<Value>),
+}
+
+/// One shard's page of a list: from its cache when the options allow, else from its store.
+async fn list_one(
+    sh: &Serving,
+    def: &Arc<ResourceDef>,
+    namespace: Option<&str>,
+    opts: &ListOptions,
+    account: &Arc<crate::budget::Account>,
+) -> ApiResult<(Part, usize, Revision, Option<String>)> {
+    let stored = crate::registry::stored_def(def);
+    let cached = crate::watch::read::list(&sh.cache, &sh.registry, &stored, None, namespace, opts, Some(account));
+    if let Some(l) = cached.await? {
+        // Counted only for a page's limit: a list of every object needs no count.
+        let count = match (opts.limit, l.items.count()) {
+            (0, _) => 0,
+            (_, Some(n)) => n,
+            (_, None) => l.items.values()?.len(),
+        };
+        return Ok((Part::Cached(Box::new(l.items)), count, l.revision, l.continue_token));
+    }
+    let l = sh.registry.list(def, None, namespace, opts).await?;
+    let count = l.items.len();
+    Ok((Part::Read(l.items), count, l.revision, l.continue_token))
+}
+
+/// A list across every shard: each shard's objects in turn (a page may end in one shard and the next
+/// go on in it), under the composite of the revisions each was read at.
+#[allow(clippy::too_many_arguments)]
+pub async fn list(
+    state: &AppState,
+    def: &Arc<ResourceDef>,
+    namespace: Option<&str>,
+    opts: ListOptions,
+    asked: Option<Vec<Revision>>,
+    filters: Vec<Option<ClusterFilter>>,
+    (shape, include): (respond::Shape, crate::table::IncludeObject),
+    account: &Arc<crate::budget::Account>,
+) -> ApiResult<Response> {
+    let shards = state.root().registry.shards.clone();
+    let n = state.shards.len();
+    let (mut revs, start, mut inner, first_page) = match &opts.continue_token {
+        Some(t) => {
+            let c = Cursor::decode(t, &shards)?;
+            (c.revs, c.shard, c.inner, false)
+        }
+        None => (asked.clone().unwrap_or_else(|| vec![0; n]), 0, None, true),
+    };
+    let mut warnings = Vec::new();
+    let mut parts = Vec::new();
+    let (mut taken, mut next_at) = (0usize, None);
+    for i in start..n {
+        let (sh, name) = (&state.shards[i], &shards.names()[i]);
+        let full = opts.limit > 0 && taken >= opts.limit;
+        if full {
+            // The page is full: this shard comes in a later page, at its revision of now, so that
+            // every page is of one moment per shard, as pages of one store are.
+            next_at.get_or_insert((i, None));
+            if first_page && asked.is_none() {
+                match tokio::time::timeout(PATIENCE, sh.registry.store.revision()).await {
+                    Ok(Ok(r)) => revs[i] = r,
+                    _ => warnings.push(left_out(name, "its revision could not be read")),
+                }
+            }
+            continue;
+        }
+        let mut o = opts.clone();
+        o.limit = if opts.limit > 0 { opts.limit - taken } else { 0 };
+        o.clusters = filters[i].clone();
+        o.continue_token = None;
+        if i == start && inner.is_some() {
+            o.continue_token = inner.take();
+            (o.resource_version, o.rv_match) = (None, None);
+        } else if !first_page && revs[i] > 0 {
+            // A later page: the shard as it was when the first page was read.
+            (o.resource_version, o.rv_match) = (Some(revs[i].to_string()), Some(RvMatch::Exact));
+        } else if !first_page {
+            (o.resource_version, o.rv_match) = (None, None);
+        } else if asked.is_some() {
+            o.resource_version = Some(revs[i].to_string());
+        }
+        match tokio::time::timeout(PATIENCE, list_one(sh, def, namespace, &o, account)).await {
+            Ok(Ok((part, count, rev, cont))) => {
+                revs[i] = rev;
+                taken += count;
+                parts.push(part);
+                if let Some(c) = cont {
+                    next_at = Some((i, Some(c)));
+                    taken = taken.max(opts.limit);
+                }
+            }
+            Ok(Err(e)) if !down(&e) => return Err(e),
+            Ok(Err(e)) => warnings.push(left_out(name, &e.message)),
+            Err(_) => warnings.push(left_out(name, "it did not answer in time")),
+        }
+    }
+    let mut meta = json!({"resourceVersion": shards.encode(&revs)});
+    if let Some((shard, inner)) = next_at {
+        meta["continue"] = json!(Cursor { revs, shard, inner }.encode(&shards));
+    }
+    let raw = matches!(shape, respond::Shape::Plain)
+        && !crate::registry::converts(def)
+        && parts.iter().all(|p| matches!(p, Part::Cached(_)));
+    let mut r = if raw {
+        let mut items: Vec<Box<Items>> =
+            parts.into_iter().filter_map(|p| if let Part::Cached(i) = p { Some(i) } else { None }).collect();
+        items.reverse();
+        // Each shard's objects in turn, as the connection takes them.
+        respond::raw_list(def, &meta, move |take| {
+            while let Some(last) = items.last_mut() {
+                if !last.fill(take) {
+                    return false;
+                }
+                items.pop();
+            }
+            true
+        })
+    } else {
+        let mut values = Vec::new();
+        for p in parts {
+            match p {
+                Part::Cached(items) => {
+                    let mut v = items.values()?;
+                    v.iter_mut().for_each(|o| crate::registry::from_storage(def, o));
+                    values.extend(v);
+                }
+                Part::Read(v) => values.extend(v),
+            }
+        }
+        respond::json(200, &respond::render_list(def, values, meta, shape, include))
+    };
+    respond::add_warnings(&mut r, &warnings);
+    Ok(r)
+}
+
+type Response = http::Response<Body>;
+
+/// One shard's watch, as its lines come: `Some(line)`, then `None` when it ends.
+type Lines = std::pin::Pin<Box<dyn Stream<Item = (usize, Option<Bytes>)> + Send>>;
+
+/// What a watch across shards needs to start each shard's part, again if it was down.
+#[derive(Clone)]
+pub struct WatchAcross {
+    /// The resource.
+    pub def: Arc<ResourceDef>,
+    /// The namespace of the path.
+    pub namespace: Option<String>,
+    /// The request's options (its resourceVersion is replaced per shard).
+    pub opts: ListOptions,
+    /// How each object is rendered.
+    pub render: Option<Render>,
+    /// Who pays for what each part holds.
+    pub account: Arc<crate::budget::Account>,
+}
+
+impl WatchAcross {
+    /// Shard `i`'s watch from `rev` (`None`: from now, or its initial events when asked for).
+    async fn start(
+        &self,
+        state: &Arc<AppState>,
+        i: usize,
+        filter: Option<ClusterFilter>,
+        rev: Option<Revision>,
+    ) -> ApiResult<WatchBody> {
+        let sh = &state.shards[i];
+        let mut opts = ListOptions { clusters: filter, ..self.opts.clone() };
+        opts.resource_version = rev.map(|r| r.to_string());
+        if rev == Some(0) {
+            opts.rv_match = None;
+        }
+        let req = crate::watch::WatchRequest {
+            account: Some(self.account.clone()),
+            def: self.def.clone(),
+            cluster: None,
+            namespace: self.namespace.clone(),
+            opts,
+            render: self.render.clone(),
+        };
+        crate::watch::start(&sh.cache, sh.registry.clone(), req, state.shutdown.clone()).await
+    }
+}
+
+/// A watch across every shard: each shard's events as they come, each object's resourceVersion the
+/// composite after it, so that a client resumes from wherever it stopped. Returns the body and the
+/// warnings for the shards left out for now.
+pub async fn watch(
+    state: &Arc<AppState>,
+    w: WatchAcross,
+    asked: Option<Vec<Revision>>,
+    filters: Vec<Option<ClusterFilter>>,
+) -> ApiResult<(WatchBody, Vec<String>)> {
+    let shards = state.root().registry.shards.clone();
+    let n = state.shards.len();
+    let initial = w.opts.send_initial_events == Some(true);
+    let mut revs = asked.clone().unwrap_or_else(|| vec![0; n]);
+    let (mut lines, mut warnings, mut awaiting) = (Vec::<Lines>::new(), Vec::new(), 0);
+    for (i, filter) in filters.into_iter().enumerate() {
+        let name = shards.names()[i].clone();
+        // From where the client is; from now when it names no point (read first, so nothing after
+        // it is missed), unless it asked for the initial events.
+        let from = match (&asked, initial) {
+            (Some(r), _) => Ok(Some(r[i])),
+            (None, true) => Ok(None),
+            (None, false) => match tokio::time::timeout(PATIENCE, state.shards[i].registry.store.revision()).await {
+                Ok(Ok(r)) => Ok(Some(r)),
+                Ok(Err(e)) => Err(ApiError::from(e).message.clone()),
+                Err(_) => Err("it did not answer in time".to_string()),
+            },
+        };
+        if let Ok(Some(r)) = from {
+            revs[i] = r;
+        }
+        let started = match from {
+            Ok(from) => match tokio::time::timeout(PATIENCE, w.start(state, i, filter.clone(), from)).await {
+                Ok(Ok(body)) => Ok(body),
+                Ok(Err(e)) if !down(&e) => return Err(e),
+                Ok(Err(e)) => Err(e.message.clone()),
+                Err(_) => Err("it did not answer in time".to_string()),
+            },
+            Err(why) => Err(why),
+        };
+        match started {
+            Ok(body) => {
+                awaiting += usize::from(initial);
+                lines.push(tagged(i, body));
+            }
+            Err(why) => {
+                warnings.push(left_out(&name, &why));
+                // Tried again until it answers: from the client's point when it had one, else every
+                // object it holds, as ADDED.
+                let (state, w, rev) = (state.clone(), w.clone(), revs[i]);
+                let mut stop = state.shutdown.clone();
+                let later = async move {
+                    loop {
+                        tokio::select! {
+                            _ = tokio::time::sleep(RETRY) => {}
+                            _ = stop.wait_for(|s| *s) => return None,
+                        }
+                        match w.start(&state, i, filter.clone(), Some(rev)).await {
+                            Ok(body) => return Some(body),
+                            Err(e) if !down(&e) => return Some(error_body(&e)),
+                            Err(_) => continue,
+                        }
+                    }
+                };
+                lines.push(Box::pin(futures::stream::once(later).flat_map(move |b| match b {
+                    Some(body) => tagged(i, body),
+                    None => Box::pin(futures::stream::once(async move { (i, None) })),
+                })));
+            }
+        }
+    }
+    let mut merge = Merge { shards, revs, awaiting, initial, partial: vec![Vec::new(); n], ended: false };
+    let body = futures::stream::select_all(lines).filter_map(move |(i, chunk)| {
+        let out = merge.take(i, chunk);
+        async move { out }
+    });
+    // Ends with the first shard's part to end (they share the timeout): the client comes back from the
+    // last resourceVersion it saw, for every shard at once.
+    let body = body.take_while(|b| futures::future::ready(!b.is_empty()));
+    Ok((Box::pin(body), warnings))
+}
+
+/// A body of one ERROR event.
+fn error_body(e: &ApiError) -> WatchBody {
+    let mut line = crate::proto::order::to_vec_untyped(
+        "meta.k8s.io/v1",
+        "WatchEvent",
+        &json!({"type": "ERROR", "object": e.to_status()}),
+    );
+    line.push(b'\n');
+    Box::pin(futures::stream::once(async move { Bytes::from(line) }))
+}
+
+fn tagged(i: usize, body: WatchBody) -> Lines {
+    Box::pin(body.map(move |b| (i, Some(b))).chain(futures::stream::once(async move { (i, None) })))
+}
+
+/// Joins the shards' lines into one watch, each with the composite resourceVersion after it.
+struct Merge {
+    shards: Arc<Shards>,
+    revs: Vec<Revision>,
+    /// Shards whose initial events have not all come (their end is sent once, after every shard's).
+    awaiting: usize,
+    initial: bool,
+    /// Each shard's line so far: a long object comes in pieces.
+    partial: Vec<Vec<u8>>,
+    ended: bool,
+}
+
+impl Merge {
+    /// What to send for a chunk of shard `i` (`None`: its part ended): nothing yet, a line, or an
+    /// empty chunk, which ends the watch.
+    fn take(&mut self, i: usize, chunk: Option<Bytes>) -> Option<Bytes> {
+        if self.ended {
+            return None;
+        }
+        let Some(chunk) = chunk else {
+            self.ended = true;
+            return Some(Bytes::new());
+        };
+        // A line ends with a newline, which JSON strings never hold unescaped.
+        if !chunk.ends_with(b"\n") || !self.partial[i].is_empty() {
+            self.partial[i].extend_from_slice(&chunk);
+            if !chunk.ends_with(b"\n") {
+                return None;
+            }
+            let line = std::mem::take(&mut self.partial[i]);
+            return self.line(i, &line);
+        }
+        self.line(i, &chunk)
+    }
+
+    fn line(&mut self, i: usize, line: &[u8]) -> Option<Bytes> {
+        let Ok(mut ev) = serde_json::from_slice::<Value>(line) else {
+            return Some(Bytes::copy_from_slice(line));
+        };
+        let kind = ev["type"].as_str().unwrap_or_default().to_string();
+        if kind == "ERROR" {
+            self.ended = true;
+            return Some(Bytes::copy_from_slice(line));
+        }
+        let meta = &mut ev["object"]["metadata"];
+        if let Some(r) = meta["resourceVersion"].as_str().and_then(|r| r.parse::<Revision>().ok()) {
+            self.revs[i] = self.revs[i].max(r);
+        }
+        let initial_end = kind == "BOOKMARK" && meta["annotations"]["k8s.io/initial-events-end"] == "true";
+        if initial_end && self.initial {
+            self.awaiting = self.awaiting.saturating_sub(1);
+            if self.awaiting > 0 {
+                return None;
+            }
+        }
+        let composite = self.shards.encode(&self.revs);
+        // Only the resourceVersion changes: the rest of the line keeps its bytes (and kube's key
+        // order) as the shard's watch wrote them.
+        let old = meta["resourceVersion"].as_str().map(|r| format!("\"resourceVersion\":\"{r}\""));
+        let new = format!("\"resourceVersion\":\"{composite}\"");
+        match old.as_deref().and_then(|o| find(line, o.as_bytes())) {
+            Some(at) => {
+                let mut out = Vec::with_capacity(line.len() + new.len());
+                out.extend_from_slice(&line[..at]);
+                out.extend_from_slice(new.as_bytes());
+                out.extend_from_slice(&line[at + old.as_ref().map_or(0, String::len)..]);
+                Some(Bytes::from(out))
+            }
+            None => Some(Bytes::copy_from_slice(line)),
+        }
+    }
+}
+
+/// Where `needle` first occurs in `hay` after the event's `"object":`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let from = hay.windows(9).position(|w| w == b"\"object\":")?;
+    hay[from..].windows(needle.len()).position(|w| w == needle).map(|p| p + from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shards() -> Arc<Shards> {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn crate::storage::Store> =
+            Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+        Shards::new(vec![("b".into(), crate::registry::Registry::new(store, "/registry"))])
+    }
+
+    #[test]
+    fn a_continue_key_names_every_shards_revision_and_where_the_list_stopped() {
+        let s = shards();
+        let c = Cursor { revs: vec![10, 3], shard: 1, inner: Some("abc".into()) };
+        assert_eq!(Cursor::decode(&c.encode(&s), &s).unwrap(), c);
+        let plain = crate::registry::encode_continue(5, "x");
+        assert_eq!(Cursor::decode(&plain, &s).unwrap_err().code, 400, "one store's key is not one across shards");
+    }
+
+    #[test]
+    fn each_event_carries_the_composite_after_it_and_the_initial_end_waits_for_every_shard() {
+        let mut m = Merge {
+            shards: shards(),
+            revs: vec![10, 3],
+            awaiting: 2,
+            initial: true,
+            partial: vec![vec![], vec![]],
+            ended: false,
+        };
+        let ev = |kind: &str, rv: u32, extra: &str| {
+            Bytes::from(format!(
+                "{{\"type\":\"{kind}\",\"object\":{{\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"a\",\"resourceVersion\":\"{rv}\"{extra}}},\"data\":{{\"resourceVersion\":\"{rv}\"}}}}}}\n"
+            ))
+        };
+        let out = m.take(1, Some(ev("ADDED", 7, ""))).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["object"]["metadata"]["resourceVersion"], "default:10,b:7");
+        assert_eq!(v["object"]["data"]["resourceVersion"], "7", "only the object's own resourceVersion");
+        // A line in pieces is joined first.
+        let whole = ev("MODIFIED", 12, "");
+        assert!(m.take(0, Some(whole.slice(..20))).is_none());
+        let out = m.take(0, Some(whole.slice(20..))).unwrap();
+        assert!(std::str::from_utf8(&out).unwrap().contains("\"resourceVersion\":\"default:12,b:7\""));
+        let end = ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
+        assert!(m.take(0, Some(ev("BOOKMARK", 15, end))).is_none(), "b has not finished its initial events");
+        let out = m.take(1, Some(ev("BOOKMARK", 9, end))).unwrap();
+        assert!(std::str::from_utf8(&out).unwrap().contains("\"resourceVersion\":\"default:15,b:9\""));
+        assert_eq!(m.take(1, None).unwrap(), Bytes::new(), "a part that ends ends the watch");
+        assert!(m.take(0, Some(ev("ADDED", 20, ""))).is_none());
+    }
+}

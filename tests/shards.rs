@@ -1,0 +1,343 @@
+//! Logical clusters spread over several etcd clusters (`--shard`): each cluster's objects on its
+//! shard alone, wildcard lists and watches across every shard under one resourceVersion that resumes,
+//! and a shard that is down costing only its own clusters.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Backend, TestEtcd, TestServer};
+use kgate::storage::{RangeRequest, Store};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const LC: &str = "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters";
+
+async fn create_on(s: &TestServer, name: &str, shard: Option<&str>) -> Value {
+    let mut lc =
+        json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": name}});
+    if let Some(shard) = shard {
+        lc["spec"] = json!({"shard": shard});
+    }
+    let (code, body) = s.post(LC, &lc).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    body
+}
+
+async fn configmap(s: &TestServer, cluster: &str, name: &str) -> Value {
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}});
+    let (code, body) = s.post(&format!("/clusters/{cluster}/api/v1/namespaces/default/configmaps"), &cm).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    body
+}
+
+async fn keys(store: &dyn Store, prefix: &str) -> Vec<String> {
+    let got = store.range(RangeRequest { prefix: prefix.into(), ..Default::default() }).await.unwrap();
+    got.kvs.into_iter().map(|kv| kv.key).collect()
+}
+
+/// `(cluster, name)` of the ConfigMaps of `list` not made with every namespace.
+fn ours(list: &Value) -> Vec<(String, String)> {
+    let mut got: Vec<(String, String)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["metadata"]["name"] != "kube-root-ca.crt")
+        .map(|o| {
+            let m = &o["metadata"];
+            (
+                m["annotations"]["kgate.dev/cluster"].as_str().unwrap().to_string(),
+                m["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    got
+}
+
+async fn next_named(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>, name: &str) -> Value {
+    loop {
+        let ev =
+            tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("an event in time").expect("open");
+        if ev["object"]["metadata"]["name"] == name {
+            return ev;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_cluster_lives_on_its_shard_and_wildcard_requests_span_every_shard() {
+    let b = TestEtcd::start();
+    let s = TestServer::start_sharded(Backend::Etcd, &[("b", &b.endpoint)]).await;
+    let shard_b =
+        kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&b.endpoint), &Default::default()).await.unwrap();
+
+    // Placed where asked; else on the shard with the fewest clusters; an unknown shard is refused.
+    let alpha = create_on(&s, "alpha", Some("b")).await;
+    assert_eq!(alpha["spec"]["shard"], "b");
+    assert_eq!(alpha["status"]["phase"], "Ready", "bootstrapped on its shard: {alpha}");
+    let beta = create_on(&s, "beta", None).await;
+    assert_eq!(beta["spec"]["shard"], "default", "b holds one cluster, default none: {beta}");
+    let lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": "gamma"}, "spec": {"shard": "nope"}});
+    let (code, body) = s.post(LC, &lc).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.shard: Unsupported value: \"nope\": supported values: \"default\", \"b\""),
+        "{body}"
+    );
+    assert_eq!(s.get(&format!("{LC}/gamma")).await.0, StatusCode::NOT_FOUND, "nothing made");
+
+    // A cluster's objects are on its shard, and only there; root's stay on the default shard.
+    configmap(&s, "alpha", "a1").await;
+    configmap(&s, "beta", "b1").await;
+    let default_store = s.running_store();
+    let p = &s.prefix;
+    assert_eq!(
+        keys(&shard_b, &format!("{p}/core/configmaps/alpha/default/")).await.len(),
+        2,
+        "a1 and kube-root-ca.crt"
+    );
+    assert!(keys(&*default_store, &format!("{p}/core/configmaps/alpha/")).await.is_empty());
+    assert!(keys(&shard_b, &format!("{p}/core/configmaps/beta/")).await.is_empty());
+    assert_eq!(keys(&*default_store, &format!("{p}/core/namespaces/beta/")).await.len(), 4);
+    assert!(keys(&shard_b, &format!("{p}/tenancy.kgate.dev/")).await.is_empty(), "LogicalClusters stay in root");
+    let (code, got) = s.get("/clusters/alpha/api/v1/namespaces/default/configmaps/a1").await;
+    assert_eq!((code, &got["data"]), (StatusCode::OK, &json!({"k": "v"})));
+
+    // The shard is fixed once placed: a replace without it keeps it, a change is refused.
+    let (_, mut current) = s.get(&format!("{LC}/alpha")).await;
+    current["spec"] = json!({});
+    let (code, kept) = s.put(&format!("{LC}/alpha"), &current).await;
+    assert_eq!((code, &kept["spec"]["shard"]), (StatusCode::OK, &json!("b")), "{kept}");
+    let mut moved = kept.clone();
+    moved["spec"]["shard"] = json!("default");
+    let (code, body) = s.put(&format!("{LC}/alpha"), &moved).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("spec.shard: Invalid value: \"default\": field is immutable"),
+        "{body}"
+    );
+
+    // A wildcard list holds both shards' objects under one resourceVersion naming each shard.
+    let (code, all) = s.get("/clusters/*/api/v1/configmaps").await;
+    assert_eq!(code, StatusCode::OK, "{all}");
+    assert_eq!(ours(&all), [("alpha".into(), "a1".into()), ("beta".into(), "b1".into())]);
+    let rv = all["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    assert!(rv.starts_with("default:") && rv.contains(",b:"), "{rv}");
+    // Page by page, every object once, the pages crossing from one shard to the next.
+    let (mut paged, mut token, mut pages) = (Vec::new(), String::new(), 0);
+    loop {
+        let q = if token.is_empty() { String::new() } else { format!("&continue={token}") };
+        let (code, page) = s.get(&format!("/clusters/*/api/v1/configmaps?limit=1{q}")).await;
+        assert_eq!(code, StatusCode::OK, "{page}");
+        assert!(page["items"].as_array().unwrap().len() <= 1);
+        paged.extend(page["items"].as_array().unwrap().iter().cloned());
+        pages += 1;
+        match page["metadata"]["continue"].as_str() {
+            Some(t) => token = t.to_string(),
+            None => break,
+        }
+    }
+    assert!(pages >= 4, "a page per object: {pages}");
+    assert_eq!(ours(&json!({"items": paged})), ours(&all));
+    assert_eq!(paged.len(), all["items"].as_array().unwrap().len());
+
+    // A watch from the list's resourceVersion sees what both shards do next, each event with the
+    // composite after it; resumed from one event's, it sends what came after and nothing before.
+    let mut rx = s.watch(&format!("/clusters/*/api/v1/configmaps?watch=true&resourceVersion={rv}")).await;
+    configmap(&s, "alpha", "a2").await;
+    let first = next_named(&mut rx, "a2").await;
+    configmap(&s, "beta", "b2").await;
+    let second = next_named(&mut rx, "b2").await;
+    assert_eq!((first["type"].as_str(), second["type"].as_str()), (Some("ADDED"), Some("ADDED")));
+    let at = first["object"]["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    assert!(at.contains(",b:"), "{at}");
+    let mut resumed = s.watch(&format!("/clusters/*/api/v1/configmaps?watch=true&resourceVersion={at}")).await;
+    let again = tokio::time::timeout(Duration::from_secs(10), resumed.recv()).await.unwrap().unwrap();
+    assert_eq!(again["object"]["metadata"]["name"], "b2", "the next event, not a2 again: {again}");
+    // The object as the watch gave it goes back through its cluster's path: its composite names its
+    // revision on its own shard.
+    let mut a2 = first["object"].clone();
+    a2["data"] = json!({"k": "changed"});
+    let (code, body) = s.put("/clusters/alpha/api/v1/namespaces/default/configmaps/a2", &a2).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, body) = s.put("/clusters/alpha/api/v1/namespaces/default/configmaps/a2", &a2).await;
+    assert_eq!(code, StatusCode::CONFLICT, "a stale composite is stale: {body}");
+    // A tenant's own credentials work on a cluster on another shard: its ServiceAccount is read there.
+    let token = s.tenant_token("alpha", "dev", "view").await;
+    let resp = s
+        .anonymous
+        .get(format!("{}/clusters/alpha/api/v1/namespaces/default/configmaps/a1", s.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let resp = s
+        .anonymous
+        .get(format!("{}/clusters/beta/api/v1/namespaces/default/configmaps", s.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "bound to alpha");
+    // One shard's own revision says nothing of the others: the client lists again.
+    let (code, _) = s.get("/clusters/*/api/v1/configmaps?watch=true&resourceVersion=5").await;
+    assert_eq!(code, StatusCode::GONE);
+
+    // The cluster's usage is counted on its shard and written to its LogicalCluster.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, lc) = s.get(&format!("{LC}/alpha")).await;
+        if lc["status"]["usage"]["objects"].as_i64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no usage recorded for a cluster on shard b: {lc}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Deleting the cluster purges its shard's keys, then the LogicalCluster goes.
+    assert_eq!(s.delete(&format!("{LC}/alpha")).await.0, StatusCode::OK);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while s.get(&format!("{LC}/alpha")).await.0 != StatusCode::NOT_FOUND {
+        assert!(Instant::now() < deadline, "the LogicalCluster stayed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left: Vec<String> =
+        keys(&shard_b, &format!("{p}/")).await.into_iter().filter(|k| k.split('/').nth(4) == Some("alpha")).collect();
+    assert!(left.is_empty(), "{left:?}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_that_is_down_costs_only_its_own_clusters() {
+    let mut b = TestEtcd::start();
+    let s = TestServer::start_sharded(Backend::Etcd, &[("b", &b.endpoint)]).await;
+    create_on(&s, "alpha", Some("b")).await;
+    create_on(&s, "beta", Some("default")).await;
+    configmap(&s, "alpha", "a1").await;
+    configmap(&s, "beta", "b1").await;
+    let (_, listed) = s.get("/clusters/*/api/v1/configmaps").await;
+    let rv = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+
+    b.kill();
+    // Its clusters answer 503; the others as before.
+    let started = Instant::now();
+    let (code, body) = s.get("/clusters/alpha/api/v1/namespaces/default/configmaps/a1").await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(20), "answered in {:?}", started.elapsed());
+    assert_eq!(s.get("/clusters/beta/api/v1/namespaces/default/configmaps/b1").await.0, StatusCode::OK);
+    // A wildcard list answers what the live shards hold, with a warning naming the one left out.
+    let started = Instant::now();
+    let resp =
+        s.client.get(format!("{}/clusters/*/api/v1/configmaps?resourceVersion={rv}", s.url)).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let warning = resp.headers().get("warning").map(|w| w.to_str().unwrap().to_string()).unwrap_or_default();
+    assert!(warning.contains("shard \\\"b\\\" is unavailable"), "{warning}");
+    let list: Value = resp.json().await.unwrap();
+    assert_eq!(ours(&list), [("beta".into(), "b1".into())]);
+    assert!(started.elapsed() < Duration::from_secs(15), "answered in {:?}", started.elapsed());
+
+    // A watch across shards starts without it, and sends its changes once it is back.
+    let mut rx = s.watch(&format!("/clusters/*/api/v1/configmaps?watch=true&resourceVersion={rv}")).await;
+    configmap(&s, "beta", "b2").await;
+    next_named(&mut rx, "b2").await;
+    b.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a2"}});
+        let (code, _) = s.post("/clusters/alpha/api/v1/namespaces/default/configmaps", &cm).await;
+        if code == StatusCode::CREATED {
+            break;
+        }
+        assert!(Instant::now() < deadline, "shard b did not come back: {code}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let ev = next_named(&mut rx, "a2").await;
+    assert_eq!(ev["type"], "ADDED");
+    assert!(ev["object"]["metadata"]["resourceVersion"].as_str().unwrap().contains(",b:"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_and_initial_events_span_every_shard() {
+    let b = TestEtcd::start();
+    let s = TestServer::start_sharded(Backend::Embedded, &[("b", &b.endpoint)]).await;
+    create_on(&s, "alpha", Some("b")).await;
+    create_on(&s, "beta", Some("default")).await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    for c in ["alpha", "beta"] {
+        let (code, body) =
+            s.post(&format!("/clusters/{c}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"), &crd).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+        let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": format!("g-{c}")}});
+        let path = format!("/clusters/{c}/apis/example.com/v1/namespaces/default/gadgets");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (code, body) = s.post(&path, &gadget).await;
+            if code == StatusCode::CREATED {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{code} {body}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Served to one cluster each, on different shards: a wildcard list finds both.
+    let (code, list) = s.get("/clusters/*/apis/example.com/v1/gadgets").await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    let mut names: Vec<&str> =
+        list["items"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["g-alpha", "g-beta"]);
+    // A Table across shards too.
+    let resp = s
+        .client
+        .get(format!("{}/clusters/*/apis/example.com/v1/gadgets", s.url))
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .await
+        .unwrap();
+    let table: Value = resp.json().await.unwrap();
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["rows"].as_array().unwrap().len(), 2, "{table}");
+
+    // A watch list (client-go's WatchListClient): every shard's objects, then one end-of-initial-events
+    // bookmark after all of them, at a composite the watch resumes from.
+    let mut rx = s
+        .watch("/clusters/*/apis/example.com/v1/gadgets?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan")
+        .await;
+    let mut added = Vec::new();
+    let end = loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.unwrap().unwrap();
+        match ev["type"].as_str().unwrap() {
+            "ADDED" => added.push(ev["object"]["metadata"]["name"].as_str().unwrap().to_string()),
+            "BOOKMARK" => break ev,
+            other => panic!("{other}: {ev}"),
+        }
+    };
+    added.sort();
+    assert_eq!(added, ["g-alpha", "g-beta"]);
+    assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    let rv = end["object"]["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    assert!(rv.starts_with("default:") && rv.contains(",b:"), "{rv}");
+    let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g2"}});
+    assert_eq!(
+        s.post("/clusters/alpha/apis/example.com/v1/namespaces/default/gadgets", &gadget).await.0,
+        StatusCode::CREATED
+    );
+    let mut resumed =
+        s.watch(&format!("/clusters/*/apis/example.com/v1/gadgets?watch=true&resourceVersion={rv}")).await;
+    let ev = tokio::time::timeout(Duration::from_secs(10), resumed.recv()).await.unwrap().unwrap();
+    assert_eq!((ev["type"].as_str(), ev["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("g2")), "{ev}");
+    s.stop().await;
+}
