@@ -15,7 +15,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use common::{KgateProcess, TestEtcd};
+use kgate::storage::etcd::EtcdStore;
+use kgate::storage::{RangeRequest, Store};
 use serde_json::Value;
 
 const CONCURRENCY: usize = 64;
@@ -23,6 +27,8 @@ const DELETED: usize = 10_000;
 /// Clusters of each kgate in the list comparison (4 namespaces each).
 const LISTED: usize = 5_000;
 const LIST_ROUNDS: usize = 5;
+/// Creations raw etcd is measured doing, as kgate's.
+const RAW: usize = 10_000;
 
 const LC: &str = "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters";
 
@@ -67,38 +73,10 @@ async fn main() {
     let (a, b, single) = (TestEtcd::start(), TestEtcd::start(), TestEtcd::start());
     let shard = format!("b={}", b.endpoint);
     let k = KgateProcess::start(&["--etcd-servers", &a.endpoint, "--shard", &shard], "kgate-bench-shards.log").await;
-    let one = KgateProcess::start(&["--etcd-servers", &single.endpoint], "kgate-bench-shards-one.log").await;
-
-    // The list across shards against the same list on one etcd.
-    k.create_clusters("l", LISTED, CONCURRENCY).await;
-    one.create_clusters("l", LISTED, CONCURRENCY).await;
-    let (kc, oc) = (k.admin(), one.admin());
-    list_namespaces(&k, &kc).await;
-    list_namespaces(&one, &oc).await;
-    let (mut across, mut alone, mut items) = (Vec::new(), Vec::new(), (0, 0));
-    for _ in 0..LIST_ROUNDS {
-        let (t, n) = list_namespaces(&k, &kc).await;
-        across.push(t);
-        let (u, m) = list_namespaces(&one, &oc).await;
-        alone.push(u);
-        items = (n, m);
-    }
-    let (t, u) = (median(across), median(alone));
-    println!("\nwildcard list of namespaces, {LISTED} clusters each, medians of {LIST_ROUNDS} interleaved rounds");
-    println!(
-        "across two shards: {:.0} ms ({} items); on one etcd: {:.0} ms ({} items); ratio {:.2}x",
-        t * 1e3,
-        items.0,
-        u * 1e3,
-        items.1,
-        t / u
-    );
-    drop(one);
-    drop(single);
 
     // Creation and memory at scale.
     let n = clusters();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let before = k.rss_kib();
     let rate = k.create_clusters("c", n, CONCURRENCY).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -112,6 +90,31 @@ async fn main() {
         before as f64 / 1024.0,
         after as f64 / 1024.0
     );
+
+    // Raw etcd doing the store work of as many creations, in the same run: the LogicalCluster's create
+    // on the default shard, its cluster's objects (the very keys and bytes kgate wrote for c0) in one
+    // transaction on alternate shards, and the LogicalCluster's update to Ready.
+    let raw = n.min(RAW);
+    let tls = Default::default();
+    let stores = [
+        Arc::new(EtcdStore::connect(std::slice::from_ref(&a.endpoint), &tls).await.unwrap()),
+        Arc::new(EtcdStore::connect(std::slice::from_ref(&b.endpoint), &tls).await.unwrap()),
+    ];
+    let mut template = Vec::new();
+    // c0's keys, one resource's prefix at a time (the store holds every cluster's).
+    let prefixes: std::collections::BTreeSet<String> = kgate::resources::builtins()
+        .iter()
+        .map(|d| kgate::storage::keys::collection("/registry", d.storage_group(), &d.plural, Some("c0"), None))
+        .collect();
+    for st in &stores {
+        for prefix in &prefixes {
+            let got = st.range(RangeRequest { prefix: prefix.clone(), ..Default::default() }).await.unwrap();
+            template.extend(got.kvs.into_iter().map(|kv| (kv.key, kv.value)));
+        }
+    }
+    let lc_value = stores[0].get("/registry/tenancy.kgate.dev/logicalclusters/root/c0").await.unwrap().unwrap().value;
+    let (keys, bytes) = (template.len(), template.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>());
+    let (template, lc_value) = (Arc::new(template), Arc::new(lc_value));
 
     // Deleting 10,000: until every one is purged from its shard and its LogicalCluster is gone.
     let deleted = DELETED.min(n);
@@ -157,5 +160,61 @@ async fn main() {
         "{deleted} clusters deleted (accepted in {:.1} s), all purged and gone in {:.1} s [target <= 60 s]",
         accepted.as_secs_f64(),
         start.elapsed().as_secs_f64()
+    );
+
+    // (After the deletions, so that they run on stores of the size they had.)
+    let raw_rate = common::ops_per_second(raw, CONCURRENCY, {
+        let stores = stores.clone();
+        move |i| {
+            let (stores, template, lc_value) = (stores.clone(), template.clone(), lc_value.clone());
+            async move {
+                let lc = format!("/rawbench/lc/r{i}");
+                let rev = stores[0].create(&lc, lc_value.to_vec()).await.unwrap();
+                let items: Vec<(String, Vec<u8>)> = template
+                    .iter()
+                    .map(|(k, v)| {
+                        (k.replacen("/registry/", "/rawbench/", 1).replacen("/c0/", &format!("/r{i}/"), 1), v.clone())
+                    })
+                    .collect();
+                assert!(stores[i % 2].create_all(&items, None).await.unwrap());
+                stores[0].update(&lc, lc_value.to_vec(), rev).await.unwrap();
+            }
+        }
+    })
+    .await;
+    println!(
+        "raw etcd, the same store work ({} keys, {:.1} KiB per cluster): {raw_rate:.0} clusters/s; kgate {:.2}x",
+        keys,
+        bytes as f64 / 1024.0,
+        rate / raw_rate
+    );
+
+    // The list across shards against the same list on one etcd: two fresh servers, as many clusters.
+    drop(k);
+    let args = ["--etcd-servers", &a.endpoint, "--shard", &shard, "--etcd-prefix", "/listed"];
+    let k = KgateProcess::start(&args, "kgate-bench-shards-list.log").await;
+    let one = KgateProcess::start(&["--etcd-servers", &single.endpoint], "kgate-bench-shards-one.log").await;
+    k.create_clusters("l", LISTED, CONCURRENCY).await;
+    one.create_clusters("l", LISTED, CONCURRENCY).await;
+    let (kc, oc) = (k.admin(), one.admin());
+    list_namespaces(&k, &kc).await;
+    list_namespaces(&one, &oc).await;
+    let (mut across, mut alone, mut items) = (Vec::new(), Vec::new(), (0, 0));
+    for _ in 0..LIST_ROUNDS {
+        let (t, n) = list_namespaces(&k, &kc).await;
+        across.push(t);
+        let (u, m) = list_namespaces(&one, &oc).await;
+        alone.push(u);
+        items = (n, m);
+    }
+    let (t, u) = (median(across), median(alone));
+    println!("\nwildcard list of namespaces, {LISTED} clusters each, medians of {LIST_ROUNDS} interleaved rounds");
+    println!(
+        "across two shards: {:.0} ms ({} items); on one etcd: {:.0} ms ({} items); ratio {:.2}x",
+        t * 1e3,
+        items.0,
+        u * 1e3,
+        items.1,
+        t / u
     );
 }

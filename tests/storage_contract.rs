@@ -58,6 +58,42 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
         Err(StoreError::GuardChanged)
     ));
     assert!(store.get(&k("g/obj2")).await.unwrap().is_none(), "a refused create writes nothing");
+
+    // Many creates at once: all or nothing (a store may decline, writing nothing).
+    let now = Guard { key: k("g/ns"), mod_revision: g2 };
+    let items = vec![(k("m/1"), b"1".to_vec()), (k("m/2"), b"2".to_vec())];
+    if store.create_all(&items, Some(&now)).await.unwrap() {
+        let (a, b) = (store.get(&k("m/1")).await.unwrap().unwrap(), store.get(&k("m/2")).await.unwrap().unwrap());
+        assert_eq!((a.value.as_slice(), b.value.as_slice()), (&b"1"[..], &b"2"[..]));
+        assert_eq!(a.mod_revision, b.mod_revision, "one step");
+    } else {
+        assert!(store.get(&k("m/1")).await.unwrap().is_none() && store.get(&k("m/2")).await.unwrap().is_none());
+    }
+    let clash = vec![(k("m/3"), b"3".to_vec()), (k("g/obj1"), b"x".to_vec())];
+    assert!(!store.create_all(&clash, Some(&now)).await.unwrap(), "one key exists");
+    assert!(!store.create_all(&[(k("m/4"), b"4".to_vec())], Some(&guard)).await.unwrap(), "the guard moved");
+    for gone in ["m/3", "m/4"] {
+        assert!(store.get(&k(gone)).await.unwrap().is_none(), "{gone}: a refused create writes nothing");
+    }
+    assert_eq!(store.get(&k("g/obj1")).await.unwrap().unwrap().value, b"1");
+
+    // Many deletes at once: all or nothing, each key only at its revision.
+    let (d1, d2) =
+        (store.create(&k("d/1"), b"1".to_vec()).await.unwrap(), store.create(&k("d/2"), b"2".to_vec()).await.unwrap());
+    assert!(!store.delete_all(&[(k("d/1"), d1), (k("d/2"), d1)]).await.unwrap(), "d/2 is not at that revision");
+    assert!(store.get(&k("d/1")).await.unwrap().is_some(), "a refused delete deletes nothing");
+    if store.delete_all(&[(k("d/1"), d1), (k("d/2"), d2)]).await.unwrap() {
+        assert!(store.get(&k("d/1")).await.unwrap().is_none() && store.get(&k("d/2")).await.unwrap().is_none());
+    } else {
+        assert!(store.get(&k("d/1")).await.unwrap().is_some() && store.get(&k("d/2")).await.unwrap().is_some());
+    }
+
+    // Several reads in one go, in order, each within its prefix and limit.
+    let read = |prefix: &str, limit: usize| RangeRequest { prefix: k(prefix), limit, ..Default::default() };
+    let got = store.ranges(vec![read("g/", 0), read("none/", 0), read("g/", 1)]).await.unwrap();
+    let keys: Vec<Vec<String>> = got.iter().map(|r| r.kvs.iter().map(|kv| kv.key.clone()).collect()).collect();
+    assert_eq!(keys, [vec![k("g/ns"), k("g/obj1")], vec![], vec![k("g/ns")]]);
+    assert_eq!((got[0].more, got[2].more), (false, true));
     assert!(matches!(
         store.create_guarded(&k("g/obj1"), b"1".to_vec(), Some(&guard)).await,
         Err(StoreError::AlreadyExists)
@@ -215,7 +251,21 @@ async fn etcd_store_meets_the_contract_on_3_4_and_3_5() {
         let etcd = common::TestEtcd::start_version(version);
         let store = EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), &EtcdTls::default()).await.unwrap();
         let store: Arc<dyn Store> = Arc::new(store);
-        contract(store.clone(), &format!("/contract-{}/", uuid::Uuid::new_v4().simple())).await;
+        let p = format!("/contract-{}/", uuid::Uuid::new_v4().simple());
+        contract(store.clone(), &p).await;
+        // etcd makes many keys in one transaction (the contract lets a store decline).
+        let items: Vec<(String, Vec<u8>)> = (0..40).map(|i| (format!("{p}batch/{i}"), b"v".to_vec())).collect();
+        assert!(store.create_all(&items, None).await.unwrap());
+        let all = store.range(RangeRequest { prefix: format!("{p}batch/"), ..Default::default() }).await.unwrap();
+        assert_eq!(all.kvs.len(), 40);
+        let gone: Vec<(String, i64)> = all.kvs.iter().map(|kv| (kv.key.clone(), kv.mod_revision)).collect();
+        assert!(store.delete_all(&gone).await.unwrap());
+        assert!(store
+            .range(RangeRequest { prefix: format!("{p}batch/"), ..Default::default() })
+            .await
+            .unwrap()
+            .kvs
+            .is_empty());
         // The server says which it is: the matrix is what it claims.
         let client = reqwest::get(format!("{}/version", etcd.endpoint))
             .await

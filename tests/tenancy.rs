@@ -651,3 +651,36 @@ async fn a_cluster_being_deleted_gets_no_default_objects() {
     assert!(alive.iter().any(|(k, _)| k.ends_with("/namespaces/alive/default")), "{alive:?}");
     assert!(alive.iter().any(|(k, _)| k.ends_with("/clusterroles/alive/view")), "{alive:?}");
 }
+
+/// On etcd a new cluster's objects are written in one transaction; on the embedded store one by one.
+/// Either way the cluster starts with the same objects.
+#[tokio::test]
+async fn a_new_cluster_starts_with_the_same_objects_written_at_once_or_one_by_one() {
+    let mut made = Vec::new();
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        s.create_cluster("fresh").await;
+        let all = s
+            .running_store()
+            .range(kgate::storage::RangeRequest { prefix: format!("{}/", s.prefix), ..Default::default() })
+            .await
+            .unwrap();
+        let mut keys: Vec<String> = all
+            .kvs
+            .iter()
+            .filter_map(|kv| kv.key.strip_prefix(&s.prefix))
+            .filter(|k| k.split('/').nth(3) == Some("fresh"))
+            .map(str::to_string)
+            .collect();
+        keys.sort();
+        let (code, ns) = s.get("/clusters/fresh/api/v1/namespaces/kube-system").await;
+        assert_eq!(
+            (code.as_u16(), &ns["metadata"]["labels"]["kubernetes.io/metadata.name"]),
+            (200, &json!("kube-system"))
+        );
+        made.push(keys);
+        s.stop().await;
+    }
+    assert!(made[0].len() >= 20, "{:?}", made[0]);
+    assert_eq!(made[0], made[1]);
+}

@@ -48,7 +48,7 @@ fn publish_into(cm: &mut Value, ca: &str) {
 
 impl Registry {
     /// The published ConfigMap for namespace `ns`, when this registry publishes a CA.
-    pub(super) fn root_ca_configmap(&self, ns: &str) -> Option<Value> {
+    pub fn root_ca_configmap(&self, ns: &str) -> Option<Value> {
         let facts = self.published.as_ref()?;
         let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ROOT_CA_CONFIGMAP,
             "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": crate::meta::now_rfc3339()}});

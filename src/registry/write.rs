@@ -978,13 +978,25 @@ impl Registry {
     /// Create what controllers put in every namespace, if it is missing: the `default` ServiceAccount
     /// and, when the server's CA is known, the `kube-root-ca.crt` ConfigMap kube's publisher keeps.
     pub async fn ensure_namespace_defaults(&self, cluster: &str, ns: &str) -> ApiResult<()> {
-        let meta = |name: &str| json!({"name": name, "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339()});
-        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("default")});
-        self.create_in_namespace(cluster, ns, "serviceaccounts", "default", &sa).await?;
-        if let Some(cm) = self.root_ca_configmap(ns) {
-            self.create_in_namespace(cluster, ns, "configmaps", ROOT_CA_CONFIGMAP, &cm).await?;
+        for (plural, name, obj) in self.namespace_defaults(ns) {
+            self.create_in_namespace(cluster, ns, plural, name, &obj).await?;
         }
         Ok(())
+    }
+
+    /// What every namespace holds from its start, as kube's controllers make it at once: its `default`
+    /// ServiceAccount and, when this registry publishes a CA, `kube-root-ca.crt` (plural, name, object).
+    pub fn namespace_defaults(&self, ns: &str) -> Vec<(&'static str, &'static str, Value)> {
+        let meta = |name: &str| json!({"name": name, "namespace": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now_rfc3339()});
+        let mut objects = vec![(
+            "serviceaccounts",
+            "default",
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("default")}),
+        )];
+        if let Some(cm) = self.root_ca_configmap(ns) {
+            objects.push(("configmaps", ROOT_CA_CONFIGMAP, cm));
+        }
+        objects
     }
 
     /// Create a core object in a namespace unless it is there; true when this made it. Only into the
@@ -1556,27 +1568,45 @@ impl Registry {
         Fut: std::future::Future<Output = ApiResult<bool>>,
     {
         use futures::StreamExt;
+        let page_of = |prefix: &String, start: Option<String>| crate::storage::RangeRequest {
+            prefix: prefix.clone(),
+            start,
+            limit: SWEEP_PAGE,
+            ..Default::default()
+        };
         for _pass in 0..SWEEP_PASSES {
             let mut found = 0usize;
             let mut held = Remaining { per_prefix: vec![0; prefixes.len()], ..Default::default() };
-            for (i, prefix) in prefixes.iter().enumerate() {
-                let mut start = None;
+            // Every prefix's first page in one round trip (a cluster's purge reads some sixty, most of
+            // them empty), checked once; later pages one by one, each checked.
+            let mut firsts = self.store.ranges(prefixes.iter().map(|p| page_of(p, None)).collect()).await?;
+            if firsts.iter().any(|p| !p.kvs.is_empty()) && !keep_going().await? {
+                return Ok(Sweep::Stopped);
+            }
+            if finalizers == Finalizers::Ignore {
+                // A small cluster's keys all go in one step; what a page leaves (a prefix of more than
+                // a page) the next pass finds.
+                let all: Vec<(String, crate::storage::Revision)> =
+                    firsts.iter().flat_map(|p| p.kvs.iter().map(|kv| (kv.key.clone(), kv.mod_revision))).collect();
+                if !all.is_empty() && self.store.delete_all(&all).await.unwrap_or(false) {
+                    found += all.len();
+                    firsts.iter_mut().for_each(|p| p.kvs.clear());
+                }
+            }
+            for ((i, prefix), first) in prefixes.iter().enumerate().zip(firsts) {
+                let (mut start, mut ready) = (None, Some(first));
                 loop {
-                    let page = self
-                        .store
-                        .range(crate::storage::RangeRequest {
-                            prefix: prefix.clone(),
-                            start: start.take(),
-                            limit: SWEEP_PAGE,
-                            ..Default::default()
-                        })
-                        .await?;
+                    let later = ready.is_none();
+                    let page = match ready.take() {
+                        Some(p) => p,
+                        None => self.store.range(page_of(prefix, start.take())).await?,
+                    };
                     if page.kvs.is_empty() {
                         break;
                     }
                     // Held objects stay, so the next page starts after this one rather than at the prefix.
                     let next = page.next_start();
-                    if !keep_going().await? {
+                    if later && !keep_going().await? {
                         return Ok(Sweep::Stopped);
                     }
                     found += page.kvs.len();

@@ -157,6 +157,9 @@ impl EtcdStore {
     }
 }
 
+/// Operations etcd takes in one transaction by default (its `--max-txn-ops`).
+const MAX_TXN_OPS: usize = 128;
+
 /// How long each attempt of a create or update may take before it is sent again, the last attempt's
 /// being the whole request's deadline: the first short, since a healthy etcd answers a write in
 /// milliseconds and a leader's death costs it a second to elect another; the later ones longer, so
@@ -281,6 +284,62 @@ impl Store for EtcdStore {
             }
         })
         .await
+    }
+
+    async fn create_all(&self, items: &[(String, Vec<u8>)], guard: Option<&Guard>) -> Result<bool, StoreError> {
+        // etcd refuses a transaction of more operations than its `--max-txn-ops` (128 by default).
+        if items.len() + usize::from(guard.is_some()) > MAX_TXN_OPS {
+            return Ok(false);
+        }
+        let mut when: Vec<Compare> =
+            items.iter().map(|(k, _)| Compare::create_revision(k.as_str(), CompareOp::Equal, 0)).collect();
+        if let Some(g) = guard {
+            when.push(Compare::mod_revision(g.key.as_str(), CompareOp::Equal, g.mod_revision));
+        }
+        let puts: Vec<TxnOp> = items.iter().map(|(k, v)| TxnOp::put(k.as_str(), v.clone(), None)).collect();
+        // Sent once: a caller told `false` (or an error) writes each key on its own, which finds any
+        // this one made.
+        let resp = self.kv().txn(Txn::new().when(when).and_then(puts)).await.map_err(map_err)?;
+        Ok(resp.succeeded())
+    }
+
+    async fn delete_all(&self, items: &[(String, Revision)]) -> Result<bool, StoreError> {
+        if items.len() > MAX_TXN_OPS {
+            return Ok(false);
+        }
+        let when: Vec<Compare> =
+            items.iter().map(|(k, r)| Compare::mod_revision(k.as_str(), CompareOp::Equal, *r)).collect();
+        let deletes: Vec<TxnOp> = items.iter().map(|(k, _)| TxnOp::delete(k.as_str(), None)).collect();
+        let resp = self.kv().txn(Txn::new().when(when).and_then(deletes)).await.map_err(map_err)?;
+        Ok(resp.succeeded())
+    }
+
+    async fn ranges(&self, reqs: Vec<RangeRequest>) -> Result<Vec<RangeResult>, StoreError> {
+        let mut out = Vec::with_capacity(reqs.len());
+        for chunk in reqs.chunks(MAX_TXN_OPS) {
+            let gets: Vec<TxnOp> = chunk
+                .iter()
+                .map(|r| {
+                    let mut opts = GetOptions::new().with_range(prefix_end(&r.prefix));
+                    if r.limit > 0 {
+                        opts = opts.with_limit(r.limit as i64);
+                    }
+                    TxnOp::get(r.start.clone().unwrap_or_else(|| r.prefix.clone()), Some(opts))
+                })
+                .collect();
+            let resp = self.kv().txn(Txn::new().and_then(gets)).await.map_err(map_err)?;
+            let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+            for op in resp.op_responses() {
+                if let TxnOpResponse::Get(g) = op {
+                    let kvs = g.kvs().iter().map(kv_of).collect::<Result<Vec<_>, _>>()?;
+                    out.push(RangeResult { kvs, more: g.more(), revision });
+                }
+            }
+        }
+        if out.len() != reqs.len() {
+            return Err(StoreError::Internal("etcd answered fewer reads than asked".into()));
+        }
+        Ok(out)
     }
 
     async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<Revision, StoreError> {

@@ -101,6 +101,24 @@ impl Store for Metered {
         self.done("delete", t, r)
     }
 
+    async fn create_all(&self, items: &[(String, Vec<u8>)], guard: Option<&Guard>) -> Result<bool, StoreError> {
+        let t = Instant::now();
+        let r = self.inner.create_all(items, guard).await;
+        self.done("create", t, r)
+    }
+
+    async fn delete_all(&self, items: &[(String, Revision)]) -> Result<bool, StoreError> {
+        let t = Instant::now();
+        let r = self.inner.delete_all(items).await;
+        self.done("delete", t, r)
+    }
+
+    async fn ranges(&self, reqs: Vec<RangeRequest>) -> Result<Vec<RangeResult>, StoreError> {
+        let t = Instant::now();
+        let r = self.inner.ranges(reqs).await;
+        self.done("range", t, r)
+    }
+
     async fn revision(&self) -> Result<Revision, StoreError> {
         let t = Instant::now();
         let r = self.inner.revision().await;

@@ -202,6 +202,30 @@ pub trait Store: Send + Sync + 'static {
     /// Delete a key, only if its revision is `expected` when given. Returns the delete's revision and the
     /// value deleted.
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue), StoreError>;
+    /// Create every key of `items`, none of which may exist, while `guard`'s key is at its revision,
+    /// in one atomic step: `Ok(true)` when all were made, `Ok(false)` when none was (a key existed, the
+    /// guard changed, or the store does not make so many at once). A new cluster's bootstrap writes its
+    /// objects so, in one round trip rather than one each; on `false` it writes them one by one.
+    async fn create_all(&self, items: &[(String, Vec<u8>)], guard: Option<&Guard>) -> Result<bool, StoreError> {
+        let _ = (items, guard);
+        Ok(false)
+    }
+    /// Delete every key of `items`, each only while at its revision, in one atomic step: `Ok(true)`
+    /// when all went, `Ok(false)` when none did (one changed or is gone, or the store does not delete
+    /// so many at once). A purge deletes a cluster's keys so; on `false` it deletes them one by one.
+    async fn delete_all(&self, items: &[(String, Revision)]) -> Result<bool, StoreError> {
+        let _ = items;
+        Ok(false)
+    }
+    /// Several reads of the latest revision, answered in order, in one round trip where the store can
+    /// (a purge reads every resource's prefix of its cluster).
+    async fn ranges(&self, reqs: Vec<RangeRequest>) -> Result<Vec<RangeResult>, StoreError> {
+        let mut out = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            out.push(self.range(r).await?);
+        }
+        Ok(out)
+    }
     /// The latest revision (a consistent read: every write acknowledged before is at or below it).
     async fn revision(&self) -> Result<Revision, StoreError>;
     /// Changes under `prefix` after revision `after`, in order, forever (until dropped). Fails with

@@ -78,6 +78,47 @@ impl Store for Routed {
         }
     }
 
+    async fn create_all(&self, items: &[(String, Vec<u8>)], guard: Option<&Guard>) -> Result<bool, StoreError> {
+        let Some((first, _)) = items.first() else { return Ok(true) };
+        let root = self.in_root(first);
+        if items.iter().any(|(k, _)| self.in_root(k) != root) {
+            return Ok(false);
+        }
+        match guard {
+            // As `create_guarded`: a guard in the other store is checked just before.
+            Some(g) if self.in_root(&g.key) != root => {
+                let now = self.route(&g.key).get(&g.key).await?;
+                if now.map(|kv| kv.mod_revision) != Some(g.mod_revision) {
+                    return Ok(false);
+                }
+                self.route(first).create_all(items, None).await
+            }
+            _ => self.route(first).create_all(items, guard).await,
+        }
+    }
+
+    async fn delete_all(&self, items: &[(String, Revision)]) -> Result<bool, StoreError> {
+        let Some((first, _)) = items.first() else { return Ok(true) };
+        let root = self.in_root(first);
+        if items.iter().any(|(k, _)| self.in_root(k) != root) {
+            return Ok(false);
+        }
+        self.route(first).delete_all(items).await
+    }
+
+    async fn ranges(&self, reqs: Vec<RangeRequest>) -> Result<Vec<RangeResult>, StoreError> {
+        let Some(first) = reqs.first() else { return Ok(Vec::new()) };
+        let root = self.in_root(&first.prefix);
+        if reqs.iter().all(|r| self.in_root(&r.prefix) == root) {
+            return self.route(&first.prefix).ranges(reqs).await;
+        }
+        let mut out = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            out.push(self.route(&r.prefix).range(r).await?);
+        }
+        Ok(out)
+    }
+
     async fn update(&self, key: &str, value: Vec<u8>, expected: Revision) -> Result<Revision, StoreError> {
         self.route(key).update(key, value, expected).await
     }

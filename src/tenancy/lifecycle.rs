@@ -30,9 +30,15 @@ const RECONCILE_CONCURRENCY: usize = 4;
 /// Longest wait between attempts of a purge that keeps failing (store unreachable, say).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// Purges that run at once: deleting ten thousand clusters must not send ten thousand purges to the
+/// store together, starving the requests every other cluster makes (the rest wait their turn).
+const PURGE_CONCURRENCY: usize = 32;
+
 /// The controller; [`Lifecycle::run`] until the server stops.
 pub struct Lifecycle {
     registry: Registry,
+    /// Turns of `PURGE_CONCURRENCY`.
+    purges: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// What a background job does, for one cluster at a time.
@@ -78,7 +84,7 @@ impl Jobs {
 impl Lifecycle {
     /// A controller over the registry's store.
     pub fn new(registry: Registry) -> Self {
-        Lifecycle { registry }
+        Lifecycle { registry, purges: std::sync::Arc::new(tokio::sync::Semaphore::new(PURGE_CONCURRENCY)) }
     }
 
     /// List then watch LogicalClusters until `shutdown` turns true; then stop every job at its next
@@ -205,14 +211,17 @@ impl Lifecycle {
                 .map(|i| self.registry.shards.registry(i, &self.registry))
                 .collect(),
         };
-        let name = cluster.to_string();
+        let (name, turns) = (cluster.to_string(), self.purges.clone());
         jobs.start(Job::Purge, cluster, async move {
             let mut backoff = Duration::from_secs(1);
             loop {
+                // A turn per attempt: purges failing on a shard that is down wait without one.
+                let Ok(turn) = turns.acquire().await else { return };
                 let mut done = Ok(());
                 for registry in &registries {
                     done = done.and(purge(registry, &name).await);
                 }
+                drop(turn);
                 match done {
                     Ok(()) => return,
                     Err(e) => {
