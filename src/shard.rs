@@ -99,16 +99,19 @@ impl Shards {
     /// the fewest clusters (the first of those, so that an unsharded server always picks the default).
     /// A name this server does not serve is refused with the message of `spec.shard`'s cause.
     pub fn choose(&self, asked: Option<&str>) -> Result<usize, String> {
-        if let Some(name) = asked {
-            return self.names.iter().position(|n| &**n == name).ok_or_else(|| {
+        let at = match asked {
+            Some(name) => self.names.iter().position(|n| &**n == name).ok_or_else(|| {
                 let known: Vec<String> = self.names.iter().map(|n| format!("\"{n}\"")).collect();
                 format!("Unsupported value: \"{name}\": supported values: {}", known.join(", "))
-            });
-        }
-        let load = |i: usize| self.counts[i].load(Ordering::Relaxed) + self.pending[i].load(Ordering::Relaxed);
-        let best = (0..self.names.len()).min_by_key(|&i| (load(i), i)).unwrap_or(0);
-        self.pending[best].fetch_add(1, Ordering::Relaxed);
-        Ok(best)
+            })?,
+            None => {
+                let load = |i: usize| self.counts[i].load(Ordering::Relaxed) + self.pending[i].load(Ordering::Relaxed);
+                (0..self.names.len()).min_by_key(|&i| (load(i), i)).unwrap_or(0)
+            }
+        };
+        // Pending until seen (or given back), however it was placed: `seen` takes one back either way.
+        self.pending[at].fetch_add(1, Ordering::Relaxed);
+        Ok(at)
     }
 
     /// A placement whose create failed: it will not be seen.
@@ -196,6 +199,7 @@ mod tests {
     fn a_cluster_goes_where_it_asks_or_to_the_emptiest_shard() {
         let s = three();
         assert_eq!(s.choose(Some("c")).unwrap(), 2);
+        s.unplace(2);
         let e = s.choose(Some("z")).unwrap_err();
         assert_eq!(e, "Unsupported value: \"z\": supported values: \"default\", \"b\", \"c\"");
         s.seen(None, Some(2));

@@ -159,11 +159,18 @@ impl Directory {
         }
     }
 
-    /// Drop a cluster, and its count.
+    /// Drop a cluster, and its count: by whoever removes it from `known` (a DELETE's `refresh` and
+    /// the watch may both try), so it is counted down once.
     fn forget(&self, name: &str) {
-        self.registry.shards.seen(self.counted_on(name), None);
-        self.known.remove(name);
-        self.placed.remove(name);
+        let placed = self.placed.remove(name).map(|(_, i)| i);
+        if self.known.remove(name).is_some() {
+            let counted = match placed {
+                None => Some(0),
+                Some(UNKNOWN_SHARD) => None,
+                Some(i) => Some(usize::from(i)),
+            };
+            self.registry.shards.seen(counted, None);
+        }
     }
 
     /// Re-read one LogicalCluster and drop the name if it is gone or being deleted. Called after a

@@ -78,6 +78,9 @@ async fn each_cluster_lives_on_its_shard_and_wildcard_requests_span_every_shard(
     assert_eq!(alpha["status"]["phase"], "Ready", "bootstrapped on its shard: {alpha}");
     let beta = create_on(&s, "beta", None).await;
     assert_eq!(beta["spec"]["shard"], "default", "b holds one cluster, default none: {beta}");
+    create_on(&s, "extra", Some("default")).await;
+    let next = create_on(&s, "next", None).await;
+    assert_eq!(next["spec"]["shard"], "b", "default holds two clusters, b one: {next}");
     let lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster", "metadata": {"name": "gamma"}, "spec": {"shard": "nope"}});
     let (code, body) = s.post(LC, &lc).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
@@ -142,6 +145,11 @@ async fn each_cluster_lives_on_its_shard_and_wildcard_requests_span_every_shard(
         }
     }
     assert!(pages >= 4, "a page per object: {pages}");
+    // client-go's first list (a page of "any" state): every shard's part of it names where the shard
+    // was, the shards the page did not reach included, so that a watch from it misses nothing.
+    let (_, first) = s.get("/clusters/*/api/v1/configmaps?limit=1&resourceVersion=0").await;
+    let composite = first["metadata"]["resourceVersion"].as_str().unwrap();
+    assert!(composite.split(',').all(|p| p.rsplit(':').next().unwrap().parse::<i64>().unwrap() > 0), "{composite}");
     assert_eq!(ours(&json!({"items": paged})), ours(&all));
     assert_eq!(paged.len(), all["items"].as_array().unwrap().len());
 
@@ -166,6 +174,22 @@ async fn each_cluster_lives_on_its_shard_and_wildcard_requests_span_every_shard(
     assert_eq!(code, StatusCode::OK, "{body}");
     let (code, body) = s.put("/clusters/alpha/api/v1/namespaces/default/configmaps/a2", &a2).await;
     assert_eq!(code, StatusCode::CONFLICT, "a stale composite is stale: {body}");
+    // So does an optimistic lock in a merge patch.
+    let (_, now) = s.get("/clusters/alpha/api/v1/namespaces/default/configmaps/a2").await;
+    let mut rx2 = s.watch("/clusters/*/api/v1/configmaps?watch=true&resourceVersion=0").await;
+    let initial = next_named(&mut rx2, "a2").await;
+    assert_eq!(initial["type"], "ADDED");
+    let locked = initial["object"]["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    assert!(locked.contains(&format!("b:{}", now["metadata"]["resourceVersion"].as_str().unwrap())), "{locked}");
+    let patch = json!({"metadata": {"resourceVersion": locked}, "data": {"k": "patched"}});
+    let (code, body) = s
+        .patch("/clusters/alpha/api/v1/namespaces/default/configmaps/a2", "application/merge-patch+json", &patch)
+        .await;
+    assert_eq!(code, StatusCode::OK, "an initial event's object names its own revision: {body}");
+    let (code, _) = s
+        .patch("/clusters/alpha/api/v1/namespaces/default/configmaps/a2", "application/merge-patch+json", &patch)
+        .await;
+    assert_eq!(code, StatusCode::CONFLICT);
     // A tenant's own credentials work on a cluster on another shard: its ServiceAccount is read there.
     let token = s.tenant_token("alpha", "dev", "view").await;
     let resp = s
@@ -239,6 +263,8 @@ async fn a_shard_that_is_down_costs_only_its_own_clusters() {
     assert!(warning.contains("shard \\\"b\\\" is unavailable"), "{warning}");
     let list: Value = resp.json().await.unwrap();
     assert_eq!(ours(&list), [("beta".into(), "b1".into())]);
+    // The shard left out is at 0 in the list's resourceVersion: a watch from it sends all it holds.
+    assert!(list["metadata"]["resourceVersion"].as_str().unwrap().ends_with(",b:0"), "{}", list["metadata"]);
     assert!(started.elapsed() < Duration::from_secs(15), "answered in {:?}", started.elapsed());
 
     // A watch across shards starts without it, and sends its changes once it is back.
@@ -310,6 +336,17 @@ async fn custom_resources_and_initial_events_span_every_shard() {
     let table: Value = resp.json().await.unwrap();
     assert_eq!(table["kind"], "Table");
     assert_eq!(table["rows"].as_array().unwrap().len(), 2, "{table}");
+
+    // A watch from no resourceVersion starts with what every shard holds, as one store's does.
+    let mut rx = s.watch("/clusters/*/apis/example.com/v1/gadgets?watch=true").await;
+    let mut added = Vec::new();
+    for _ in 0..2 {
+        let ev = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.unwrap().unwrap();
+        assert_eq!(ev["type"], "ADDED");
+        added.push(ev["object"]["metadata"]["name"].as_str().unwrap().to_string());
+    }
+    added.sort();
+    assert_eq!(added, ["g-alpha", "g-beta"]);
 
     // A watch list (client-go's WatchListClient): every shard's objects, then one end-of-initial-events
     // bookmark after all of them, at a composite the watch resumes from.

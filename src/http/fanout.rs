@@ -45,7 +45,7 @@ pub fn across(q: &crate::request::Query, shards: &Shards) -> ApiResult<(crate::r
 
 /// A shard's failure that means it is down (unreachable, timed out), not that the request is wrong.
 fn down(e: &ApiError) -> bool {
-    e.code >= 500
+    e.code == 503
 }
 
 fn left_out(name: &str, why: &str) -> String {
@@ -148,10 +148,13 @@ pub async fn list(
             // The page is full: this shard comes in a later page, at its revision of now, so that
             // every page is of one moment per shard, as pages of one store are.
             next_at.get_or_insert((i, None));
-            if first_page && asked.is_none() {
+            if first_page && opts.rv_match != Some(RvMatch::Exact) {
                 match tokio::time::timeout(PATIENCE, sh.registry.store.revision()).await {
                     Ok(Ok(r)) => revs[i] = r,
-                    _ => warnings.push(left_out(name, "its revision could not be read")),
+                    _ => {
+                        revs[i] = 0;
+                        warnings.push(left_out(name, "its revision could not be read"));
+                    }
                 }
             }
             continue;
@@ -182,8 +185,20 @@ pub async fn list(
                 }
             }
             Ok(Err(e)) if !down(&e) => return Err(e),
-            Ok(Err(e)) => warnings.push(left_out(name, &e.message)),
-            Err(_) => warnings.push(left_out(name, "it did not answer in time")),
+            // Part of a list already sent: leaving the shard out now would drop its objects from the
+            // client's copy without a word; the client asks again.
+            Ok(Err(e)) if !first_page => return Err(e),
+            Err(_) if !first_page => return Err(ApiError::unavailable(left_out(name, "it did not answer in time"))),
+            failed => {
+                // Left out of a first page: `0` in the composite, so that a watch from it sends the
+                // shard's objects once it answers, the client having none of them now.
+                revs[i] = 0;
+                let why = match failed {
+                    Ok(Err(e)) => e.message.clone(),
+                    _ => "it did not answer in time".into(),
+                };
+                warnings.push(left_out(name, &why));
+            }
         }
     }
     let mut meta = json!({"resourceVersion": shards.encode(&revs)});
@@ -284,36 +299,22 @@ pub async fn watch(
     let shards = state.root().registry.shards.clone();
     let n = state.shards.len();
     let initial = w.opts.send_initial_events == Some(true);
-    let mut revs = asked.clone().unwrap_or_else(|| vec![0; n]);
-    let (mut lines, mut warnings, mut awaiting) = (Vec::<Lines>::new(), Vec::new(), 0);
+    // Each shard from the client's point; with none, from now after its objects as ADDED, as a watch
+    // of one store starts (`None`).
+    let revs = asked.clone().unwrap_or_else(|| vec![0; n]);
+    let (mut lines, mut warnings, mut awaited) = (Vec::<Lines>::new(), Vec::new(), vec![false; n]);
     for (i, filter) in filters.into_iter().enumerate() {
         let name = shards.names()[i].clone();
-        // From where the client is; from now when it names no point (read first, so nothing after
-        // it is missed), unless it asked for the initial events.
-        let from = match (&asked, initial) {
-            (Some(r), _) => Ok(Some(r[i])),
-            (None, true) => Ok(None),
-            (None, false) => match tokio::time::timeout(PATIENCE, state.shards[i].registry.store.revision()).await {
-                Ok(Ok(r)) => Ok(Some(r)),
-                Ok(Err(e)) => Err(ApiError::from(e).message.clone()),
-                Err(_) => Err("it did not answer in time".to_string()),
-            },
-        };
-        if let Ok(Some(r)) = from {
-            revs[i] = r;
-        }
-        let started = match from {
-            Ok(from) => match tokio::time::timeout(PATIENCE, w.start(state, i, filter.clone(), from)).await {
-                Ok(Ok(body)) => Ok(body),
-                Ok(Err(e)) if !down(&e) => return Err(e),
-                Ok(Err(e)) => Err(e.message.clone()),
-                Err(_) => Err("it did not answer in time".to_string()),
-            },
-            Err(why) => Err(why),
+        let from = asked.as_ref().map(|r| r[i]);
+        let started = match tokio::time::timeout(PATIENCE, w.start(state, i, filter.clone(), from)).await {
+            Ok(Ok(body)) => Ok(body),
+            Ok(Err(e)) if !down(&e) => return Err(e),
+            Ok(Err(e)) => Err(e.message.clone()),
+            Err(_) => Err("it did not answer in time".to_string()),
         };
         match started {
             Ok(body) => {
-                awaiting += usize::from(initial);
+                awaited[i] = initial;
                 lines.push(tagged(i, body));
             }
             Err(why) => {
@@ -328,7 +329,11 @@ pub async fn watch(
                             _ = tokio::time::sleep(RETRY) => {}
                             _ = stop.wait_for(|s| *s) => return None,
                         }
-                        match w.start(&state, i, filter.clone(), Some(rev)).await {
+                        let attempt = tokio::select! {
+                            a = w.start(&state, i, filter.clone(), Some(rev)) => a,
+                            _ = stop.wait_for(|s| *s) => return None,
+                        };
+                        match attempt {
                             Ok(body) => return Some(body),
                             Err(e) if !down(&e) => return Some(error_body(&e)),
                             Err(_) => continue,
@@ -342,14 +347,13 @@ pub async fn watch(
             }
         }
     }
-    let mut merge = Merge { shards, revs, awaiting, initial, partial: vec![Vec::new(); n], ended: false };
-    let body = futures::stream::select_all(lines).filter_map(move |(i, chunk)| {
-        let out = merge.take(i, chunk);
-        async move { out }
-    });
-    // Ends with the first shard's part to end (they share the timeout): the client comes back from the
-    // last resourceVersion it saw, for every shard at once.
-    let body = body.take_while(|b| futures::future::ready(!b.is_empty()));
+    let awaiting = awaited.iter().filter(|a| **a).count();
+    let mut merge = Merge { shards, revs, awaited, awaiting, partial: vec![Vec::new(); n], ended: false };
+    // Ends after an ERROR, or with the first shard's part to end (they share the timeout): the client
+    // comes back from the last resourceVersion it saw, for every shard at once.
+    let body = futures::stream::select_all(lines)
+        .flat_map(move |(i, chunk)| futures::stream::iter(merge.take(i, chunk)))
+        .take_while(|b| futures::future::ready(!b.is_empty()));
     Ok((Box::pin(body), warnings))
 }
 
@@ -371,10 +375,12 @@ fn tagged(i: usize, body: WatchBody) -> Lines {
 /// Joins the shards' lines into one watch, each with the composite resourceVersion after it.
 struct Merge {
     shards: Arc<Shards>,
+    /// The latest revision each shard's part has sent.
     revs: Vec<Revision>,
-    /// Shards whose initial events have not all come (their end is sent once, after every shard's).
+    /// Shards whose initial events were asked for and have not all come; the end of them is sent
+    /// once, after every such shard's (a shard that joins later sends its objects as they come).
+    awaited: Vec<bool>,
     awaiting: usize,
-    initial: bool,
     /// Each shard's line so far: a long object comes in pieces.
     partial: Vec<Vec<u8>>,
     ended: bool,
@@ -383,19 +389,19 @@ struct Merge {
 impl Merge {
     /// What to send for a chunk of shard `i` (`None`: its part ended): nothing yet, a line, or an
     /// empty chunk, which ends the watch.
-    fn take(&mut self, i: usize, chunk: Option<Bytes>) -> Option<Bytes> {
+    fn take(&mut self, i: usize, chunk: Option<Bytes>) -> Vec<Bytes> {
         if self.ended {
-            return None;
+            return Vec::new();
         }
         let Some(chunk) = chunk else {
             self.ended = true;
-            return Some(Bytes::new());
+            return vec![Bytes::new()];
         };
         // A line ends with a newline, which JSON strings never hold unescaped.
         if !chunk.ends_with(b"\n") || !self.partial[i].is_empty() {
             self.partial[i].extend_from_slice(&chunk);
             if !chunk.ends_with(b"\n") {
-                return None;
+                return Vec::new();
             }
             let line = std::mem::take(&mut self.partial[i]);
             return self.line(i, &line);
@@ -403,48 +409,42 @@ impl Merge {
         self.line(i, &chunk)
     }
 
-    fn line(&mut self, i: usize, line: &[u8]) -> Option<Bytes> {
+    fn line(&mut self, i: usize, line: &[u8]) -> Vec<Bytes> {
         let Ok(mut ev) = serde_json::from_slice::<Value>(line) else {
-            return Some(Bytes::copy_from_slice(line));
+            return vec![Bytes::copy_from_slice(line)];
         };
         let kind = ev["type"].as_str().unwrap_or_default().to_string();
         if kind == "ERROR" {
             self.ended = true;
-            return Some(Bytes::copy_from_slice(line));
+            return vec![Bytes::copy_from_slice(line), Bytes::new()];
         }
         let meta = &mut ev["object"]["metadata"];
-        if let Some(r) = meta["resourceVersion"].as_str().and_then(|r| r.parse::<Revision>().ok()) {
+        let own = meta["resourceVersion"].as_str().and_then(|r| r.parse::<Revision>().ok());
+        if let Some(r) = own {
             self.revs[i] = self.revs[i].max(r);
         }
-        let initial_end = kind == "BOOKMARK" && meta["annotations"]["k8s.io/initial-events-end"] == "true";
-        if initial_end && self.initial {
-            self.awaiting = self.awaiting.saturating_sub(1);
+        if kind == "BOOKMARK" && meta["annotations"]["k8s.io/initial-events-end"] == "true" {
+            if !std::mem::take(&mut self.awaited[i]) {
+                // A shard that joined late: its objects went as they came; the end was sent.
+                return Vec::new();
+            }
+            self.awaiting -= 1;
             if self.awaiting > 0 {
-                return None;
+                return Vec::new();
             }
         }
-        let composite = self.shards.encode(&self.revs);
-        // Only the resourceVersion changes: the rest of the line keeps its bytes (and kube's key
-        // order) as the shard's watch wrote them.
-        let old = meta["resourceVersion"].as_str().map(|r| format!("\"resourceVersion\":\"{r}\""));
-        let new = format!("\"resourceVersion\":\"{composite}\"");
-        match old.as_deref().and_then(|o| find(line, o.as_bytes())) {
-            Some(at) => {
-                let mut out = Vec::with_capacity(line.len() + new.len());
-                out.extend_from_slice(&line[..at]);
-                out.extend_from_slice(new.as_bytes());
-                out.extend_from_slice(&line[at + old.as_ref().map_or(0, String::len)..]);
-                Some(Bytes::from(out))
-            }
-            None => Some(Bytes::copy_from_slice(line)),
+        // The object's own revision as its shard's part (its initial events come in key order, not
+        // revision order, and a write back through its cluster names its own), the others' latest.
+        let mut revs = self.revs.clone();
+        if let (Some(r), false) = (own, kind == "BOOKMARK") {
+            revs[i] = r;
         }
+        meta["resourceVersion"] = json!(self.shards.encode(&revs));
+        // Written as the shard's watch wrote it, in kube's key order (`proto::order`).
+        let mut out = crate::proto::order::to_vec_untyped("meta.k8s.io/v1", "WatchEvent", &ev);
+        out.push(b'\n');
+        vec![Bytes::from(out)]
     }
-}
-
-/// Where `needle` first occurs in `hay` after the event's `"object":`.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let from = hay.windows(9).position(|w| w == b"\"object\":")?;
-    hay[from..].windows(needle.len()).position(|w| w == needle).map(|p| p + from)
 }
 
 #[cfg(test)]
@@ -468,34 +468,43 @@ mod tests {
     }
 
     #[test]
-    fn each_event_carries_the_composite_after_it_and_the_initial_end_waits_for_every_shard() {
+    fn each_event_carries_its_own_revision_and_the_others_latest_and_the_initial_end_waits_for_every_shard() {
         let mut m = Merge {
             shards: shards(),
             revs: vec![10, 3],
+            awaited: vec![true, true],
             awaiting: 2,
-            initial: true,
             partial: vec![vec![], vec![]],
             ended: false,
         };
         let ev = |kind: &str, rv: u32, extra: &str| {
             Bytes::from(format!(
-                "{{\"type\":\"{kind}\",\"object\":{{\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"a\",\"resourceVersion\":\"{rv}\"{extra}}},\"data\":{{\"resourceVersion\":\"{rv}\"}}}}}}\n"
+                "{{\"type\":\"{kind}\",\"object\":{{\"apiVersion\":\"example.com/v1\",\"kind\":\"Thing\",\"metadata\":{{\"labels\":{{\"resourceVersion\":\"{rv}\"}},\"name\":\"a\",\"resourceVersion\":\"{rv}\"{extra}}}}}}}\n"
             ))
         };
-        let out = m.take(1, Some(ev("ADDED", 7, ""))).unwrap();
-        let v: Value = serde_json::from_slice(&out).unwrap();
+        let one = |out: Vec<Bytes>| -> Value {
+            assert_eq!(out.len(), 1, "{out:?}");
+            serde_json::from_slice(&out[0]).unwrap()
+        };
+        let v = one(m.take(1, Some(ev("ADDED", 7, ""))));
         assert_eq!(v["object"]["metadata"]["resourceVersion"], "default:10,b:7");
-        assert_eq!(v["object"]["data"]["resourceVersion"], "7", "only the object's own resourceVersion");
+        assert_eq!(v["object"]["metadata"]["labels"]["resourceVersion"], "7", "only the object's own");
+        // Initial events come in key order: each names its own revision, never the highest seen.
+        let v = one(m.take(1, Some(ev("ADDED", 5, ""))));
+        assert_eq!(v["object"]["metadata"]["resourceVersion"], "default:10,b:5");
         // A line in pieces is joined first.
         let whole = ev("MODIFIED", 12, "");
-        assert!(m.take(0, Some(whole.slice(..20))).is_none());
-        let out = m.take(0, Some(whole.slice(20..))).unwrap();
-        assert!(std::str::from_utf8(&out).unwrap().contains("\"resourceVersion\":\"default:12,b:7\""));
+        assert!(m.take(0, Some(whole.slice(..20))).is_empty());
+        let v = one(m.take(0, Some(whole.slice(20..))));
+        assert_eq!(v["object"]["metadata"]["resourceVersion"], "default:12,b:7");
         let end = ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
-        assert!(m.take(0, Some(ev("BOOKMARK", 15, end))).is_none(), "b has not finished its initial events");
-        let out = m.take(1, Some(ev("BOOKMARK", 9, end))).unwrap();
-        assert!(std::str::from_utf8(&out).unwrap().contains("\"resourceVersion\":\"default:15,b:9\""));
-        assert_eq!(m.take(1, None).unwrap(), Bytes::new(), "a part that ends ends the watch");
-        assert!(m.take(0, Some(ev("ADDED", 20, ""))).is_none());
+        assert!(m.take(0, Some(ev("BOOKMARK", 15, end))).is_empty(), "b has not finished its initial events");
+        let v = one(m.take(1, Some(ev("BOOKMARK", 9, end))));
+        assert_eq!(v["object"]["metadata"]["resourceVersion"], "default:15,b:9");
+        assert!(m.take(1, Some(ev("BOOKMARK", 10, end))).is_empty(), "one end, sent once");
+        // An ERROR is sent, and ends the watch.
+        let error = Bytes::from_static(b"{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}\n");
+        assert_eq!(m.take(0, Some(error.clone())), vec![error, Bytes::new()]);
+        assert!(m.take(1, Some(ev("ADDED", 20, ""))).is_empty());
     }
 }

@@ -877,6 +877,7 @@ async fn resource(
                 .filter(|pt| def.custom.is_none() || *pt != PatchType::StrategicMerge)
                 .ok_or_else(|| ApiError::unsupported_media_type(ct, accepted))?;
             let opts = WriteOptions::from_query(&q)?;
+            let body = own_patch_revision(pt, body, &sh.registry.shard);
             written(
                 heavy_if(state, &cluster_str, body.len(), reg.patch(&ctx, n, pt, &body, &opts, sub)).await?,
                 &mut last_rev,
@@ -932,6 +933,38 @@ fn own_revision(obj: &mut Value, shard: &str) {
         let own = crate::shard::own(rv, shard).to_string();
         obj["metadata"]["resourceVersion"] = json!(own);
     }
+}
+
+/// A JSON or merge patch's resourceVersion (an optimistic lock) as this shard's revision, when it
+/// names the composite a wildcard watch across shards gave (see `own_revision`). Other bodies, and
+/// bodies that name none, go as they are.
+fn own_patch_revision(pt: PatchType, body: Bytes, shard: &str) -> Bytes {
+    if pt == PatchType::Apply || !body.windows(17).any(|w| w == b"\"resourceVersion\"") {
+        return body;
+    }
+    let Ok(mut patch) = serde_json::from_slice::<Value>(&body) else { return body };
+    let composite = |v: &Value| v.as_str().is_some_and(|rv| rv.contains(':'));
+    let in_object = patch.is_object() && composite(&patch["metadata"]["resourceVersion"]);
+    let rewritten = match &mut patch {
+        Value::Object(_) if in_object => {
+            own_revision(&mut patch, shard);
+            true
+        }
+        Value::Array(ops) => {
+            let mut any = false;
+            for op in ops.iter_mut().filter(|op| op["path"] == "/metadata/resourceVersion" && composite(&op["value"])) {
+                let own = crate::shard::own(op["value"].as_str().unwrap_or_default(), shard).to_string();
+                op["value"] = json!(own);
+                any = true;
+            }
+            any
+        }
+        _ => false,
+    };
+    if !rewritten {
+        return body;
+    }
+    Bytes::from(serde_json::to_vec(&patch).expect("JSON serialises"))
 }
 
 /// How a watch renders each object: as stored for plain JSON, else as the client asked.

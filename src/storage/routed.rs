@@ -35,6 +35,11 @@ impl Routed {
         cluster == Some(ROOT) && parts.next().is_some()
     }
 
+    /// Whether `g`'s key is still at its revision.
+    async fn guard_holds(&self, g: &Guard) -> Result<bool, StoreError> {
+        Ok(self.route(&g.key).get(&g.key).await?.map(|kv| kv.mod_revision) == Some(g.mod_revision))
+    }
+
     fn route(&self, key: &str) -> &dyn Store {
         if self.in_root(key) {
             &*self.root
@@ -65,14 +70,20 @@ impl Store for Routed {
             // starts between the check and the create finds the key on its next pass (it repeats
             // until a pass finds nothing).
             Some(g) if self.in_root(&g.key) != self.in_root(key) => {
-                let now = self.route(&g.key).get(&g.key).await?;
-                if now.map(|kv| kv.mod_revision) != Some(g.mod_revision) {
+                if !self.guard_holds(g).await? {
                     return match self.route(key).get(key).await? {
                         Some(_) => Err(StoreError::AlreadyExists),
                         None => Err(StoreError::GuardChanged),
                     };
                 }
-                self.route(key).create_guarded(key, value, None).await
+                let rev = self.route(key).create_guarded(key, value, None).await?;
+                // Checked again after: a guard that moved meanwhile (a DELETE whose purge may have
+                // passed this key already) takes the create back, as one atomic step would not have made it.
+                if !self.guard_holds(g).await? {
+                    let _ = self.route(key).delete(key, Some(rev)).await;
+                    return Err(StoreError::GuardChanged);
+                }
+                Ok(rev)
             }
             _ => self.route(key).create_guarded(key, value, guard).await,
         }
@@ -87,11 +98,19 @@ impl Store for Routed {
         match guard {
             // As `create_guarded`: a guard in the other store is checked just before.
             Some(g) if self.in_root(&g.key) != root => {
-                let now = self.route(&g.key).get(&g.key).await?;
-                if now.map(|kv| kv.mod_revision) != Some(g.mod_revision) {
+                if !self.guard_holds(g).await? || !self.route(first).create_all(items, None).await? {
                     return Ok(false);
                 }
-                self.route(first).create_all(items, None).await
+                if self.guard_holds(g).await? {
+                    return Ok(true);
+                }
+                // As `create_guarded`: taken back, each key only as it was made.
+                for (k, _) in items {
+                    if let Some(kv) = self.route(k).get(k).await? {
+                        let _ = self.route(k).delete(k, Some(kv.mod_revision)).await;
+                    }
+                }
+                Ok(false)
             }
             _ => self.route(first).create_all(items, guard).await,
         }
