@@ -315,17 +315,24 @@ fn fresh_objects(registry: &Registry, cluster: &str) -> Vec<(String, Vec<u8>)> {
             items.push((key(group, plural, Some("default"), name), crate::registry::encode(&obj)));
         }
     }
-    for (plural, objs) in [
-        ("clusterroles", crate::rbac::default_cluster_roles()),
-        ("clusterrolebindings", crate::rbac::default_cluster_role_bindings()),
-    ] {
-        for obj in objs {
-            let obj = with_identity(obj);
-            let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
-            items.push((key("rbac.authorization.k8s.io", plural, None, &name), crate::registry::encode(&obj)));
-        }
+    for (plural, name, obj) in default_rbac() {
+        items.push((key("rbac.authorization.k8s.io", plural, None, &name), crate::registry::encode(&obj)));
     }
     items
+}
+
+/// kube-apiserver's bootstrap policy as a cluster starts with it (plural, name, object): cluster-admin
+/// for system:masters, admin/edit/view for RoleBindings, discovery for everyone authenticated.
+fn default_rbac() -> Vec<(&'static str, String, Value)> {
+    let roles = crate::rbac::default_cluster_roles().into_iter().map(|o| ("clusterroles", o));
+    let bindings = crate::rbac::default_cluster_role_bindings().into_iter().map(|o| ("clusterrolebindings", o));
+    roles
+        .chain(bindings)
+        .map(|(plural, obj)| {
+            let obj = with_identity(obj);
+            (plural, crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string(), obj)
+        })
+        .collect()
 }
 
 /// A default object with the uid and creation time the API would have given it.
@@ -367,18 +374,9 @@ async fn write_defaults(registry: &Registry, cluster: &str, fresh: bool) -> ApiR
             }
         }
     }
-    // kube-apiserver's bootstrap policy: cluster-admin for system:masters, admin/edit/view for
-    // RoleBindings, discovery for everyone authenticated.
-    for (plural, objs) in [
-        ("clusterroles", crate::rbac::default_cluster_roles()),
-        ("clusterrolebindings", crate::rbac::default_cluster_role_bindings()),
-    ] {
-        for obj in objs {
-            let obj = with_identity(obj);
-            let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
-            if !reconcile_default(&mut writes, plural, &name, &obj).await? {
-                return Ok(());
-            }
+    for (plural, name, obj) in default_rbac() {
+        if !reconcile_default(&mut writes, plural, &name, &obj).await? {
+            return Ok(());
         }
     }
     Ok(())
