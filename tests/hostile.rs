@@ -374,7 +374,9 @@ async fn requests_cost_what_their_size_allows() {
         }
         for (what, c) in &costs {
             assert!(c.status < 500, "{backend:?} {what}: {}", c.status);
-            assert!(c.took < Duration::from_secs(5), "{backend:?} {what}: took {:?}", c.took);
+            // What these once cost was minutes; the debug build, with the other tests of this file
+            // flooding the same two cores, takes 2-6 s for the slowest.
+            assert!(c.took < Duration::from_secs(10), "{backend:?} {what}: took {:?}", c.took);
             assert!(c.rss_growth_mib < 100, "{backend:?} {what}: RSS grew {} MiB", c.rss_growth_mib);
             assert!(
                 c.slowest_version < Duration::from_millis(500),
