@@ -626,6 +626,7 @@ async fn resource(
     let shape = respond::shape(accept.as_deref());
     let include = respond::include_object(&q);
     let reg = &sh.registry;
+    let sharded = state.shards.len() > 1;
     let method = req.method().clone();
     let audit = req.extensions().get::<Arc<crate::audit::Record>>().cloned();
     let body = body::read(req.into_body()).await?;
@@ -861,7 +862,9 @@ async fn resource(
             let opts = WriteOptions::from_query(&q)?;
             let work = async {
                 let (mut obj, warned) = decoded(&def, &opts, content_type.as_deref(), &body)?;
-                own_revision(&mut obj, &sh.registry.shard);
+                if sharded {
+                    own_revision(&mut obj, &sh.registry.shard);
+                }
                 Ok::<_, ApiError>(warn(reg.update(&ctx, n, obj, &opts, sub).await?, warned))
             };
             written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev, view)
@@ -877,7 +880,8 @@ async fn resource(
                 .filter(|pt| def.custom.is_none() || *pt != PatchType::StrategicMerge)
                 .ok_or_else(|| ApiError::unsupported_media_type(ct, accepted))?;
             let opts = WriteOptions::from_query(&q)?;
-            let body = own_patch_revision(pt, body, &sh.registry.shard);
+            // Only a server with shards hands out composites: a patch elsewhere is not read twice.
+            let body = if sharded { own_patch_revision(pt, body, &sh.registry.shard) } else { body };
             written(
                 heavy_if(state, &cluster_str, body.len(), reg.patch(&ctx, n, pt, &body, &opts, sub)).await?,
                 &mut last_rev,
