@@ -258,3 +258,26 @@ fn webhooks_spread_constraints_and_bad_selector_values() {
         kgate::fuzzing::body,
     );
 }
+
+#[test]
+fn composite_resource_versions_and_cursors_of_many_parts() {
+    // A list across shards resumes from a revision per shard; a client may send any number of parts.
+    let composite = |n: usize| (0..n).map(|i| format!("default:{i}")).collect::<Vec<_>>().join(",");
+    grows_linearly(
+        "composite resourceVersion: n parts",
+        5000,
+        |n| composite(n).into_bytes(),
+        kgate::fuzzing::continue_token,
+    );
+    grows_linearly(
+        "continue token across shards: n parts",
+        5000,
+        |n| {
+            use base64::Engine;
+            let doc =
+                serde_json::json!({"v": "kgate.dev/shards", "rv": composite(n), "shard": "default", "continue": "x"});
+            base64::engine::general_purpose::URL_SAFE.encode(doc.to_string()).into_bytes()
+        },
+        kgate::fuzzing::continue_token,
+    );
+}

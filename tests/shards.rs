@@ -248,6 +248,14 @@ async fn a_shard_that_is_down_costs_only_its_own_clusters() {
     let rv = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
 
     b.kill();
+    // The replica stays ready for the live shards' clusters, and says which shard is down.
+    let readyz = || async {
+        let resp = s.client.get(format!("{}/readyz?verbose", s.url)).send().await.unwrap();
+        (resp.status(), resp.text().await.unwrap())
+    };
+    let (code, text) = readyz().await;
+    assert_eq!(code, StatusCode::OK, "{text}");
+    assert!(text.contains("[+]etcd ok\n[-]etcd-shard-b failed: store is unreachable"), "{text}");
     // Its clusters answer 503; the others as before.
     let started = Instant::now();
     let (code, body) = s.get("/clusters/alpha/api/v1/namespaces/default/configmaps/a1").await;
@@ -284,6 +292,8 @@ async fn a_shard_that_is_down_costs_only_its_own_clusters() {
     }
     let ev = next_named(&mut rx, "a2").await;
     assert_eq!(ev["type"], "ADDED");
+    let (_, text) = readyz().await;
+    assert!(text.contains("[+]etcd-shard-b ok\nreadyz check passed"), "{text}");
     assert!(ev["object"]["metadata"]["resourceVersion"].as_str().unwrap().contains(",b:"));
     s.stop().await;
 }

@@ -280,6 +280,32 @@ fn computed(name: &str, map: &mut Map<String, Value>) {
     }
 }
 
+/// A new claim's data source given both ways (kube's `NormalizeDataSources`, on creates only): the
+/// old `dataSource` copied to `dataSourceRef`, or a `dataSourceRef` within the claim's namespace copied
+/// back, so that provisioners reading either field find it.
+pub(super) fn claim_data_sources(claim: &mut Value) {
+    let Some(spec) = claim.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let given = |v: Option<&Value>| v.filter(|v| v.is_object()).cloned();
+    let reference = |v: &Value| {
+        let mut out = Map::new();
+        for field in ["apiGroup", "kind", "name"] {
+            if let Some(x) = v.get(field).filter(|x| !x.is_null()) {
+                out.insert(field.to_string(), x.clone());
+            }
+        }
+        Value::Object(out)
+    };
+    match (given(spec.get("dataSource")), given(spec.get("dataSourceRef"))) {
+        (Some(source), None) => {
+            spec.insert("dataSourceRef".into(), reference(&source));
+        }
+        (None, Some(source)) if source["namespace"].as_str().unwrap_or_default().is_empty() => {
+            spec.insert("dataSource".into(), reference(&source));
+        }
+        _ => {}
+    }
+}
+
 /// What kube's pod strategy adds to a new pod's (anti-)affinity terms (`PrepareForCreate`, with 1.33's
 /// `MatchLabelKeysInPodAffinity`): each of a term's `matchLabelKeys` the pod has a label for becomes
 /// an `In` requirement of that value in the term's selector, each `mismatchLabelKeys` one a `NotIn`.

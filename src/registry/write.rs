@@ -283,9 +283,12 @@ fn type_errors(
     fn content(v: &Value) -> Vec<(&String, &Value)> {
         v.as_object().into_iter().flatten().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")).collect()
     }
+    // A pod's annotations are read by kube's checks too (mirror pod, deletion cost, seccomp, AppArmor).
+    let annotations = |v: &Value| meta::metadata(v).and_then(|m| m.get("annotations")).cloned();
+    let same = |o: &Value| content(o) == content(obj) && (def.kind != "Pod" || annotations(o) == annotations(obj));
     // kube's binding writes the node to storage unchecked: a pod stored before a check existed is
     // still scheduled.
-    if old.is_some_and(|o| content(o) == content(obj)) || through == Some("binding") {
+    if old.is_some_and(same) || through == Some("binding") {
         return Vec::new();
     }
     let mut causes = match (old, through) {
@@ -702,8 +705,10 @@ impl Registry {
                 }
             }
         }
-        if def.group.is_empty() && def.kind == "Pod" {
-            super::defaults::affinity_label_keys(&mut obj);
+        match (def.group.as_str(), def.kind.as_str()) {
+            ("", "Pod") => super::defaults::affinity_label_keys(&mut obj),
+            ("", "PersistentVolumeClaim") => super::defaults::claim_data_sources(&mut obj),
+            _ => {}
         }
         if def.namespaced {
             let ns = ctx

@@ -161,7 +161,9 @@ fn errors_of(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) ->
     // templates, which are no volumes of the template's); the restart policy is checked with the spec.
     let statefulset = kind == "StatefulSet";
     crate::proto::visit::visit_structs(api_version, kind, &mut obj.clone(), 0, &mut |name, map, path| {
-        if causes.len() < MAX_CAUSES && !(statefulset && path.render().starts_with("spec.template")) {
+        // Its template's annotations are checked all the same (kube's `ValidatePodTemplateSpecForStatefulSet`).
+        let template = name == "core.v1.PodTemplateSpec";
+        if causes.len() < MAX_CAUSES && !(statefulset && !template && path.render().starts_with("spec.template")) {
             check(name, map, path, &mut causes)
         }
     });
@@ -207,6 +209,7 @@ fn forbidden(causes: &mut Vec<Cause>, at: &str, why: &str) {
 fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     match name {
         "core.v1.PodSpec" => pod_spec(map, path, causes),
+        "core.v1.Pod" | "core.v1.PodTemplateSpec" => pod_annotations(map, path, causes),
         "core.v1.Container" => container(map, path, causes),
         "core.v1.ContainerPort" => container_port(map, path, causes),
         // Inline in a Probe: visited with the probe's fields, at its path.

@@ -344,3 +344,68 @@ pub(super) fn csi_volume(map: &Map<String, Value>, path: &Path, causes: &mut Vec
         }
     }
 }
+
+/// The annotations kube reads on a pod, a Pod's and every template's alike (kube's
+/// `ValidatePodSpecificAnnotations`): a mirror pod's node, a whole deletion cost, and the seccomp and
+/// AppArmor annotations that came before the fields (still honoured by kubelets, so still checked).
+pub(super) fn pod_annotations(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let Some(annotations) = map.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object) else {
+        return;
+    };
+    let at = format!("{}.annotations", path.child("metadata"));
+    let spec = map.get("spec").unwrap_or(&Value::Null);
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    if let Some(v) = annotations.get("kubernetes.io/config.mirror") {
+        if is_empty(spec.get("nodeName")) {
+            let why = "must set spec.nodeName if mirror pod annotation is set";
+            invalid(causes, format!("{at}[kubernetes.io/config.mirror]"), shown(v), why);
+        }
+    }
+    if let Some(v) = annotations.get("controller.kubernetes.io/pod-deletion-cost") {
+        if !deletion_cost(&text(v)) {
+            let at = format!("{at}[controller.kubernetes.io/pod-deletion-cost]");
+            invalid(causes, at, shown(v), "must be a 32bit integer");
+        }
+    }
+    for (key, v) in annotations {
+        let (key, profile) = (key.as_str(), text(v));
+        if key == "seccomp.security.alpha.kubernetes.io/pod"
+            || key.starts_with("container.seccomp.security.alpha.kubernetes.io/")
+        {
+            // kube names these as a child field, not as a map key.
+            let at = format!("{at}.{key}");
+            match profile.strip_prefix("localhost/") {
+                _ if ["runtime/default", "docker/default", "unconfined"].contains(&profile.as_str()) => {}
+                Some(p) if p.starts_with('/') => invalid(causes, at, format!("{p:?}"), "must be a relative path"),
+                Some(p) if p.split('/').any(|s| s == "..") => {
+                    invalid(causes, at, format!("{p:?}"), "must not contain '..'")
+                }
+                Some(_) => {}
+                None => invalid(causes, at, format!("{profile:?}"), "must be a valid seccomp profile"),
+            }
+        } else if let Some(container) = key.strip_prefix("container.apparmor.security.beta.kubernetes.io/") {
+            let at = format!("{at}[{key}]");
+            let containers = ["containers", "initContainers", "ephemeralContainers"]
+                .iter()
+                .flat_map(|list| spec.get(*list).and_then(Value::as_array).into_iter().flatten());
+            if !containers.into_iter().any(|c| c["name"] == container) {
+                invalid(causes, at.clone(), format!("{container:?}"), "container not found");
+            }
+            let known = ["", "runtime/default", "unconfined"].contains(&profile.as_str());
+            if !known && !profile.starts_with("localhost/") {
+                invalid(causes, at, format!("{profile:?}"), &format!("invalid AppArmor profile name: {profile:?}"));
+            }
+        }
+    }
+}
+
+/// A deletion cost as kube reads it (`GetDeletionCostFromPodAnnotations`): a 32-bit integer written
+/// without a plus sign or leading zeros.
+fn deletion_cost(v: &str) -> bool {
+    let first_ok = match v.as_bytes().first() {
+        None | Some(b'-') | Some(b'1'..=b'9') => true,
+        Some(b'0') => v == "0",
+        _ => false,
+    };
+    first_ok && v.parse::<i32>().is_ok()
+}

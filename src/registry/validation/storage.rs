@@ -55,6 +55,17 @@ pub(super) fn claim(spec: &Value, causes: &mut Vec<Cause>) {
         }
     }
     class_and_mode(spec, causes);
+    // kube shows the path's Go struct here, with pointers' addresses; kgate the path.
+    match (spec.get("dataSource").filter(|s| s.is_object()), spec.get("dataSourceRef").filter(|s| s.is_object())) {
+        (Some(_), Some(r)) if !r["namespace"].as_str().unwrap_or_default().is_empty() => {
+            let why = "may not be specified when dataSourceRef.namespace is specified";
+            invalid(causes, "spec".into(), "\"spec.dataSource\"".into(), why)
+        }
+        (Some(s), Some(r)) if ["apiGroup", "kind", "name"].iter().any(|f| s[*f].as_str() != r[*f].as_str()) => {
+            invalid(causes, "spec".into(), "\"spec.dataSource\"".into(), "must match dataSourceRef")
+        }
+        _ => {}
+    }
     for field in ["dataSource", "dataSourceRef"] {
         let Some(source) = spec.get(field).filter(|s| s.is_object()) else { continue };
         for part in ["name", "kind"] {

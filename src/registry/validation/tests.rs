@@ -923,3 +923,80 @@ fn rolling_updates_are_checked_only_when_the_workload_rolls() {
             "target": {"type": "Value", "value": "1"}}}]}});
     assert_eq!(messages("autoscaling/v2", "HorizontalPodAutoscaler", hpa), Vec::<String>::new());
 }
+
+#[test]
+fn a_pods_annotations_are_read_as_kube_reads_them() {
+    let pod = |annotations: Value| {
+        json!({"metadata": {"name": "p", "annotations": annotations},
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]}})
+    };
+    let fine = json!({"seccomp.security.alpha.kubernetes.io/pod": "runtime/default",
+        "container.seccomp.security.alpha.kubernetes.io/web": "localhost/profiles/web.json",
+        "container.apparmor.security.beta.kubernetes.io/web": "localhost/k8s-web",
+        "controller.kubernetes.io/pod-deletion-cost": "-20"});
+    assert_eq!(messages("v1", "Pod", pod(fine)), Vec::<String>::new());
+    let bad = json!({"seccomp.security.alpha.kubernetes.io/pod": "default",
+        "container.seccomp.security.alpha.kubernetes.io/web": "localhost/../etc/x",
+        "container.apparmor.security.beta.kubernetes.io/db": "enforce",
+        "controller.kubernetes.io/pod-deletion-cost": "+5",
+        "kubernetes.io/config.mirror": "x"});
+    let got = messages("v1", "Pod", pod(bad));
+    holds_all(
+        &got,
+        &[
+            "metadata.annotations.seccomp.security.alpha.kubernetes.io/pod: Invalid value: \"default\": must be a valid seccomp profile",
+            "metadata.annotations.container.seccomp.security.alpha.kubernetes.io/web: Invalid value: \"../etc/x\": must not contain '..'",
+            "metadata.annotations[container.apparmor.security.beta.kubernetes.io/db]: Invalid value: \"db\": container not found",
+            "metadata.annotations[container.apparmor.security.beta.kubernetes.io/db]: Invalid value: \"enforce\": invalid AppArmor profile name: \"enforce\"",
+            "metadata.annotations[controller.kubernetes.io/pod-deletion-cost]: Invalid value: \"+5\": must be a 32bit integer",
+            "metadata.annotations[kubernetes.io/config.mirror]: Invalid value: \"x\": must set spec.nodeName if mirror pod annotation is set",
+        ],
+    );
+    assert_eq!(got.len(), 6, "{got:?}");
+    // A template's annotations, a StatefulSet's included, are a pod's.
+    let sts = json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"},
+        "annotations": {"controller.kubernetes.io/pod-deletion-cost": "99999999999"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    assert_eq!(
+        messages("apps/v1", "StatefulSet", sts),
+        ["spec.template.metadata.annotations[controller.kubernetes.io/pod-deletion-cost]: Invalid value: \"99999999999\": must be a 32bit integer"]
+    );
+    // An AppArmor annotation is the pod's from its creation on.
+    let (old, new) = (pod(json!({})), pod(json!({"container.apparmor.security.beta.kubernetes.io/web": "unconfined"})));
+    assert_eq!(
+        update_messages("Pod", &old, &new),
+        ["metadata.annotations[container.apparmor.security.beta.kubernetes.io/web]: Forbidden: may not add AppArmor annotations"]
+    );
+    assert_eq!(
+        update_messages("Pod", &new, &old),
+        ["metadata.annotations[container.apparmor.security.beta.kubernetes.io/web]: Forbidden: may not remove or update AppArmor annotations"]
+    );
+}
+
+#[test]
+fn a_claims_two_data_sources_agree() {
+    let claim = |spec: Value| {
+        let mut spec = spec;
+        spec["accessModes"] = json!(["ReadWriteOnce"]);
+        spec["resources"] = json!({"requests": {"storage": "1Gi"}});
+        json!({"metadata": {"name": "c"}, "spec": spec})
+    };
+    let source = json!({"kind": "PersistentVolumeClaim", "name": "a"});
+    let mut made = claim(json!({"dataSource": source}));
+    crate::registry::defaults::claim_data_sources(&mut made);
+    assert_eq!(made["spec"]["dataSourceRef"], source);
+    assert_eq!(messages("v1", "PersistentVolumeClaim", made), Vec::<String>::new());
+    let mut back =
+        claim(json!({"dataSourceRef": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s"}}));
+    crate::registry::defaults::claim_data_sources(&mut back);
+    assert_eq!(back["spec"]["dataSource"]["kind"], "VolumeSnapshot");
+    let mut elsewhere =
+        claim(json!({"dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "a", "namespace": "other"}}));
+    crate::registry::defaults::claim_data_sources(&mut elsewhere);
+    assert!(elsewhere["spec"].get("dataSource").is_none(), "a source in another namespace has no old form");
+    let differ = claim(json!({"dataSource": source, "dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "b"}}));
+    assert_eq!(
+        messages("v1", "PersistentVolumeClaim", differ),
+        ["spec: Invalid value: \"spec.dataSource\": must match dataSourceRef"]
+    );
+}

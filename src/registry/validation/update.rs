@@ -321,6 +321,7 @@ pub(super) fn volume_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
 /// gates, a negative grace period made 1; while gated, additions to its node selector and its node
 /// affinity. Everything else is refused with kube's words and a diff of what changed.
 pub(super) fn pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    pod_annotations_update(old, new, causes);
     let (was, is) = (&old["spec"], &new["spec"]);
     for list in ["containers", "initContainers"] {
         let len = |v: &Value| v[list].as_array().map_or(0, Vec::len);
@@ -458,6 +459,32 @@ fn node_affinity_additions(was: &Value, is: &Value, causes: &mut Vec<Cause>) {
         if (was_empty && !now_empty) || !kept("matchExpressions") || !kept("matchFields") {
             let why = "only additions are allowed (no mutations or deletions)";
             invalid(causes, format!("{TERMS}[{i}]"), new.to_string(), why);
+        }
+    }
+}
+
+/// What a pod's annotations keep (kube's `ValidatePodSpecificAnnotationUpdates`): its AppArmor
+/// annotations and whether it is a mirror pod are fixed at creation, as the kubelet read them then.
+fn pod_annotations_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    let of = |v: &Value| v["metadata"]["annotations"].as_object().cloned().unwrap_or_default();
+    let (was, is) = (of(old), of(new));
+    let kept = |k: &str| {
+        if k.starts_with("container.apparmor.security.beta.kubernetes.io/") {
+            Some("AppArmor annotations")
+        } else if k == "kubernetes.io/config.mirror" {
+            Some("mirror pod annotation")
+        } else {
+            None
+        }
+    };
+    for (key, before) in &was {
+        if let Some(what) = kept(key).filter(|_| is.get(key) != Some(before)) {
+            forbidden(causes, &format!("metadata.annotations[{key}]"), &format!("may not remove or update {what}"));
+        }
+    }
+    for key in is.keys().filter(|k| !was.contains_key(*k)) {
+        if let Some(what) = kept(key) {
+            forbidden(causes, &format!("metadata.annotations[{key}]"), &format!("may not add {what}"));
         }
     }
 }
