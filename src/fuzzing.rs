@@ -125,9 +125,13 @@ pub fn token(data: &[u8]) {
     let _ = crate::token::Signer::new(vec![7; 32]).verify(&text, 0);
 }
 
-/// A list's `continue` token.
+/// A list's `continue` token, and a list's across shards with its composite resourceVersion.
 pub fn continue_token(data: &[u8]) {
-    let _ = crate::registry::decode_continue(&String::from_utf8_lossy(data));
+    let text = String::from_utf8_lossy(data);
+    let _ = crate::registry::decode_continue(&text);
+    let shards = crate::shard::Shards::single();
+    let _ = crate::http::fanout::reads_as_cursor(&text, &shards);
+    let _ = shards.decode(&text);
 }
 
 /// A JSON patch (after the NUL) to an object (before it).

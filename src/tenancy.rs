@@ -650,14 +650,22 @@ pub async fn initialize(registry: &Registry, obj: Value) -> ApiResult<Value> {
     let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
     let uid = crate::meta::meta_str(&obj, "uid").unwrap_or_default().to_string();
     bootstrap(registry, &name).await?;
-    Ok(mark_ready(registry, &name, &uid).await?.unwrap_or(obj))
+    // The object just created is most likely still the stored one: marking it Ready from it saves
+    // creation a read of the store (a conflict reads it then).
+    let created = revision_of(&obj).map(|rev| (obj.clone(), rev));
+    Ok(mark_ready(registry, &name, &uid, created).await?.unwrap_or(obj))
+}
+
+/// The store revision an object read back from the API carries.
+fn revision_of(obj: &Value) -> Option<i64> {
+    crate::meta::meta_str(obj, "resourceVersion")?.parse().ok()
 }
 
 /// Bring the default RBAC of the live cluster `name` (LogicalCluster uid `uid`) up to this kgate's
 /// policy, and record that on its LogicalCluster.
 async fn refresh(registry: &Registry, name: &str, uid: &str) -> ApiResult<()> {
     reconcile_defaults(registry, name).await?;
-    mark_ready(registry, name, uid).await?;
+    mark_ready(registry, name, uid, None).await?;
     Ok(())
 }
 
@@ -672,12 +680,22 @@ fn is_current(obj: &Value, revision: &str) -> bool {
 /// Record Ready on the LogicalCluster `name` with this uid (and give it the purge finalizer if it was created
 /// before kgate added one, and the policy annotation). Nothing when it is gone, replaced or being deleted: a DELETE
 /// that raced the bootstrap keeps its Terminating status.
-async fn mark_ready(registry: &Registry, name: &str, uid: &str) -> ApiResult<Option<Value>> {
+async fn mark_ready(
+    registry: &Registry,
+    name: &str,
+    uid: &str,
+    mut known: Option<(Value, i64)>,
+) -> ApiResult<Option<Value>> {
     let def = resources::logical_cluster_def();
     let key = object_key(registry, name);
     for _ in 0..MAX_RETRIES {
-        let Some(kv) = registry.store.get(&key).await? else { return Ok(None) };
-        let mut obj = registry.decode(&def, ROOT, &kv)?;
+        let (mut obj, mod_revision) = match known.take() {
+            Some(known) => known,
+            None => {
+                let Some(kv) = registry.store.get(&key).await? else { return Ok(None) };
+                (registry.decode(&def, ROOT, &kv)?, kv.mod_revision)
+            }
+        };
         if crate::meta::meta_str(&obj, "uid").unwrap_or_default() != uid {
             return Ok(None);
         }
@@ -693,7 +711,7 @@ async fn mark_ready(registry: &Registry, name: &str, uid: &str) -> ApiResult<Opt
             .as_object_mut()
             .ok_or_else(|| ApiError::internal(format!("LogicalCluster {name:?}: annotations are not an object")))?
             .insert(POLICY_ANNOTATION.into(), json!(revision));
-        match registry.store.update(&key, crate::registry::encode(&obj), kv.mod_revision).await {
+        match registry.store.update(&key, crate::registry::encode(&obj), mod_revision).await {
             Ok(rev) => {
                 crate::registry::decorate(&mut obj, &def, ROOT, rev);
                 return Ok(Some(obj));

@@ -84,6 +84,11 @@ impl Cursor {
     }
 }
 
+/// Whether `token` reads as the continue token of a list across `shards`: the fuzzer's way in.
+pub fn reads_as_cursor(token: &str, shards: &Shards) -> bool {
+    Cursor::decode(token, shards).is_ok()
+}
+
 /// One shard's page.
 enum Part {
     /// From the watch cache, as stored (boxed: a page of a cache is a few hundred bytes of cursor).
