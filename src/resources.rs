@@ -156,6 +156,7 @@ const NAME_RULES: &[(&str, &str, NameRule)] = &[
     ("rbac.authorization.k8s.io", "rolebindings", NameRule::PathSegment),
     ("rbac.authorization.k8s.io", "clusterroles", NameRule::PathSegment),
     ("rbac.authorization.k8s.io", "clusterrolebindings", NameRule::PathSegment),
+    ("certificates.k8s.io", "certificatesigningrequests", NameRule::PathSegment),
 ];
 
 /// The standard verbs, so that rows can share `&'static` verb lists.

@@ -7,6 +7,8 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use base64::Engine;
+
 use common::{kubectl_ok, Backend, TestServer};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -553,11 +555,34 @@ async fn field_subresources_change_only_their_fields() {
     assert!(st["message"].as_str().unwrap().contains("may not be removed"), "{st}");
 
     let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
-    let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+    let key = rcgen::KeyPair::generate().unwrap();
+    let request =
+        rcgen::CertificateParams::new(vec!["c1.example.com".into()]).unwrap().serialize_request(&key).unwrap();
+    let request = base64::engine::general_purpose::STANDARD.encode(request.pem().unwrap());
+    let mut csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
         "metadata": {"name": "c1"},
-        "spec": {"request": "aGVsbG8=", "signerName": "example.com/signer", "usages": ["client auth"]}});
+        "spec": {"request": "aGVsbG8=", "signerName": "example.com/signer", "usages": ["client auth"],
+                 "username": "system:node:someone-else", "groups": ["example:forged"]}});
+    // A request must be a PEM-encoded PKCS#10 request, as kube parses it.
+    let (code, st) = s.post(csrs, &csr).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert!(st["message"].as_str().unwrap().contains("PEM block type must be CERTIFICATE REQUEST"), "{st}");
+    csr["spec"]["request"] = json!(request);
     let (code, r) = s.post(csrs, &csr).await;
     assert_eq!(code, StatusCode::CREATED, "{r}");
+    // Who asks is who sent it, whatever the body claims: approvers decide by these fields.
+    assert_ne!(r["spec"]["username"], "system:node:someone-else", "{r}");
+    assert!(r["spec"]["username"].as_str().is_some_and(|u| !u.is_empty()), "{r}");
+    let groups = r["spec"]["groups"].as_array().unwrap();
+    assert!(groups.contains(&json!("system:authenticated")) && !groups.contains(&json!("example:forged")), "{r}");
+    // An update of the request itself keeps its spec, as kube's strategy does.
+    let mut forged = r.clone();
+    forged["spec"]["username"] = json!("system:node:someone-else");
+    forged["metadata"]["labels"] = json!({"team": "a"});
+    let (code, r) = s.put(&format!("{csrs}/c1"), &forged).await;
+    assert_eq!(code, StatusCode::OK, "{r}");
+    assert_ne!(r["spec"]["username"], "system:node:someone-else", "{r}");
+    assert_eq!(r["metadata"]["labels"]["team"], "a", "{r}");
     let mut approve = r.clone();
     approve["spec"]["signerName"] = json!("example.com/other");
     approve["status"] =

@@ -253,7 +253,12 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: O
             causes
         }
         None if def.group == "certificates.k8s.io" && def.kind == "CertificateSigningRequest" => {
-            csr_decision_errors(obj, old)
+            let mut causes = csr_decision_errors(obj, old);
+            // An update keeps the stored spec (`prepare_update`): only a create's is checked.
+            if old.is_none() {
+                causes.extend(type_errors(def, obj, None, through));
+            }
+            causes
         }
         None => type_errors(def, obj, old, through),
     };
@@ -297,6 +302,17 @@ fn type_errors(
     };
     causes.extend(super::validation::errors(&def.api_version(), &def.kind, obj, old));
     causes
+}
+
+/// Who asks for a certificate is who sent the request, whatever its body claims (kube's CSR strategy,
+/// `PrepareForCreate`): signers and approvers decide by these fields.
+fn requested_by(csr: &mut Value, user: &crate::auth::Identity) {
+    let Some(spec) = csr.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    for field in ["uid", "extra"] {
+        spec.remove(field);
+    }
+    spec.insert("username".into(), json!(user.user));
+    spec.insert("groups".into(), json!(user.groups));
 }
 
 /// The decisions on a CertificateSigningRequest: an `Approved`, `Denied` or `Failed` condition is there
@@ -708,6 +724,7 @@ impl Registry {
         match (def.group.as_str(), def.kind.as_str()) {
             ("", "Pod") => super::defaults::affinity_label_keys(&mut obj),
             ("", "PersistentVolumeClaim") => super::defaults::claim_data_sources(&mut obj),
+            ("certificates.k8s.io", "CertificateSigningRequest") => requested_by(&mut obj, ctx.user),
             _ => {}
         }
         if def.namespaced {
@@ -1113,6 +1130,10 @@ impl Registry {
                 }
             }
             super::convert::keep_stored_status(def, current, &mut desired);
+            // A request is what its requester sent: an update of the object changes its metadata only.
+            if def.group == "certificates.k8s.io" && def.kind == "CertificateSigningRequest" {
+                desired["spec"] = current["spec"].clone();
+            }
         }
         check_quantities(def, &desired, Some(current))?;
         if let Some(a) = ctx.admit {

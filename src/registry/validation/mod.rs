@@ -26,8 +26,10 @@ use crate::proto::visit::Path;
 use crate::status::{cause, Cause};
 
 mod admission;
+mod certificates;
 mod cluster_kinds;
 mod cron;
+mod flowcontrol;
 mod limits;
 mod network;
 mod pod;
@@ -39,7 +41,9 @@ mod update;
 mod workloads;
 
 use admission::*;
+use certificates::*;
 use cluster_kinds::*;
+use flowcontrol::*;
 use limits::*;
 use network::*;
 use pod::*;
@@ -84,6 +88,9 @@ const CHECKED: &[&str] = &[
     "APIService",
     "Lease",
     "EndpointSlice",
+    "FlowSchema",
+    "PriorityLevelConfiguration",
+    "CertificateSigningRequest",
 ];
 
 /// Causes reported at most: an object of a hundred thousand empty containers (a few bytes each as
@@ -140,6 +147,9 @@ fn errors_of(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) ->
         "APIService" => Some(api_service),
         "Lease" => Some(lease),
         "EndpointSlice" => Some(endpoint_slice),
+        "FlowSchema" => Some(flow_schema),
+        "PriorityLevelConfiguration" => Some(priority_level_configuration),
+        "CertificateSigningRequest" => Some(certificate_signing_request),
         _ => None,
     };
     if let Some(check_own) = own {
