@@ -157,6 +157,8 @@ const NAME_RULES: &[(&str, &str, NameRule)] = &[
     ("rbac.authorization.k8s.io", "clusterroles", NameRule::PathSegment),
     ("rbac.authorization.k8s.io", "clusterrolebindings", NameRule::PathSegment),
     ("certificates.k8s.io", "certificatesigningrequests", NameRule::PathSegment),
+    // An IPAddress is named by its IP, IPv6's colons included: `validation::ip_address` checks it.
+    ("networking.k8s.io", "ipaddresses", NameRule::PathSegment),
 ];
 
 /// The standard verbs, so that rows can share `&'static` verb lists.

@@ -181,6 +181,106 @@ async fn webhook_configurations_are_stored_and_type_checked() {
 }
 
 #[tokio::test]
+async fn cluster_level_kinds_of_real_installs_are_accepted_and_checked() {
+    let s = TestServer::start(Backend::Embedded).await;
+    // (path, a valid object as installs write it, a field made wrong, what kube says of it)
+    let cases = [
+        (
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": "replicas"},
+                "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                    "validations": [{"expression": "object.spec.replicas <= 5"}]}}),
+            ("/spec/validations/0/expression", json!("")),
+            "spec.validations[0].expression: Required value: expression is not specified",
+        ),
+        (
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": "replicas"},
+                "spec": {"policyName": "replicas", "validationActions": ["Deny"]}}),
+            ("/spec/validationActions", json!(["Deny", "Warn"])),
+            "must not contain both Deny and Warn",
+        ),
+        (
+            "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations",
+            json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+                "metadata": {"name": "batch"},
+                "spec": {"type": "Limited", "limited": {"limitResponse": {"type": "Queue", "queuing": {}}}}}),
+            ("/spec/type", json!("Exempt")),
+            "type must be 'Exempt' if and only if name is 'exempt'",
+        ),
+        (
+            "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+            json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "batch"},
+                "spec": {"priorityLevelConfiguration": {"name": "batch"}, "matchingPrecedence": 500, "distinguisherMethod": {"type": "ByUser"},
+                    "rules": [{"subjects": [{"kind": "Group", "group": {"name": "batch"}}],
+                        "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"]}]}]}}),
+            ("/spec/matchingPrecedence", json!(20000)),
+            "spec.matchingPrecedence: Invalid value: 20000: must not be greater than 10000",
+        ),
+        (
+            "/apis/storage.k8s.io/v1/csidrivers",
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "ebs.csi.aws.com"},
+                "spec": {"attachRequired": true, "podInfoOnMount": false, "fsGroupPolicy": "File"}}),
+            ("/spec/fsGroupPolicy", json!("Sometimes")),
+            "spec.fsGroupPolicy: Unsupported value: \"Sometimes\"",
+        ),
+        (
+            "/apis/storage.k8s.io/v1/csinodes",
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "node-1"},
+                "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-0123", "topologyKeys": ["topology.ebs.csi.aws.com/zone"]}]}}),
+            ("/spec/drivers/0/nodeID", json!("")),
+            "spec.drivers[0].nodeID: Required value",
+        ),
+        (
+            "/apis/storage.k8s.io/v1/volumeattachments",
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "csi-1"},
+                "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "node-1", "source": {"persistentVolumeName": "pv-1"}}}),
+            ("/spec/nodeName", json!("Node_1")),
+            "spec.nodeName: Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain",
+        ),
+        (
+            "/apis/storage.k8s.io/v1/namespaces/default/csistoragecapacities",
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity", "metadata": {"name": "cap-1"},
+                "storageClassName": "fast", "capacity": "10Gi"}),
+            ("/storageClassName", json!("Fast!")),
+            "storageClassName: Invalid value: \"Fast!\"",
+        ),
+        (
+            "/apis/networking.k8s.io/v1/ipaddresses",
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress", "metadata": {"name": "2001:db8::1"},
+                "spec": {"parentRef": {"group": "", "resource": "services", "namespace": "default", "name": "web"}}}),
+            ("/metadata/name", json!("2001:db8:0::1")),
+            "metadata.name: Invalid value: \"2001:db8:0::1\": must be in canonical form (\"2001:db8::1\")",
+        ),
+        (
+            "/apis/networking.k8s.io/v1/servicecidrs",
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR", "metadata": {"name": "extra"},
+                "spec": {"cidrs": ["10.100.0.0/16"]}}),
+            ("/spec/cidrs/0", json!("10.100.0.1/16")),
+            "must not have bits set beyond the prefix length",
+        ),
+    ];
+    for (path, obj, (pointer, wrong), says) in cases {
+        let (code, made) = s.post(path, &obj).await;
+        assert_eq!(code, StatusCode::CREATED, "{path}: {made}");
+        let mut bad = obj.clone();
+        *bad.pointer_mut(pointer).unwrap() = wrong;
+        if pointer != "/metadata/name" {
+            bad["metadata"]["name"] = json!("bad");
+        }
+        let (code, st) = s.post(path, &bad).await;
+        assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {st}");
+        assert!(st["message"].as_str().unwrap().contains(says), "{path}: {st}");
+        let name = bad["metadata"]["name"].as_str().unwrap();
+        assert_eq!(s.get(&format!("{path}/{name}")).await.0, StatusCode::NOT_FOUND, "{path}: refused, so not stored");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn pods_are_bound_and_evicted_and_what_needs_a_kubelet_is_refused_clearly() {
     let s = TestServer::start(Backend::Embedded).await;
     let pods = "/api/v1/namespaces/default/pods";

@@ -8,16 +8,6 @@ use super::*;
 /// The review versions kube's webhooks understand.
 const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 
-/// Go's `%#v` of a string slice, as kube shows a list it refuses (`[]string{"a", "b"}`).
-fn go_strings(go_type: &str, list: &[Value]) -> String {
-    let items: Vec<String> = list.iter().map(shown).collect();
-    format!("[]{go_type}{{{}}}", items.join(", "))
-}
-
-fn list<'a>(v: &'a Value, field: &str) -> &'a [Value] {
-    v[field].as_array().map_or(&[][..], Vec::as_slice)
-}
-
 /// A Validating- or MutatingWebhookConfiguration (kube's `validateValidatingWebhookConfiguration` and
 /// its mutating twin). Rules kube relaxed for objects that already broke them (side effects, review
 /// versions, unique names) stay relaxed on updates of such objects.
@@ -94,7 +84,7 @@ fn webhook(map: &Map<String, Value>, at: &str, mutating: bool, strict_side_effec
 }
 
 /// One rule a webhook is called for (kube's `validateRuleWithOperations` and `validateRule`).
-fn rule_with_operations(rule: &Value, at: &str, causes: &mut Vec<Cause>) {
+pub(super) fn rule_with_operations(rule: &Value, at: &str, causes: &mut Vec<Cause>) {
     let field = |f: &str| format!("{at}.{f}");
     let wildcard_alone = |causes: &mut Vec<Cause>, f: &str, go_type: &str, what: &str| {
         let items = list(rule, f);
@@ -290,7 +280,7 @@ fn review_versions(webhook: &Value, at: &str, require_known: bool, causes: &mut 
 
 /// A webhook's match conditions: at most 64, each named once by a qualified name, each with an
 /// expression (not compiled: kgate runs no CEL yet).
-fn match_conditions(conditions: Option<&Value>, at: &str, causes: &mut Vec<Cause>) {
+pub(super) fn match_conditions(conditions: Option<&Value>, at: &str, causes: &mut Vec<Cause>) {
     let conditions = conditions.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     if conditions.len() > 64 {
         let why = format!("Too many: {}: must have at most 64 items", conditions.len());

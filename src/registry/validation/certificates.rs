@@ -145,8 +145,7 @@ fn go_bytes(bytes: Option<&[u8]>) -> String {
 }
 
 /// kube's `ParseCSR`: the first PEM block, of type CERTIFICATE REQUEST, holding a DER request and
-/// nothing after it. kube also checks the request's signature, which kgate does not (x509-parser's
-/// `verify` feature is off). Go's words for DER it cannot read are its ASN.1 decoder's: truncated
+/// nothing after it, signed by its own key. Go's words for DER it cannot read are its ASN.1 decoder's: truncated
 /// and trailing data are worded as Go words them, other faults as x509-parser does.
 fn parse_request(pem: &[u8]) -> Result<(), String> {
     use x509_parser::certification_request::X509CertificationRequest;
@@ -157,11 +156,32 @@ fn parse_request(pem: &[u8]) -> Result<(), String> {
         _ => return Err("PEM block type must be CERTIFICATE REQUEST".to_string()),
     };
     match X509CertificationRequest::from_der(&block.contents) {
-        Ok(([], _)) => Ok(()),
+        Ok(([], request)) => signature_problem(&request).map_or(Ok(()), Err),
         Ok(_) => Err("asn1: syntax error: trailing data".to_string()),
         Err(NomErr::Incomplete(_)) => Err("asn1: syntax error: data truncated".to_string()),
         Err(NomErr::Error(e) | NomErr::Failure(e)) => Err(e.to_string()),
     }
+}
+
+/// Why a request's signature does not hold, in Go's words (`CheckSignature`): a request must be
+/// signed by the key it asks a certificate for. An algorithm the verifier here does not know (RSA-PSS)
+/// is let through rather than refused where kube would take it.
+fn signature_problem(request: &x509_parser::certification_request::X509CertificationRequest<'_>) -> Option<String> {
+    use x509_parser::error::X509Error;
+    match request.verify_signature() {
+        Err(X509Error::SignatureVerificationError) => {}
+        _ => return None,
+    }
+    let algorithm = request.certification_request_info.subject_pki.algorithm.algorithm.to_id_string();
+    Some(
+        match algorithm.as_str() {
+            "1.2.840.113549.1.1.1" => "crypto/rsa: verification error",
+            "1.2.840.10045.2.1" => "x509: ECDSA verification failure",
+            "1.3.101.112" => "x509: Ed25519 verification failure",
+            _ => "x509: signature verification failure",
+        }
+        .to_string(),
+    )
 }
 
 #[cfg(test)]
@@ -229,6 +249,15 @@ mod tests {
             "{got:?}"
         );
         assert!(got[0].ends_with(": asn1: syntax error: trailing data"), "{got:?}");
+
+        // A request signed by another key than the one it names is no request of that key's owner.
+        let (_, mut forged) = request();
+        let last = forged.len() - 1;
+        forged[last] ^= 1;
+        let pem = format!("-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n", b64(&forged));
+        let got = messages(csr(Some(b64(pem.as_bytes())), "example.com/my-signer", json!(["any"])));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].ends_with("...}: x509: ECDSA verification failure"), "{got:?}");
     }
 
     #[test]

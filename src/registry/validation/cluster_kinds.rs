@@ -324,7 +324,7 @@ fn endpoint_address(address_type: &str, address: &str, list: &str, j: usize, cau
 }
 
 /// An IP as Go's `netutils.ParseIPSloppy` reads it (IPv4 octets with leading zeros read as decimal).
-fn sloppy_ip(s: &str) -> Option<std::net::IpAddr> {
+pub(super) fn sloppy_ip(s: &str) -> Option<std::net::IpAddr> {
     let octets: Vec<&str> = s.split('.').collect();
     let decimal = |o: &&str| !o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit());
     if octets.len() == 4 && octets.iter().all(decimal) {

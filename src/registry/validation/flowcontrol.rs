@@ -17,26 +17,9 @@ const MAX_QUEUES: i64 = 10_000_000;
 /// The hash bits shuffle sharding may use (kube's `shufflesharding.MaxHashBits`).
 const MAX_HASH_BITS: i64 = 60;
 
-fn list<'a>(v: &'a Value, field: &str) -> &'a [Value] {
-    v[field].as_array().map_or(&[][..], Vec::as_slice)
-}
-
-fn text<'a>(v: &'a Value, field: &str) -> &'a str {
-    v[field].as_str().unwrap_or_default()
-}
-
 /// A Go pointer that is not nil.
 fn set(v: &Value, field: &str) -> bool {
     v.get(field).is_some_and(|x| !x.is_null())
-}
-
-fn required_why(causes: &mut Vec<Cause>, at: &str, why: &str) {
-    push(causes, cause("FieldValueRequired", at, format!("Required value: {why}")));
-}
-
-/// Go's `%#v` of a string list, as kube shows one it refuses.
-fn go_list(items: &[Value]) -> String {
-    format!("[]string{{{}}}", items.iter().map(shown).collect::<Vec<_>>().join(", "))
 }
 
 fn label_shape(s: &str) -> bool {
@@ -263,7 +246,12 @@ fn wildcard_list(rule: &Value, at: &str, field: &str, what: &str, empty: &str, c
         return true;
     }
     if items.len() > 1 {
-        invalid(causes, here, go_list(items), &format!("if '*' is present, must not specify other {what}"));
+        invalid(
+            causes,
+            here,
+            go_strings("string", items),
+            &format!("if '*' is present, must not specify other {what}"),
+        );
     }
     false
 }
@@ -275,7 +263,8 @@ fn verbs(rule: &Value, at: &str, causes: &mut Vec<Cause>) {
     if plain && !verbs.iter().all(|v| v.as_str().is_some_and(|v| VERBS.contains(&v))) {
         // kube reports the list, not the verb.
         let supported: Vec<String> = VERBS.iter().map(|v| format!("{v:?}")).collect();
-        let message = format!("Unsupported value: {}: supported values: {}", go_list(verbs), supported.join(", "));
+        let message =
+            format!("Unsupported value: {}: supported values: {}", go_strings("string", verbs), supported.join(", "));
         push(causes, cause("FieldValueNotSupported", &format!("{at}.verbs"), message));
     }
 }
@@ -294,7 +283,12 @@ fn resource_rule(rule: &Value, at: &str, causes: &mut Vec<Cause>) {
         required_why(causes, &here, why);
     } else if namespaces.iter().any(|n| n == "*") {
         if namespaces.len() > 1 {
-            invalid(causes, here, go_list(namespaces), "if '*' is present, must not specify other namespaces");
+            invalid(
+                causes,
+                here,
+                go_strings("string", namespaces),
+                "if '*' is present, must not specify other namespaces",
+            );
         }
     } else {
         for (k, namespace) in namespaces.iter().enumerate() {

@@ -25,10 +25,13 @@ use crate::meta;
 use crate::proto::visit::Path;
 use crate::status::{cause, Cause};
 
+mod addresses;
 mod admission;
+mod admission_policy;
 mod certificates;
 mod cluster_kinds;
 mod cron;
+mod csi;
 mod flowcontrol;
 mod limits;
 mod network;
@@ -40,9 +43,12 @@ mod storage;
 mod update;
 mod workloads;
 
+use addresses::*;
 use admission::*;
+use admission_policy::*;
 use certificates::*;
 use cluster_kinds::*;
+use csi::*;
 use flowcontrol::*;
 use limits::*;
 use network::*;
@@ -91,6 +97,14 @@ const CHECKED: &[&str] = &[
     "FlowSchema",
     "PriorityLevelConfiguration",
     "CertificateSigningRequest",
+    "CSIDriver",
+    "CSINode",
+    "VolumeAttachment",
+    "CSIStorageCapacity",
+    "IPAddress",
+    "ServiceCIDR",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 ];
 
 /// Causes reported at most: an object of a hundred thousand empty containers (a few bytes each as
@@ -150,6 +164,14 @@ fn errors_of(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) ->
         "FlowSchema" => Some(flow_schema),
         "PriorityLevelConfiguration" => Some(priority_level_configuration),
         "CertificateSigningRequest" => Some(certificate_signing_request),
+        "CSIDriver" => Some(csi_driver),
+        "CSINode" => Some(csi_node),
+        "VolumeAttachment" => Some(volume_attachment),
+        "CSIStorageCapacity" => Some(csi_storage_capacity),
+        "IPAddress" => Some(ip_address),
+        "ServiceCIDR" => Some(service_cidr),
+        "ValidatingAdmissionPolicy" => Some(validating_admission_policy),
+        "ValidatingAdmissionPolicyBinding" => Some(validating_admission_policy_binding),
         _ => None,
     };
     if let Some(check_own) = own {
@@ -346,6 +368,38 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
 
 fn required(causes: &mut Vec<Cause>, at: String) {
     push(causes, cause("FieldValueRequired", &at, "Required value"));
+}
+
+/// `Required value: <why>`.
+fn required_why(causes: &mut Vec<Cause>, at: &str, why: &str) {
+    push(causes, cause("FieldValueRequired", at, format!("Required value: {why}")));
+}
+
+/// A list field's items (none when absent or not a list).
+fn list<'a>(v: &'a Value, field: &str) -> &'a [Value] {
+    v[field].as_array().map_or(&[][..], Vec::as_slice)
+}
+
+/// A string field (empty when absent or not a string).
+fn text<'a>(v: &'a Value, field: &str) -> &'a str {
+    v[field].as_str().unwrap_or_default()
+}
+
+/// Go's `%#v` of a slice of `go_type`, as kube shows a list it refuses (`[]string{"a", "b"}`).
+fn go_strings(go_type: &str, list: &[Value]) -> String {
+    let items: Vec<String> = list.iter().map(shown).collect();
+    format!("[]{go_type}{{{}}}", items.join(", "))
+}
+
+/// The causes `check` finds, placed under `prefix`: a struct-keyed check makes its paths along the
+/// schema walk, and the kinds checked by their own fields call it outside one.
+fn under(prefix: &str, causes: &mut Vec<Cause>, check: impl FnOnce(&mut Vec<Cause>)) {
+    let mut found = Vec::new();
+    check(&mut found);
+    for mut c in found {
+        c.field = if c.field.is_empty() { prefix.to_string() } else { format!("{prefix}.{}", c.field) };
+        push(causes, c);
+    }
 }
 
 fn invalid(causes: &mut Vec<Cause>, at: String, shown: String, why: &str) {

@@ -151,7 +151,7 @@ pub(super) fn ingress_backend(map: &Map<String, Value>, path: &Path, causes: &mu
 
 /// A CIDR as Go's `ParseCIDR` reads it, sloppily as kube's legacy fields do (IPv4 octets with leading
 /// zeros read as decimal): whether IPv6, the address as a number, the prefix length.
-fn cidr(s: &str) -> Option<(bool, u128, u32)> {
+pub(super) fn cidr(s: &str) -> Option<(bool, u128, u32)> {
     let (ip, prefix) = s.split_once('/')?;
     let prefix_ok = !prefix.is_empty() && prefix.len() <= 3 && prefix.bytes().all(|b| b.is_ascii_digit());
     let prefix: u32 = prefix.parse().ok().filter(|_| prefix_ok)?;

@@ -4,7 +4,7 @@
 
 use super::*;
 
-const ACCESS_MODES: &[&str] = &["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"];
+pub(super) const ACCESS_MODES: &[&str] = &["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"];
 
 /// Access modes (kube's `ValidatePersistentVolumeClaimSpec` and `ValidatePersistentVolumeSpec`): at
 /// least one (`why` says so for a claim; a volume's says nothing), each known, and `ReadWriteOncePod`
@@ -90,7 +90,7 @@ pub(super) fn claim(spec: &Value, causes: &mut Vec<Cause>) {
 }
 
 /// The sources a volume may have, in the order kube looks at them, with the names its errors use.
-const VOLUME_SOURCES: &[&str] = &[
+pub(super) const VOLUME_SOURCES: &[&str] = &[
     "hostPath",
     "gcePersistentDisk",
     "awsElasticBlockStore",

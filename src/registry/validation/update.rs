@@ -89,6 +89,10 @@ pub fn update_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
         "Job" => job_update(old, new, &mut causes),
         "PersistentVolumeClaim" => claim_update(old, new, &mut causes),
         "PersistentVolume" => volume_update(old, new, &mut causes),
+        "CSINode" => csi_node_update(old, new, &mut causes),
+        "CSIStorageCapacity" => csi_storage_capacity_update(old, new, &mut causes),
+        "IPAddress" => ip_address_update(old, new, &mut causes),
+        "ServiceCIDR" => service_cidr_update(old, new, &mut causes),
         // A cluster's objects are on its shard: moving them is not an edit of a field.
         "LogicalCluster" => {
             let shard = |o: &Value| crate::shard::of(o).unwrap_or(crate::shard::DEFAULT).to_string();
