@@ -281,3 +281,38 @@ fn composite_resource_versions_and_cursors_of_many_parts() {
         kgate::fuzzing::continue_token,
     );
 }
+
+#[test]
+fn apparmor_annotations_over_many_containers() {
+    // Each AppArmor annotation names a container the pod must have: looking it up must not cost
+    // every container again.
+    grows_linearly(
+        "pod: n AppArmor annotations and n containers",
+        1000,
+        |n| {
+            let annotations: serde_json::Map<String, serde_json::Value> = (0..n)
+                .map(|i| {
+                    (format!("container.apparmor.security.beta.kubernetes.io/c{i}"), serde_json::json!("unconfined"))
+                })
+                .collect();
+            json(
+                serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": annotations},
+                "spec": {"containers": (0..n).map(|i| serde_json::json!({"name": format!("c{i}"), "image": "x"})).collect::<Vec<_>>()}}),
+            )
+        },
+        kgate::fuzzing::body,
+    );
+}
+
+#[test]
+fn csi_nodes_of_many_drivers_updated() {
+    grows_linearly(
+        "CSINode update: n drivers kept",
+        1000,
+        |n| {
+            json(serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "n"},
+                "spec": {"drivers": (0..n).map(|i| serde_json::json!({"name": format!("d{i}.example.com"), "nodeID": "x"})).collect::<Vec<_>>()}}))
+        },
+        kgate::fuzzing::body,
+    );
+}

@@ -282,9 +282,21 @@ fn computed(name: &str, map: &mut Map<String, Value>) {
 
 /// A new claim's data source given both ways (kube's `NormalizeDataSources`, on creates only): the
 /// old `dataSource` copied to `dataSourceRef`, or a `dataSourceRef` within the claim's namespace copied
-/// back, so that provisioners reading either field find it.
+/// back, so that provisioners reading either field find it. First, as kube's
+/// `EnforceDataSourceBackwardsCompatibility`, an old-style `dataSource` of anything but a claim or a
+/// volume snapshot is dropped: before populators, such a claim got an empty volume, and still does.
 pub(super) fn claim_data_sources(claim: &mut Value) {
     let Some(spec) = claim.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    if let Some(source) = spec.get("dataSource").filter(|s| s.is_object()) {
+        let group = source["apiGroup"].as_str().unwrap_or_default();
+        let known = matches!(
+            (group, source["kind"].as_str().unwrap_or_default()),
+            ("", "PersistentVolumeClaim") | ("snapshot.storage.k8s.io", "VolumeSnapshot")
+        );
+        if !known {
+            spec.remove("dataSource");
+        }
+    }
     let given = |v: Option<&Value>| v.filter(|v| v.is_object()).cloned();
     let reference = |v: &Value| {
         let mut out = Map::new();

@@ -253,12 +253,12 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: O
             causes
         }
         None if def.group == "certificates.k8s.io" && def.kind == "CertificateSigningRequest" => {
-            let mut causes = csr_decision_errors(obj, old);
-            // An update keeps the stored spec (`prepare_update`): only a create's is checked.
-            if old.is_none() {
-                causes.extend(type_errors(def, obj, None, through));
+            // A create's status is dropped (kube clears it); an update keeps the stored spec
+            // (`prepare_update`): so decisions are checked on updates, the request on creates.
+            match old {
+                Some(_) => csr_decision_errors(obj, old),
+                None => type_errors(def, obj, None, through),
             }
-            causes
         }
         None => type_errors(def, obj, old, through),
     };

@@ -269,7 +269,7 @@ fn audit_annotations(annotations: &[Value], policy: &str, causes: &mut Vec<Cause
 }
 
 /// A ValidatingAdmissionPolicyBinding (kube's `ValidateValidatingAdmissionPolicyBinding`; its update
-/// check is the same). kube names the match resources `matchResouces` in its paths, and so does this.
+/// check is the same).
 pub(super) fn validating_admission_policy_binding(obj: &Value, causes: &mut Vec<Cause>) {
     let spec = &obj["spec"];
     match text(spec, "policyName") {
@@ -284,7 +284,7 @@ pub(super) fn validating_admission_policy_binding(obj: &Value, causes: &mut Vec<
         parameters(param_ref, causes);
     }
     if let Some(resources) = present(spec, "matchResources") {
-        match_resources(resources, "spec.matchResouces", causes);
+        match_resources(resources, "spec.matchResources", causes);
     }
     validation_actions(list(spec, "validationActions"), causes);
 }
@@ -592,9 +592,9 @@ mod tests {
             [
                 "spec.paramRef: Required value: one of name or selector must be specified",
                 r#"spec.paramRef.parameterNotFoundAction: Unsupported value: "Ignore": supported values: "Deny", "Allow""#,
-                r#"spec.matchResouces.matchPolicy: Unsupported value: "Sometimes": supported values: "Equivalent", "Exact""#,
-                "spec.matchResouces.namespaceSelector: Required value",
-                "spec.matchResouces.objectSelector: Required value",
+                r#"spec.matchResources.matchPolicy: Unsupported value: "Sometimes": supported values: "Equivalent", "Exact""#,
+                "spec.matchResources.namespaceSelector: Required value",
+                "spec.matchResources.objectSelector: Required value",
             ]
         );
     }

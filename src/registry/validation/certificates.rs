@@ -172,7 +172,14 @@ fn signature_problem(request: &x509_parser::certification_request::X509Certifica
         Err(X509Error::SignatureVerificationError) => {}
         _ => return None,
     }
-    let algorithm = request.certification_request_info.subject_pki.algorithm.algorithm.to_id_string();
+    let key = &request.certification_request_info.subject_pki;
+    // The verifier here takes RSA keys of 2048 to 8192 bits; Go takes others that kube passes.
+    if let Ok(x509_parser::public_key::PublicKey::RSA(rsa)) = key.parsed() {
+        if !(2048..=8192).contains(&rsa.key_size()) {
+            return None;
+        }
+    }
+    let algorithm = key.algorithm.algorithm.to_id_string();
     Some(
         match algorithm.as_str() {
             "1.2.840.113549.1.1.1" => "crypto/rsa: verification error",

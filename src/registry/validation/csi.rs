@@ -101,11 +101,13 @@ pub(super) fn csi_node_update(old: &Value, new: &Value, causes: &mut Vec<Cause>)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     };
-    for was in list(&old["spec"]["drivers"]) {
-        for is in list(&new["spec"]["drivers"]) {
-            if was["name"] == is["name"] && plain(was) != plain(is) {
-                invalid(causes, "spec.drivers".into(), shown(is), "field is immutable");
-            }
+    // By name: a node of many drivers costs their number, not its square.
+    let before: std::collections::HashMap<&str, &Value> =
+        list(&old["spec"]["drivers"]).iter().filter_map(|d| Some((d["name"].as_str()?, d))).collect();
+    for is in list(&new["spec"]["drivers"]) {
+        let was = is["name"].as_str().and_then(|n| before.get(n));
+        if was.is_some_and(|was| plain(was) != plain(is)) {
+            invalid(causes, "spec.drivers".into(), shown(is), "field is immutable");
         }
     }
 }

@@ -352,8 +352,15 @@ pub(super) fn pod_annotations(map: &Map<String, Value>, path: &Path, causes: &mu
     let Some(annotations) = map.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object) else {
         return;
     };
-    let at = format!("{}.annotations", path.child("metadata"));
+    // kube names a Pod's at `metadata.annotations`, a template's at `<template>.annotations`.
+    let at = if path.render().is_empty() { "metadata.annotations".to_string() } else { path.child("annotations") };
     let spec = map.get("spec").unwrap_or(&Value::Null);
+    // Once, not per annotation: a body of many annotations and many containers must not cost their product.
+    let containers: HashSet<&str> = ["containers", "initContainers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|list| spec.get(*list).and_then(Value::as_array).into_iter().flatten())
+        .filter_map(|c| c["name"].as_str())
+        .collect();
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
     if let Some(v) = annotations.get("kubernetes.io/config.mirror") {
         if is_empty(spec.get("nodeName")) {
@@ -385,10 +392,7 @@ pub(super) fn pod_annotations(map: &Map<String, Value>, path: &Path, causes: &mu
             }
         } else if let Some(container) = key.strip_prefix("container.apparmor.security.beta.kubernetes.io/") {
             let at = format!("{at}[{key}]");
-            let containers = ["containers", "initContainers", "ephemeralContainers"]
-                .iter()
-                .flat_map(|list| spec.get(*list).and_then(Value::as_array).into_iter().flatten());
-            if !containers.into_iter().any(|c| c["name"] == container) {
+            if !containers.contains(container) {
                 invalid(causes, at.clone(), format!("{container:?}"), "container not found");
             }
             let known = ["", "runtime/default", "unconfined"].contains(&profile.as_str());

@@ -959,7 +959,7 @@ fn a_pods_annotations_are_read_as_kube_reads_them() {
         "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
     assert_eq!(
         messages("apps/v1", "StatefulSet", sts),
-        ["spec.template.metadata.annotations[controller.kubernetes.io/pod-deletion-cost]: Invalid value: \"99999999999\": must be a 32bit integer"]
+        ["spec.template.annotations[controller.kubernetes.io/pod-deletion-cost]: Invalid value: \"99999999999\": must be a 32bit integer"]
     );
     // An AppArmor annotation is the pod's from its creation on.
     let (old, new) = (pod(json!({})), pod(json!({"container.apparmor.security.beta.kubernetes.io/web": "unconfined"})));
@@ -990,6 +990,9 @@ fn a_claims_two_data_sources_agree() {
         claim(json!({"dataSourceRef": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s"}}));
     crate::registry::defaults::claim_data_sources(&mut back);
     assert_eq!(back["spec"]["dataSource"]["kind"], "VolumeSnapshot");
+    let mut populated = claim(json!({"dataSource": {"apiGroup": "example.io", "kind": "Seed", "name": "s"}}));
+    crate::registry::defaults::claim_data_sources(&mut populated);
+    assert!(populated["spec"].get("dataSource").is_none() && populated["spec"].get("dataSourceRef").is_none());
     let mut elsewhere =
         claim(json!({"dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "a", "namespace": "other"}}));
     crate::registry::defaults::claim_data_sources(&mut elsewhere);
@@ -999,4 +1002,28 @@ fn a_claims_two_data_sources_agree() {
         messages("v1", "PersistentVolumeClaim", differ),
         ["spec: Invalid value: \"spec.dataSource\": must match dataSourceRef"]
     );
+}
+
+#[test]
+fn a_refused_value_is_shown_only_so_far() {
+    // kube shows a mandatory FlowSchema's whole spec; a spec of a megabyte must not make a message of one.
+    let subjects: Vec<Value> =
+        (0..20_000).map(|i| json!({"kind": "User", "user": {"name": format!("u{i}")}})).collect();
+    let fs = json!({"metadata": {"name": "exempt"}, "spec": {"matchingPrecedence": 1,
+        "priorityLevelConfiguration": {"name": "exempt"}, "rules": [{"subjects": subjects,
+        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}});
+    let got = errors("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", &fs, None);
+    let spec = got.iter().find(|c| c.field == "spec").expect("the fixed spec is refused");
+    assert!(spec.message.len() <= MAX_MESSAGE + 3 && spec.message.ends_with("..."), "{}", spec.message.len());
+}
+
+#[test]
+fn a_bad_deletion_cost_once_stored_may_change() {
+    let pod = |cost: &str| {
+        json!({"metadata": {"name": "p", "annotations": {"controller.kubernetes.io/pod-deletion-cost": cost}},
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]}})
+    };
+    // As kube's `AllowInvalidPodDeletionCost`: once the old pod had a bad one, any goes.
+    assert!(errors("v1", "Pod", &pod("+6"), Some(&pod("+5"))).is_empty());
+    assert_eq!(errors("v1", "Pod", &pod("+6"), Some(&pod("5"))).len(), 1);
 }
