@@ -218,38 +218,49 @@ const ANNOTATIONS_MAX: usize = 256 * 1024;
 
 /// Validate `metadata.labels` and `metadata.annotations`, returning field causes.
 pub fn validate_labels_annotations(meta: &Map<String, Value>) -> Vec<Cause> {
+    labels_annotations_errors(meta, "metadata.labels", "metadata.annotations")
+}
+
+/// The labels' and annotations' errors of an object's metadata, or of a pod template's (which kube
+/// names `spec.template.labels` and `spec.template.annotations`), at the paths given.
+pub fn labels_annotations_errors(meta: &Map<String, Value>, labels_at: &str, annotations_at: &str) -> Vec<Cause> {
+    // As `label_errors`: a map of many bad keys must not make an answer many times the body.
+    const MAX_CAUSES: usize = 256;
     let mut out = Vec::new();
     match meta.get("labels") {
-        Some(Value::Object(labels)) => label_errors(labels, "metadata.labels", &mut out),
+        Some(Value::Object(labels)) => label_errors(labels, labels_at, &mut out),
         None | Some(Value::Null) => {}
-        Some(_) => out.push(cause("FieldValueInvalid", "metadata.labels", "must be an object of strings")),
+        Some(_) => out.push(cause("FieldValueInvalid", labels_at, "must be an object of strings")),
     }
     match meta.get("annotations") {
         Some(Value::Object(ann)) => {
             let mut total = 0;
             for (k, v) in ann {
                 for e in qualified_name_errors(k) {
-                    out.push(cause("FieldValueInvalid", "metadata.annotations", format!("Invalid value: {k:?}: {e}")));
+                    if out.len() < MAX_CAUSES {
+                        out.push(cause("FieldValueInvalid", annotations_at, format!("Invalid value: {k:?}: {e}")));
+                    }
                 }
                 match v.as_str() {
                     Some(s) => total += k.len() + s.len(),
-                    None => out.push(cause(
+                    None if out.len() < MAX_CAUSES => out.push(cause(
                         "FieldValueInvalid",
-                        "metadata.annotations",
+                        annotations_at,
                         format!("Invalid value: {v}: must be a string"),
                     )),
+                    None => {}
                 }
             }
             if total > ANNOTATIONS_MAX {
                 out.push(cause(
                     "FieldValueTooLong",
-                    "metadata.annotations",
+                    annotations_at,
                     format!("Too long: must have at most {ANNOTATIONS_MAX} bytes"),
                 ));
             }
         }
         None | Some(Value::Null) => {}
-        Some(_) => out.push(cause("FieldValueInvalid", "metadata.annotations", "must be an object of strings")),
+        Some(_) => out.push(cause("FieldValueInvalid", annotations_at, "must be an object of strings")),
     }
     out
 }

@@ -347,12 +347,9 @@ fn validation_actions(actions: &[Value], causes: &mut Vec<Cause>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::lines;
     use super::*;
     use serde_json::json;
-
-    fn lines(causes: Vec<Cause>) -> Vec<String> {
-        causes.into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
-    }
 
     fn valid_spec() -> Value {
         json!({

@@ -210,9 +210,7 @@ mod tests {
     }
 
     fn messages(obj: Value) -> Vec<String> {
-        let mut causes = Vec::new();
-        certificate_signing_request(&obj, &mut causes);
-        causes.into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+        super::super::testing::check(certificate_signing_request, obj)
     }
 
     /// A signed request for `example.com`, as PEM and as DER.

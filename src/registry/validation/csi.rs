@@ -261,24 +261,9 @@ pub(super) fn csi_storage_capacity_update(old: &Value, new: &Value, causes: &mut
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{check, update};
     use super::*;
     use serde_json::json;
-
-    fn lines(causes: Vec<Cause>) -> Vec<String> {
-        causes.into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
-    }
-
-    fn check(f: fn(&Value, &mut Vec<Cause>), obj: Value) -> Vec<String> {
-        let mut causes = Vec::new();
-        f(&obj, &mut causes);
-        lines(causes)
-    }
-
-    fn update(f: fn(&Value, &Value, &mut Vec<Cause>), old: Value, new: Value) -> Vec<String> {
-        let mut causes = Vec::new();
-        f(&old, &new, &mut causes);
-        lines(causes)
-    }
 
     fn subdomain() -> String {
         meta::validate_dns1123_subdomain("A").unwrap_err()

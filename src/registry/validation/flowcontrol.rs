@@ -463,9 +463,7 @@ mod tests {
     use serde_json::json;
 
     fn messages(check: fn(&Value, &mut Vec<Cause>), name: &str, spec: Value) -> Vec<String> {
-        let mut causes = Vec::new();
-        check(&json!({"metadata": {"name": name}, "spec": spec}), &mut causes);
-        causes.into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+        super::super::testing::check(check, json!({"metadata": {"name": name}, "spec": spec}))
     }
 
     #[test]

@@ -511,5 +511,29 @@ fn config_keys(map: &Map<String, Value>, field: &str, path: &Path, causes: &mut 
     }
 }
 
+/// What the checks' unit tests share: a check's causes as `field: message` lines.
+#[cfg(test)]
+mod testing {
+    use super::*;
+
+    pub(super) fn lines(causes: Vec<Cause>) -> Vec<String> {
+        causes.into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+    }
+
+    /// The causes of a kind's own check of `obj`.
+    pub(super) fn check(f: fn(&Value, &mut Vec<Cause>), obj: Value) -> Vec<String> {
+        let mut causes = Vec::new();
+        f(&obj, &mut causes);
+        lines(causes)
+    }
+
+    /// The causes of a kind's update check from `old` to `new`.
+    pub(super) fn update(f: fn(&Value, &Value, &mut Vec<Cause>), old: Value, new: Value) -> Vec<String> {
+        let mut causes = Vec::new();
+        f(&old, &new, &mut causes);
+        lines(causes)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -349,6 +349,13 @@ pub(super) fn csi_volume(map: &Map<String, Value>, path: &Path, causes: &mut Vec
 /// `ValidatePodSpecificAnnotations`): a mirror pod's node, a whole deletion cost, and the seccomp and
 /// AppArmor annotations that came before the fields (still honoured by kubelets, so still checked).
 pub(super) fn pod_annotations(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    // A template's labels and annotations are checked as an object's are (kube's
+    // `ValidatePodTemplateSpec`), its annotations' size bounded too; a Pod's are, as its metadata.
+    if let (false, Some(meta)) = (path.render().is_empty(), map.get("metadata").and_then(Value::as_object)) {
+        for c in meta::labels_annotations_errors(meta, &path.child("labels"), &path.child("annotations")) {
+            push(causes, c);
+        }
+    }
     let Some(annotations) = map.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object) else {
         return;
     };

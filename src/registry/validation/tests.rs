@@ -961,6 +961,13 @@ fn a_pods_annotations_are_read_as_kube_reads_them() {
         messages("apps/v1", "StatefulSet", sts),
         ["spec.template.annotations[controller.kubernetes.io/pod-deletion-cost]: Invalid value: \"99999999999\": must be a 32bit integer"]
     );
+    // A template's labels and annotations are an object's, its annotations' size bounded.
+    let deploy = json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {
+        "labels": {"a": "b", "bad key!": "x"}, "annotations": {"big": "x".repeat(300 * 1024)}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let got = messages("apps/v1", "Deployment", deploy);
+    holds_all(&got, &["spec.template.annotations: Too long: must have at most 262144 bytes"]);
+    assert!(got.iter().any(|g| g.starts_with("spec.template.labels: Invalid value: \"bad key!\"")), "{got:?}");
     // An AppArmor annotation is the pod's from its creation on.
     let (old, new) = (pod(json!({})), pod(json!({"container.apparmor.security.beta.kubernetes.io/web": "unconfined"})));
     assert_eq!(
