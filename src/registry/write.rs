@@ -289,7 +289,9 @@ fn type_errors(
         v.as_object().into_iter().flatten().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")).collect()
     }
     // A pod's annotations are read by kube's checks too (mirror pod, deletion cost, seccomp, AppArmor).
-    let annotations = |v: &Value| meta::metadata(v).and_then(|m| m.get("annotations")).cloned();
+    fn annotations(v: &Value) -> Option<&Value> {
+        meta::metadata(v).and_then(|m| m.get("annotations")).filter(|a| !a.is_null())
+    }
     let same = |o: &Value| content(o) == content(obj) && (def.kind != "Pod" || annotations(o) == annotations(obj));
     // kube's binding writes the node to storage unchecked: a pod stored before a check existed is
     // still scheduled.

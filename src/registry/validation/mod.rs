@@ -207,7 +207,8 @@ fn errors_of(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) ->
     // templates, which are no volumes of the template's); the restart policy is checked with the spec.
     let statefulset = kind == "StatefulSet";
     crate::proto::visit::visit_structs(api_version, kind, &mut obj.clone(), 0, &mut |name, map, path| {
-        // Its template's annotations are checked all the same (kube's `ValidatePodTemplateSpecForStatefulSet`).
+        // Its template's labels and annotations are checked all the same (kube's
+        // `ValidatePodTemplateSpecForStatefulSet`).
         let template = name == "core.v1.PodTemplateSpec";
         if causes.len() < MAX_CAUSES && !(statefulset && !template && path.render().starts_with("spec.template")) {
             check(name, map, path, &mut causes)
