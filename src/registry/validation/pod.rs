@@ -251,11 +251,11 @@ pub(super) fn seccomp_profile(map: &Map<String, Value>, path: &Path, causes: &mu
                 causes,
                 cause("FieldValueRequired", &at, "Required value: must be set when seccomp type is Localhost"),
             ),
-            Some(p) if p.starts_with('/') => invalid(causes, at, format!("{p:?}"), "must be a relative path"),
-            Some(p) if p.split('/').any(|s| s == "..") => {
-                invalid(causes, at, format!("{p:?}"), "must not contain '..'")
+            Some(p) => {
+                if let Some(why) = local_path_problem(p) {
+                    invalid(causes, at, format!("{p:?}"), why);
+                }
             }
-            Some(_) => {}
         },
         "RuntimeDefault" | "Unconfined" => {
             if profile.is_some() {
@@ -351,7 +351,8 @@ pub(super) fn csi_volume(map: &Map<String, Value>, path: &Path, causes: &mut Vec
 pub(super) fn pod_annotations(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     // A template's labels and annotations are checked as an object's are (kube's
     // `ValidatePodTemplateSpec`), its annotations' size bounded too; a Pod's are, as its metadata.
-    if let (false, Some(meta)) = (path.render().is_empty(), map.get("metadata").and_then(Value::as_object)) {
+    let pod = path.render().is_empty();
+    if let (false, Some(meta)) = (pod, map.get("metadata").and_then(Value::as_object)) {
         for c in meta::labels_annotations_errors(meta, &path.child("labels"), &path.child("annotations")) {
             push(causes, c);
         }
@@ -360,7 +361,7 @@ pub(super) fn pod_annotations(map: &Map<String, Value>, path: &Path, causes: &mu
         return;
     };
     // kube names a Pod's at `metadata.annotations`, a template's at `<template>.annotations`.
-    let at = if path.render().is_empty() { "metadata.annotations".to_string() } else { path.child("annotations") };
+    let at = if pod { "metadata.annotations".to_string() } else { path.child("annotations") };
     let spec = map.get("spec").unwrap_or(&Value::Null);
     // Once, not per annotation: a body of many annotations and many containers must not cost their product.
     let containers: HashSet<&str> = ["containers", "initContainers", "ephemeralContainers"]
@@ -368,7 +369,6 @@ pub(super) fn pod_annotations(map: &Map<String, Value>, path: &Path, causes: &mu
         .flat_map(|list| spec.get(*list).and_then(Value::as_array).into_iter().flatten())
         .filter_map(|c| c["name"].as_str())
         .collect();
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
     if let Some(v) = annotations.get("kubernetes.io/config.mirror") {
         if is_empty(spec.get("nodeName")) {
             let why = "must set spec.nodeName if mirror pod annotation is set";
@@ -376,25 +376,25 @@ pub(super) fn pod_annotations(map: &Map<String, Value>, path: &Path, causes: &mu
         }
     }
     if let Some(v) = annotations.get("controller.kubernetes.io/pod-deletion-cost") {
-        if !deletion_cost(&text(v)) {
+        if !deletion_cost(v.as_str().unwrap_or_default()) {
             let at = format!("{at}[controller.kubernetes.io/pod-deletion-cost]");
             invalid(causes, at, shown(v), "must be a 32bit integer");
         }
     }
     for (key, v) in annotations {
-        let (key, profile) = (key.as_str(), text(v));
+        let (key, profile) = (key.as_str(), v.as_str().unwrap_or_default());
         if key == "seccomp.security.alpha.kubernetes.io/pod"
             || key.starts_with("container.seccomp.security.alpha.kubernetes.io/")
         {
             // kube names these as a child field, not as a map key.
             let at = format!("{at}.{key}");
             match profile.strip_prefix("localhost/") {
-                _ if ["runtime/default", "docker/default", "unconfined"].contains(&profile.as_str()) => {}
-                Some(p) if p.starts_with('/') => invalid(causes, at, format!("{p:?}"), "must be a relative path"),
-                Some(p) if p.split('/').any(|s| s == "..") => {
-                    invalid(causes, at, format!("{p:?}"), "must not contain '..'")
+                _ if ["runtime/default", "docker/default", "unconfined"].contains(&profile) => {}
+                Some(p) => {
+                    if let Some(why) = local_path_problem(p) {
+                        invalid(causes, at, format!("{p:?}"), why);
+                    }
                 }
-                Some(_) => {}
                 None => invalid(causes, at, format!("{profile:?}"), "must be a valid seccomp profile"),
             }
         } else if let Some(container) = key.strip_prefix("container.apparmor.security.beta.kubernetes.io/") {
@@ -402,11 +402,23 @@ pub(super) fn pod_annotations(map: &Map<String, Value>, path: &Path, causes: &mu
             if !containers.contains(container) {
                 invalid(causes, at.clone(), format!("{container:?}"), "container not found");
             }
-            let known = ["", "runtime/default", "unconfined"].contains(&profile.as_str());
+            let known = ["", "runtime/default", "unconfined"].contains(&profile);
             if !known && !profile.starts_with("localhost/") {
                 invalid(causes, at, format!("{profile:?}"), &format!("invalid AppArmor profile name: {profile:?}"));
             }
         }
+    }
+}
+
+/// What is wrong with a profile's path on the node (kube's `validateLocalDescendingPath`): it must
+/// stay below the kubelet's profile directory.
+fn local_path_problem(p: &str) -> Option<&'static str> {
+    if p.starts_with('/') {
+        Some("must be a relative path")
+    } else if p.split('/').any(|s| s == "..") {
+        Some("must not contain '..'")
+    } else {
+        None
     }
 }
 
