@@ -45,6 +45,11 @@ async fn list_namespaces(k: &KgateProcess, client: &reqwest::Client) -> (f64, us
     (start.elapsed().as_secs_f64(), list["items"].as_array().map_or(0, Vec::len))
 }
 
+/// CPU milliseconds per cluster each process spent between two readings.
+fn cpu_per_cluster(before: [f64; 3], after: [f64; 3], clusters: usize) -> [f64; 3] {
+    std::array::from_fn(|i| (after[i] - before[i]) / clusters as f64)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -78,7 +83,10 @@ async fn main() {
     let n = clusters();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = k.rss_kib();
+    let cpu = |k: &KgateProcess| [k.cpu_ms(), a.cpu_ms(), b.cpu_ms()];
+    let cpu_before = cpu(&k);
     let rate = k.create_clusters("c", n, CONCURRENCY).await;
+    let cpu_used = cpu_per_cluster(cpu_before, cpu(&k), n);
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = k.rss_kib();
     let per_cluster = after.saturating_sub(before) as f64 / n as f64;
@@ -89,6 +97,10 @@ async fn main() {
         "memory per empty cluster: {per_cluster:.1} KiB (RSS {:.1} -> {:.1} MiB) [target <= 10 KiB]",
         before as f64 / 1024.0,
         after as f64 / 1024.0
+    );
+    println!(
+        "CPU per cluster created: kgate {:.2} ms, default shard's etcd {:.2} ms, shard b's etcd {:.2} ms",
+        cpu_used[0], cpu_used[1], cpu_used[2]
     );
 
     // Raw etcd doing the store work of as many creations, in the same run: the LogicalCluster's create
@@ -163,6 +175,7 @@ async fn main() {
     );
 
     // (After the deletions, so that they run on stores of the size they had.)
+    let etcd_before = cpu(&k);
     let raw_rate = common::ops_per_second(raw, CONCURRENCY, {
         let stores = stores.clone();
         move |i| {
@@ -182,11 +195,16 @@ async fn main() {
         }
     })
     .await;
+    let raw_cpu = cpu_per_cluster(etcd_before, cpu(&k), raw);
     println!(
         "raw etcd, the same store work ({} keys, {:.1} KiB per cluster): {raw_rate:.0} clusters/s; kgate {:.2}x",
         keys,
         bytes as f64 / 1024.0,
         rate / raw_rate
+    );
+    println!(
+        "CPU per cluster created raw: default shard's etcd {:.2} ms, shard b's etcd {:.2} ms",
+        raw_cpu[1], raw_cpu[2]
     );
 
     // The list across shards against the same list on one etcd: two fresh servers, as many clusters.

@@ -10,6 +10,7 @@
 //!
 //! `manifests` applies the LogicalCluster files of `--tenants-dir` at start.
 
+mod fresh;
 mod lifecycle;
 mod manifests;
 
@@ -20,6 +21,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 pub use crate::registry::footprint::TenantLimits;
+use crate::registry::footprint::Usage;
 pub use lifecycle::{purge, resume_bootstraps, Lifecycle};
 pub use manifests::{apply_dir, ManifestError};
 
@@ -277,13 +279,13 @@ impl Directory {
 /// Create what a new logical cluster starts with, or bring what it has up to this kgate's defaults
 /// (idempotent). Writes nothing once the cluster is being deleted.
 pub async fn bootstrap(registry: &Registry, cluster: &str) -> ApiResult<()> {
-    write_defaults(registry, cluster, true).await
+    write_defaults(registry, cluster, true, None).await.map(drop)
 }
 
 /// `bootstrap` for a cluster that has its defaults already (root at start, a cluster an older kgate
 /// made): each object is read before anything is written, rather than created first.
 pub async fn reconcile_defaults(registry: &Registry, cluster: &str) -> ApiResult<()> {
-    write_defaults(registry, cluster, false).await
+    write_defaults(registry, cluster, false, None).await.map(drop)
 }
 
 /// A namespace as a new cluster's starts with it.
@@ -298,25 +300,26 @@ fn namespace(ns: &str) -> Value {
 }
 
 /// Every object a new cluster starts with, by key: what `write_defaults` writes one by one, for one
-/// atomic create (about thirty keys; one store round trip rather than one each).
-fn fresh_objects(registry: &Registry, cluster: &str) -> Vec<(String, Vec<u8>)> {
+/// atomic create (about thirty keys; one store round trip rather than one each). `fresh::objects`
+/// makes the same, faster.
+fn fresh_values(registry: &Registry, cluster: &str) -> Vec<(String, Value)> {
     let mut items = Vec::new();
     let key = |group: &str, plural: &str, ns: Option<&str>, name: &str| {
         keys::object(&registry.prefix, group, plural, cluster, ns, name)
     };
     for ns in INITIAL_NAMESPACES {
-        items.push((key("core", "namespaces", None, ns), crate::registry::encode(&namespace(ns))));
+        items.push((key("core", "namespaces", None, ns), namespace(ns)));
         for (plural, name, obj) in registry.namespace_defaults(ns) {
-            items.push((key("core", plural, Some(ns), name), crate::registry::encode(&obj)));
+            items.push((key("core", plural, Some(ns), name), obj));
         }
     }
     if let Some(facts) = registry.published.clone() {
         for (group, plural, name, obj) in api_service(&facts) {
-            items.push((key(group, plural, Some("default"), name), crate::registry::encode(&obj)));
+            items.push((key(group, plural, Some("default"), name), obj));
         }
     }
     for (plural, name, obj) in default_rbac() {
-        items.push((key("rbac.authorization.k8s.io", plural, None, &name), crate::registry::encode(&obj)));
+        items.push((key("rbac.authorization.k8s.io", plural, None, &name), obj));
     }
     items
 }
@@ -343,8 +346,21 @@ fn with_identity(mut obj: Value) -> Value {
     obj
 }
 
-async fn write_defaults(registry: &Registry, cluster: &str, fresh: bool) -> ApiResult<()> {
-    let Some(mut writes) = Defaults::new(registry, cluster, fresh).await? else { return Ok(()) };
+/// Write a cluster's defaults (see `bootstrap` and `reconcile_defaults`), guarded by `known` (the
+/// LogicalCluster as just written) rather than by a fresh read of it. Returns what the cluster holds
+/// when it was all created at once, so that the LogicalCluster can record its usage in the write that
+/// marks it Ready.
+async fn write_defaults(
+    registry: &Registry,
+    cluster: &str,
+    fresh: bool,
+    known: Option<crate::storage::Guard>,
+) -> ApiResult<Option<Usage>> {
+    // A stale `known` only fails the first guarded write, which then reads the LogicalCluster again.
+    let mut writes = Defaults { registry, cluster, fresh, guard: known };
+    if writes.guard.is_none() && !writes.still_live().await? {
+        return Ok(None);
+    }
     if !fresh {
         // Namespaces made since hold the CA of their day: bring them all to this server's.
         registry.republish(cluster).await?;
@@ -352,16 +368,16 @@ async fn write_defaults(registry: &Registry, cluster: &str, fresh: bool) -> ApiR
     if fresh && cluster != ROOT {
         // All at once while the LogicalCluster is as read; else (a key there already: a bootstrap cut
         // short and resumed, or the LogicalCluster changed) one by one below, which finds what is made.
-        let all = registry.store.create_all(&fresh_objects(registry, cluster), writes.guard.as_ref()).await;
-        if let Ok(true) = all {
-            return Ok(());
+        let objects = fresh::objects(registry, cluster);
+        if let Ok(true) = registry.store.create_all(&objects, writes.guard.as_ref()).await {
+            return Ok(Some(Usage::of_keys(&registry.prefix, &objects)));
         }
     }
     for ns in INITIAL_NAMESPACES {
         let key = keys::object(&registry.prefix, "core", "namespaces", cluster, None, ns);
         let obj = namespace(ns);
         if writes.create(&key, crate::registry::encode(&obj)).await? == Created::Gone {
-            return Ok(());
+            return Ok(None);
         }
         // Guarded by its namespace, which a purge deletes.
         registry.ensure_namespace_defaults(cluster, ns).await?;
@@ -370,16 +386,16 @@ async fn write_defaults(registry: &Registry, cluster: &str, fresh: bool) -> ApiR
         for (group, plural, name, obj) in api_service(&facts) {
             let key = keys::object(&registry.prefix, group, plural, cluster, Some("default"), name);
             if !reconcile_at(&mut writes, &key, (group, plural, name), &obj, same_content).await? {
-                return Ok(());
+                return Ok(None);
             }
         }
     }
     for (plural, name, obj) in default_rbac() {
         if !reconcile_default(&mut writes, plural, &name, &obj).await? {
-            return Ok(());
+            return Ok(None);
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The `default/kubernetes` Service and the Endpoints and EndpointSlice that point it at this server,
@@ -466,12 +482,6 @@ struct Defaults<'a> {
 }
 
 impl<'a> Defaults<'a> {
-    /// `None` when the cluster is not live.
-    async fn new(registry: &'a Registry, cluster: &'a str, fresh: bool) -> ApiResult<Option<Defaults<'a>>> {
-        let mut writes = Defaults { registry, cluster, fresh, guard: None };
-        Ok(writes.still_live().await?.then_some(writes))
-    }
-
     /// Read the LogicalCluster again and guard on what was read; false when it is being deleted or gone.
     async fn still_live(&mut self) -> ApiResult<bool> {
         if self.cluster == ROOT {
@@ -649,11 +659,16 @@ fn add_finalizer(obj: &mut Value) {
 pub async fn initialize(registry: &Registry, obj: Value) -> ApiResult<Value> {
     let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
     let uid = crate::meta::meta_str(&obj, "uid").unwrap_or_default().to_string();
-    bootstrap(registry, &name).await?;
-    // The object just created is most likely still the stored one: marking it Ready from it saves
-    // creation a read of the store (a conflict reads it then).
+    // The object just created is most likely still the stored one: guarding the bootstrap on it and
+    // marking it Ready from it save creation two reads of the store (a conflict reads it then).
     let created = revision_of(&obj).map(|rev| (obj.clone(), rev));
-    Ok(mark_ready(registry, &name, &uid, created).await?.unwrap_or(obj))
+    let guard =
+        created.as_ref().map(|(_, rev)| crate::storage::Guard { key: object_key(registry, &name), mod_revision: *rev });
+    let held = write_defaults(registry, &name, true, guard).await?;
+    // What the bootstrap wrote is what the cluster holds, so the Ready write records it: else the usage
+    // flush would write the LogicalCluster again, a read and a write more per cluster created.
+    let usage = held.filter(|_| registry.footprint.counting());
+    Ok(mark_ready(registry, &name, &uid, created, usage).await?.unwrap_or(obj))
 }
 
 /// The store revision an object read back from the API carries.
@@ -665,7 +680,7 @@ fn revision_of(obj: &Value) -> Option<i64> {
 /// policy, and record that on its LogicalCluster.
 async fn refresh(registry: &Registry, name: &str, uid: &str) -> ApiResult<()> {
     reconcile_defaults(registry, name).await?;
-    mark_ready(registry, name, uid, None).await?;
+    mark_ready(registry, name, uid, None, None).await?;
     Ok(())
 }
 
@@ -678,13 +693,14 @@ fn is_current(obj: &Value, revision: &str) -> bool {
 }
 
 /// Record Ready on the LogicalCluster `name` with this uid (and give it the purge finalizer if it was created
-/// before kgate added one, and the policy annotation). Nothing when it is gone, replaced or being deleted: a DELETE
-/// that raced the bootstrap keeps its Terminating status.
+/// before kgate added one, and the policy annotation), with `usage` as its `status.usage` if given. Nothing
+/// when it is gone, replaced or being deleted: a DELETE that raced the bootstrap keeps its Terminating status.
 async fn mark_ready(
     registry: &Registry,
     name: &str,
     uid: &str,
     mut known: Option<(Value, i64)>,
+    usage: Option<Usage>,
 ) -> ApiResult<Option<Value>> {
     let def = resources::logical_cluster_def();
     let key = object_key(registry, name);
@@ -704,6 +720,9 @@ async fn mark_ready(
             return Ok(Some(obj));
         }
         obj["status"] = with_phase(&obj, PHASE_READY, true, "Initialized", "the logical cluster is serving");
+        if let Some(usage) = usage {
+            obj["status"]["usage"] = usage.to_json();
+        }
         add_finalizer(&mut obj);
         crate::meta::metadata_mut(&mut obj)
             .entry("annotations")

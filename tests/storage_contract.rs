@@ -282,6 +282,39 @@ async fn etcd_store_meets_the_contract_on_3_4_and_3_5() {
     }
 }
 
+/// A cluster on another shard is bootstrapped by one create of all its keys there, guarded by its
+/// LogicalCluster in the default shard's etcd: two stores, so no one transaction holds both.
+#[tokio::test]
+async fn a_create_across_two_etcds_holds_only_while_its_guard_does() {
+    let (a, b) = (common::TestEtcd::start(), common::TestEtcd::start());
+    let tls = EtcdTls::default();
+    let root: Arc<dyn Store> = Arc::new(EtcdStore::connect(std::slice::from_ref(&a.endpoint), &tls).await.unwrap());
+    let own: Arc<dyn Store> = Arc::new(EtcdStore::connect(std::slice::from_ref(&b.endpoint), &tls).await.unwrap());
+    let routed = kgate::storage::routed::Routed::new(own.clone(), root.clone(), "/registry");
+    let lc = "/registry/tenancy.kgate.dev/logicalclusters/root/team";
+    let created = routed.create(lc, b"{}".to_vec()).await.unwrap();
+    let keys = ["/registry/core/namespaces/team/a", "/registry/core/namespaces/team/b"];
+    let items: Vec<(String, Vec<u8>)> = keys.iter().map(|k| (k.to_string(), b"{}".to_vec())).collect();
+
+    // The LogicalCluster changed (a DELETE, say): refused, and none of the keys is left behind.
+    let stale = Guard { key: lc.into(), mod_revision: created };
+    routed.update(lc, b"{\"deleting\":true}".to_vec(), created).await.unwrap();
+    assert!(!routed.create_all(&items, Some(&stale)).await.unwrap(), "the guard moved");
+    for k in keys {
+        assert!(own.get(k).await.unwrap().is_none(), "{k} was taken back");
+    }
+    // As it is now: all made, on the cluster's shard alone.
+    let current = Guard { key: lc.into(), mod_revision: root.get(lc).await.unwrap().unwrap().mod_revision };
+    assert!(routed.create_all(&items, Some(&current)).await.unwrap());
+    for k in keys {
+        assert!(own.get(k).await.unwrap().is_some() && root.get(k).await.unwrap().is_none(), "{k}");
+    }
+    // A key there already: nothing more is made.
+    let more = vec![items[0].clone(), ("/registry/core/namespaces/team/c".to_string(), b"{}".to_vec())];
+    assert!(!routed.create_all(&more, Some(&current)).await.unwrap());
+    assert!(own.get("/registry/core/namespaces/team/c").await.unwrap().is_none());
+}
+
 #[tokio::test]
 async fn embedded_store_keeps_everything_across_reopen() {
     let dir = tempfile::tempdir().unwrap();

@@ -91,6 +91,17 @@ impl Usage {
                "customResourceDefinitions": self.custom_resource_definitions})
     }
 
+    /// What a cluster holding exactly `items` (keys under `prefix` and their values) is counted as.
+    pub fn of_keys(prefix: &str, items: &[(String, Vec<u8>)]) -> Usage {
+        let mut usage = Usage::default();
+        for (key, value) in items {
+            if let Some(p) = parts(prefix, key) {
+                usage.add(p.delta(None, Some(key.len() + value.len())));
+            }
+        }
+        usage
+    }
+
     fn of_status(obj: &Value) -> Option<Usage> {
         let u = obj["status"].get("usage")?;
         let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -259,6 +270,22 @@ struct KeyParts<'a> {
     cluster: &'a str,
 }
 
+impl KeyParts<'_> {
+    /// The change to its cluster's usage of this key going from `before` to `after` (sizes of key and
+    /// value, absent when the key is not there).
+    fn delta(&self, before: Option<usize>, after: Option<usize>) -> Delta {
+        let size = |s: Option<usize>| s.map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX));
+        let count = i64::from(after.is_some()) - i64::from(before.is_some());
+        let is = |g: &str, r: &str| self.group == g && self.resource == r;
+        Delta {
+            objects: count,
+            bytes: size(after) - size(before),
+            namespaces: if is("core", "namespaces") { count } else { 0 },
+            crds: if is("apiextensions.k8s.io", "customresourcedefinitions") { count } else { 0 },
+        }
+    }
+}
+
 fn parts<'a>(prefix: &str, key: &'a str) -> Option<KeyParts<'a>> {
     let rest = key.strip_prefix(prefix)?.strip_prefix('/')?;
     let mut it = rest.splitn(4, '/');
@@ -272,6 +299,12 @@ impl Footprint {
     /// The limits set on `cluster`, if any.
     pub fn limits(&self, cluster: &str) -> Option<TenantLimits> {
         self.limits.get(cluster).map(|l| *l)
+    }
+
+    /// Whether every key has been counted and the counts are kept current (usage accounting is on and
+    /// its first listing is read).
+    pub fn counting(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
     }
 
     /// What `cluster` holds, as last seen.
@@ -409,15 +442,8 @@ impl Footprint {
     /// key was not there.
     pub(super) fn account(&self, prefix: &str, key: &str, before: Option<usize>, after: Option<usize>) {
         let Some(p) = parts(prefix, key) else { return };
-        let size = |s: Option<usize>| s.map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX));
-        let count = i64::from(after.is_some()) - i64::from(before.is_some());
-        let is = |g: &str, r: &str| p.group == g && p.resource == r;
-        let d = Delta {
-            objects: count,
-            bytes: size(after) - size(before),
-            namespaces: if is("core", "namespaces") { count } else { 0 },
-            crds: if is("apiextensions.k8s.io", "customresourcedefinitions") { count } else { 0 },
-        };
+        let d = p.delta(before, after);
+        let count = d.objects;
         let gone = {
             // Every write on every replica passes here: the cluster's name is copied only for a
             // cluster not yet counted.

@@ -108,6 +108,16 @@ pub struct TestEtcd {
 }
 
 impl TestEtcd {
+    /// CPU time this member has used so far, ms (0 while it is stopped): of the process started and
+    /// its children (etcd may be started through a shell or a wrapper).
+    pub fn cpu_ms(&self) -> f64 {
+        fn tree(pid: u32) -> f64 {
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+            cpu_ms_of(pid) + children.split_whitespace().filter_map(|c| c.parse().ok()).map(tree).sum::<f64>()
+        }
+        self.child.as_ref().map_or(0.0, |c| tree(c.id()))
+    }
+
     /// Start etcd (of the version `KGATE_TEST_ETCD` names) and wait until it answers.
     pub fn start() -> TestEtcd {
         TestEtcd::start_version(EtcdVersion::from_env())
@@ -724,14 +734,19 @@ impl KgateProcess {
 
     /// CPU time used so far (user and system, all threads), ms.
     pub fn cpu_ms(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        // The fields after the command name, which is in parentheses and may hold spaces; utime and
-        // stime are the 14th and 15th fields of the line, in clock ticks: USER_HZ, which Linux fixes at
-        // 100 on the architectures kgate is built for (reading sysconf would take `unsafe`).
-        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
-        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-        ticks as f64 * 10.0
+        cpu_ms_of(self.child.id())
     }
+}
+
+/// CPU time process `pid` has used so far (user and system, all threads), ms.
+pub fn cpu_ms_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which is in parentheses and may hold spaces; utime and
+    // stime are the 14th and 15th fields of the line, in clock ticks: USER_HZ, which Linux fixes at
+    // 100 on the architectures kgate is built for (reading sysconf would take `unsafe`).
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 * 10.0
 }
 
 impl Drop for KgateProcess {
