@@ -130,6 +130,7 @@ async fn main() {
 
     // Deleting 10,000: until every one is purged from its shard and its LogicalCluster is gone.
     let deleted = DELETED.min(n);
+    let cpu_before = cpu(&k);
     let start = Instant::now();
     let (client, url) = (k.admin(), k.url.clone());
     common::ops_per_second(deleted, CONCURRENCY, move |i| {
@@ -168,10 +169,15 @@ async fn main() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    let (took, cpu_used) = (start.elapsed().as_secs_f64(), cpu_per_cluster(cpu_before, cpu(&k), deleted));
     println!(
-        "{deleted} clusters deleted (accepted in {:.1} s), all purged and gone in {:.1} s [target <= 60 s]",
+        "{deleted} clusters deleted (accepted in {:.1} s), all purged and gone in {took:.1} s [target <= 60 s]",
         accepted.as_secs_f64(),
-        start.elapsed().as_secs_f64()
+    );
+    let busy = |ms: f64| ms * deleted as f64 / took / 10.0;
+    println!(
+        "CPU per cluster deleted: kgate {:.2} ms, default shard's etcd {:.2} ms, shard b's etcd {:.2} ms (busy {:.0}%, {:.0}%, {:.0}% of a core)",
+        cpu_used[0], cpu_used[1], cpu_used[2], busy(cpu_used[0]), busy(cpu_used[1]), busy(cpu_used[2])
     );
 
     // (After the deletions, so that they run on stores of the size they had.)

@@ -133,7 +133,8 @@ impl Authorizer {
                     // Anything may have changed while the watch was down.
                     this.epoch.fetch_add(1, Ordering::AcqRel);
                     this.cache.clear();
-                    let Ok(mut w) = this.registry.store.watch(&prefix, start).await else { continue };
+                    // Which cluster changed is all it needs: no previous values.
+                    let Ok(mut w) = this.registry.store.watch_current(&prefix, start).await else { continue };
                     while let Some(Ok(ev)) = w.next().await {
                         let key = match &ev {
                             WatchEvent::Put { kv, .. } => kv.key.clone(),

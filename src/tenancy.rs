@@ -223,7 +223,8 @@ impl Directory {
                     self.known.iter().filter(|n| !seen.contains(n.key())).map(|n| n.clone()).collect();
                 gone.iter().for_each(|name| self.forget(name));
                 drop(seen);
-                let mut w = self.registry.store.watch(&prefix, revision).await?;
+                // What each LogicalCluster is now is all it needs: no previous values.
+                let mut w = self.registry.store.watch_current(&prefix, revision).await?;
                 while let Some(ev) = w.next().await {
                     match ev? {
                         WatchEvent::Put { kv, .. } => self.observe(&kv.key, Some(&kv.value)),

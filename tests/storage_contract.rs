@@ -186,6 +186,24 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
         other => panic!("expected the live create (and nothing from a-b/), got {other:?}"),
     }
 
+    // A watch of what keys are now replays the same changes in the same order (previous values may
+    // be left out: the followers that use it read none).
+    let mut current = store.watch_current(&k("a/"), before).await.unwrap();
+    match next_change(&mut current).await {
+        WatchEvent::Delete { revision, key, .. } => assert_eq!((revision, key), (rd, k("a/item0"))),
+        other => panic!("expected delete, got {other:?}"),
+    }
+    match next_change(&mut current).await {
+        WatchEvent::Put { kv, .. } => assert_eq!(kv.value.as_slice(), &b"changed"[..]),
+        other => panic!("expected update, got {other:?}"),
+    }
+    assert!(matches!(next_change(&mut current).await, WatchEvent::Put { .. }), "the later create");
+    match next_change(&mut current).await {
+        WatchEvent::Put { kv, .. } => assert_eq!((kv.key, kv.mod_revision), (k("a/live"), live)),
+        other => panic!("expected the live create, got {other:?}"),
+    }
+    drop(current);
+
     // Compaction: history before the compacted revision is gone for watches and past reads.
     let latest = store.revision().await.unwrap();
     store.compact(latest).await.unwrap();

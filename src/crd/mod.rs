@@ -240,7 +240,8 @@ impl CrdIndex {
     }
 
     async fn follow(&self, from: Revision) -> Result<(), StoreError> {
-        let mut events = self.registry.store.watch(&self.prefix(), from).await?;
+        // What each CRD is now is all the index needs: no previous values.
+        let mut events = self.registry.store.watch_current(&self.prefix(), from).await?;
         while let Some(ev) = events.next().await {
             self.apply(ev?);
         }

@@ -103,6 +103,33 @@ fn kv_of(kv: &etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
 }
 
 impl EtcdStore {
+    /// Changes under `prefix` after `after`, with each key's previous value when `prev`.
+    async fn open_watch(&self, prefix: &str, after: Revision, prev: bool) -> Result<WatchStream, StoreError> {
+        // etcd reports a compacted start revision only on the stream; probe it with a read at the first
+        // revision the watch needs, so callers get `Compacted` synchronously as from the embedded store.
+        let probe = GetOptions::new().with_revision(after + 1).with_count_only();
+        match self.kv().get(prefix, Some(probe)).await.map_err(map_err) {
+            Err(StoreError::Compacted { .. }) => {
+                return Err(StoreError::Compacted { requested: after, compacted: after });
+            }
+            Err(StoreError::FutureRevision { .. }) | Ok(_) => {}
+            Err(e) => return Err(e),
+        }
+        let state = EtcdWatch {
+            client: self.watch.clone(),
+            prefix: prefix.to_string(),
+            after,
+            inner: None,
+            pending: std::collections::VecDeque::new(),
+            done: false,
+            prev,
+        };
+        Ok(Box::pin(futures::stream::unfold(state, |mut st| async move {
+            let item = st.next().await?;
+            Some((item, st))
+        })))
+    }
+
     /// Connect to the endpoints. Connection failures later are retried by the channel itself.
     pub async fn connect(endpoints: &[String], tls: &EtcdTls) -> Result<Self, StoreError> {
         let mut opts = ConnectOptions::new()
@@ -394,28 +421,11 @@ impl Store for EtcdStore {
     }
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
-        // etcd reports a compacted start revision only on the stream; probe it with a read at the first
-        // revision the watch needs, so callers get `Compacted` synchronously as from the embedded store.
-        let probe = GetOptions::new().with_revision(after + 1).with_count_only();
-        match self.kv().get(prefix, Some(probe)).await.map_err(map_err) {
-            Err(StoreError::Compacted { .. }) => {
-                return Err(StoreError::Compacted { requested: after, compacted: after });
-            }
-            Err(StoreError::FutureRevision { .. }) | Ok(_) => {}
-            Err(e) => return Err(e),
-        }
-        let state = EtcdWatch {
-            client: self.watch.clone(),
-            prefix: prefix.to_string(),
-            after,
-            inner: None,
-            pending: std::collections::VecDeque::new(),
-            done: false,
-        };
-        Ok(Box::pin(futures::stream::unfold(state, |mut st| async move {
-            let item = st.next().await?;
-            Some((item, st))
-        })))
+        self.open_watch(prefix, after, true).await
+    }
+
+    async fn watch_current(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        self.open_watch(prefix, after, false).await
     }
 
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
@@ -443,6 +453,8 @@ struct EtcdWatch {
     /// Events of the last response not yet returned (a response can carry thousands).
     pending: std::collections::VecDeque<WatchEvent>,
     done: bool,
+    /// Whether events carry the key's previous value (see `Store::watch_current`).
+    prev: bool,
 }
 
 impl EtcdWatch {
@@ -457,11 +469,13 @@ impl EtcdWatch {
                 return Some(Ok(ev));
             }
             if self.inner.is_none() {
-                let opts = WatchOptions::new()
+                let mut opts = WatchOptions::new()
                     .with_range(prefix_end(&self.prefix))
                     .with_start_revision(self.after + 1)
-                    .with_prev_key()
                     .with_progress_notify();
+                if self.prev {
+                    opts = opts.with_prev_key();
+                }
                 match self.client.watch(self.prefix.as_str(), Some(opts)).await {
                     Ok(s) => {
                         self.inner = Some(s);

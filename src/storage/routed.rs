@@ -156,6 +156,10 @@ impl Store for Routed {
         self.route(prefix).watch(prefix, after).await
     }
 
+    async fn watch_current(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        self.route(prefix).watch_current(prefix, after).await
+    }
+
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         self.own.compact(revision).await
     }
