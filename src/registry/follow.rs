@@ -26,6 +26,8 @@ fn size(kv: &KeyValue) -> usize {
 
 /// What follows one prefix: told of each listed page, then of each change.
 trait Follower {
+    /// Whether changes must carry each key's previous value (see `Store::watch_current`).
+    const PREV: bool = true;
     /// Starting over: forget what was listed.
     fn reset(&mut self);
     /// A page of the listing.
@@ -67,7 +69,7 @@ impl Registry {
     }
 
     /// List `prefix`, then follow its changes from the listed revision; start over when the watch ends.
-    async fn follow(&self, prefix: String, mut follower: impl Follower) {
+    async fn follow<F: Follower>(&self, prefix: String, mut follower: F) {
         loop {
             follower.reset();
             let listed = crate::storage::range_pages::<StoreError>(&*self.store, &prefix, PAGE, |kvs| {
@@ -76,7 +78,8 @@ impl Registry {
             })
             .await;
             let watch = match listed {
-                Ok(rev) => self.store.watch(&prefix, rev).await.map(|events| (rev, events)),
+                Ok(rev) if F::PREV => self.store.watch(&prefix, rev).await.map(|events| (rev, events)),
+                Ok(rev) => self.store.watch_current(&prefix, rev).await.map(|events| (rev, events)),
                 Err(e) => Err(e),
             };
             let Ok((listed_at, mut events)) = watch else {
@@ -169,6 +172,9 @@ struct ClusterFollower {
 }
 
 impl Follower for ClusterFollower {
+    /// What each LogicalCluster is now is all it reads.
+    const PREV: bool = false;
+
     fn reset(&mut self) {
         self.live = Some(Default::default());
     }
