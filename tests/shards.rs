@@ -212,14 +212,18 @@ async fn each_cluster_lives_on_its_shard_and_wildcard_requests_span_every_shard(
     let (code, _) = s.get("/clusters/*/api/v1/configmaps?watch=true&resourceVersion=5").await;
     assert_eq!(code, StatusCode::GONE);
 
-    // The cluster's usage is counted on its shard and written to its LogicalCluster.
+    // The cluster's usage is counted on its shard and written to its LogicalCluster, and follows
+    // what it holds (its creation records what the bootstrap wrote).
+    let objects = |lc: &Value| lc["status"]["usage"]["objects"].as_i64().unwrap_or(0);
+    let before = objects(&s.get(&format!("{LC}/alpha")).await.1);
+    configmap(&s, "alpha", "counted").await;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (_, lc) = s.get(&format!("{LC}/alpha")).await;
-        if lc["status"]["usage"]["objects"].as_i64().unwrap_or(0) > 0 {
+        if objects(&lc) > before {
             break;
         }
-        assert!(Instant::now() < deadline, "no usage recorded for a cluster on shard b: {lc}");
+        assert!(Instant::now() < deadline, "no usage recorded for a cluster on shard b (was {before}): {lc}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 

@@ -626,6 +626,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn keys_written_together_count_as_the_watch_counts_them() {
+        let p = "/registry";
+        let items: Vec<(String, Vec<u8>)> = [
+            ("/registry/core/namespaces/team-a/default", 100),
+            ("/registry/core/configmaps/team-a/default/x", 50),
+            ("/registry/apiextensions.k8s.io/customresourcedefinitions/team-a/w.example.com", 500),
+            ("/registry/core/configmaps", 7),
+        ]
+        .into_iter()
+        .map(|(k, n)| (k.to_string(), vec![b'x'; n]))
+        .collect();
+        let f = Footprint::default();
+        for (k, v) in &items {
+            f.account(p, k, None, Some(k.len() + v.len()));
+        }
+        let counted = Usage::of_keys(p, &items);
+        assert_eq!(counted, f.usage("team-a"));
+        assert_eq!((counted.objects, counted.namespaces, counted.custom_resource_definitions), (3, 1, 1));
+    }
+
+    #[test]
     fn keys_are_counted_per_cluster_and_refused_past_a_limit() {
         let f = Arc::new(Footprint::default());
         let p = "/registry";
