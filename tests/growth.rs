@@ -316,3 +316,35 @@ fn csi_nodes_of_many_drivers_updated() {
         kgate::fuzzing::body,
     );
 }
+
+#[test]
+fn pods_of_many_mounts_devices_and_projected_files() {
+    // Each mount is looked up among the devices and each device among the mounts, each projected
+    // file's path among the others', and each ephemeral claim among the volumes: none may cost
+    // the square of its list.
+    grows_linearly(
+        "pod: n mounts, n devices, n projected files, n ephemeral volumes",
+        500,
+        |n| {
+            let mut volumes: Vec<serde_json::Value> = (0..n)
+                .map(|i| {
+                    serde_json::json!({"name": format!("e{i}"), "ephemeral": {"volumeClaimTemplate": {
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}})
+                })
+                .collect();
+            let items: Vec<serde_json::Value> =
+                (0..n).map(|i| serde_json::json!({"key": "k", "path": format!("f{i}")})).collect();
+            volumes.push(serde_json::json!({"name": "p", "projected": {"sources": [{"configMap": {"name": "c", "items": items}}]}}));
+            let mounts: Vec<serde_json::Value> = (0..n)
+                .map(|i| serde_json::json!({"name": "p", "mountPath": format!("/m{i}"), "subPath": "s"}))
+                .collect();
+            let devices: Vec<serde_json::Value> = (0..n)
+                .map(|i| serde_json::json!({"name": format!("e{i}"), "devicePath": format!("/dev/d{i}")}))
+                .collect();
+            json(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "x", "volumeMounts": mounts, "volumeDevices": devices}],
+                    "volumes": volumes}}))
+        },
+        kgate::fuzzing::body,
+    );
+}

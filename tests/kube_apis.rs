@@ -476,6 +476,17 @@ spec:
         assert!(causes.contains(&want), "{want:?} in {causes:?}");
     }
     assert_eq!(s.get(&format!("{pods}/p")).await.0, StatusCode::NOT_FOUND, "nothing stored");
+    // A volume source is checked by its own fields after defaulting: an Azure disk's kind defaults to
+    // Shared, whose URI must be a blob's; a GCE disk's fields are reported as kube reports them.
+    let disks = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "disks"},
+        "spec": {"containers": [{"name": "c", "image": "x"}], "volumes": [
+            {"name": "a", "azureDisk": {"diskName": "d", "diskURI": "/subscriptions/s/disks/d"}},
+            {"name": "g", "gcePersistentDisk": {"pdName": ""}}]}});
+    let (code, st) = s.post(pods, &disks).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    let fields: Vec<&str> =
+        st["details"]["causes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["spec.volumes[0].azureDisk.diskURI", "spec.volumes[1].persistentDisk.pdName"], "{st}");
     // A valid pod, and its status written as a kubelet writes it.
     let good = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "x"}]}});

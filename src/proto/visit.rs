@@ -53,6 +53,14 @@ impl Path {
         self.0.iter().any(|s| matches!(s, Step::Field(f) if *f == field))
     }
 
+    /// The path of `field` beside the struct here: kube reports some structs' fields under another
+    /// name than the field holding them (a GCE disk's, under `persistentDisk`).
+    pub fn sibling(&self, field: &str) -> String {
+        let mut steps = self.0.clone();
+        steps.pop();
+        Path(steps).child(field)
+    }
+
     /// The path of `field` of the struct here.
     pub fn child(&self, field: &str) -> String {
         let here = self.render();

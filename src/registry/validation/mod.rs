@@ -13,9 +13,10 @@
 //! updates what each type keeps once set (`update_errors`). As in kube, a StatefulSet's template is
 //! checked for its labels and restart policy only.
 //!
-//! Not checked: rarer rules (seccomp and AppArmor profiles, the cloud and CSI volume sources' own
-//! fields, label keys inside affinity and spread terms), which kube refuses and kgate stores; nor
-//! kube-apiserver's `--allow-privileged`, off by default there and on in every cluster tool's setup.
+//! Every volume source is checked by its own fields (`volumes`), the in-tree cloud disks included.
+//!
+//! Not checked: kube-apiserver's `--allow-privileged`, off by default there and on in every cluster
+//! tool's setup.
 
 use std::collections::HashSet;
 
@@ -41,6 +42,7 @@ mod scaling;
 mod scheduling;
 mod storage;
 mod update;
+mod volumes;
 mod workloads;
 
 use addresses::*;
@@ -57,6 +59,7 @@ use rbac::*;
 use scaling::*;
 use scheduling::*;
 use storage::*;
+use volumes::*;
 use workloads::*;
 
 pub use update::update_errors;
@@ -195,7 +198,13 @@ fn errors_of(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) ->
     }
     match kind {
         "PersistentVolumeClaim" => claim(&obj["spec"], &mut causes),
-        "PersistentVolume" => volume(&obj["spec"], &mut causes),
+        "PersistentVolume" => {
+            volume(&obj["spec"], &mut causes);
+            if let Some(iscsi) = obj["spec"].get("iscsi").filter(|s| !s.is_null()) {
+                let (name, portal) = (text(&obj["metadata"], "name"), text(iscsi, "targetPortal"));
+                iscsi_name(name, iscsi, "spec.iscsi.targetportal".into(), portal, &mut causes);
+            }
+        }
         "CronJob" => cronjob(obj, old, &mut causes),
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             webhook_configuration(kind, obj, old, &mut causes)
@@ -267,7 +276,11 @@ fn forbidden(causes: &mut Vec<Cause>, at: &str, why: &str) {
 fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     match name {
         "core.v1.PodSpec" => pod_spec(map, path, causes),
-        "core.v1.Pod" | "core.v1.PodTemplateSpec" => pod_annotations(map, path, causes),
+        "core.v1.Pod" => {
+            pod_annotations(map, path, causes);
+            ephemeral_claims(map, causes);
+        }
+        "core.v1.PodTemplateSpec" => pod_annotations(map, path, causes),
         "core.v1.Container" => container(map, path, causes),
         "core.v1.ContainerPort" => container_port(map, path, causes),
         // Inline in a Probe: visited with the probe's fields, at its path.
@@ -358,7 +371,8 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
             file_mode(map, "defaultMode", path, causes);
         }
         "core.v1.ProjectedVolumeSource" | "core.v1.DownwardAPIVolumeSource" => {
-            file_mode(map, "defaultMode", path, causes)
+            file_mode(map, "defaultMode", path, causes);
+            source(name, map, path, causes);
         }
         "core.v1.PersistentVolumeClaimVolumeSource" if is_empty(map.get("claimName")) => {
             required(causes, path.child("claimName"))
@@ -388,7 +402,7 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
             }
         }
         "core.v1.Secret" => config_keys(map, "data", path, causes),
-        _ => {}
+        _ => source(name, map, path, causes),
     }
 }
 
@@ -491,25 +505,30 @@ fn is_empty(v: Option<&Value>) -> bool {
 /// The keys of a ConfigMap's or Secret's `field`: kube's `IsConfigMapKey`, each failing rule its own
 /// error at `field[key]`.
 fn config_keys(map: &Map<String, Value>, field: &str, path: &Path, causes: &mut Vec<Cause>) {
-    const PATTERN: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
     for key in map.get(field).and_then(Value::as_object).into_iter().flat_map(|m| m.keys()) {
-        let mut why = Vec::new();
-        if key.len() > 253 {
-            why.push("must be no more than 253 characters");
-        }
-        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.') {
-            why.push(PATTERN);
-        }
-        match key.as_str() {
-            "." => why.push("must not be '.'"),
-            ".." => why.push("must not be '..'"),
-            k if k.starts_with("..") => why.push("must not start with '..'"),
-            _ => {}
-        }
-        for w in why {
-            invalid(causes, format!("{}[{key}]", path.child(field)), format!("{key:?}"), w);
+        for why in config_key_problems(key) {
+            invalid(causes, format!("{}[{key}]", path.child(field)), format!("{key:?}"), why);
         }
     }
+}
+
+/// What kube's `IsConfigMapKey` finds wrong with `key`, each rule in its words.
+fn config_key_problems(key: &str) -> Vec<&'static str> {
+    const PATTERN: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+    let mut why = Vec::new();
+    if key.len() > 253 {
+        why.push("must be no more than 253 characters");
+    }
+    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.') {
+        why.push(PATTERN);
+    }
+    match key {
+        "." => why.push("must not be '.'"),
+        ".." => why.push("must not be '..'"),
+        k if k.starts_with("..") => why.push("must not start with '..'"),
+        _ => {}
+    }
+    why
 }
 
 /// What the checks' unit tests share: a check's causes as `field: message` lines.

@@ -1,6 +1,8 @@
 //! A pod spec's checks, wherever a pod spec is (a Pod's and every template's): containers, volumes
 //! and mounts, environment, resources, ports, scheduling terms, security IDs and projected files.
 
+use std::collections::HashMap;
+
 use super::*;
 
 pub(super) fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
@@ -32,14 +34,14 @@ pub(super) fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<C
 /// A pod's volumes, named uniquely, and its containers' mounts of them (kube's `ValidateVolumes` and
 /// `validateVolumeMounts`): each mount names a volume of the pod, at a path given once per container.
 pub(super) fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    let mut volumes = HashSet::new();
+    let mut volumes = HashMap::new();
     for (i, v) in map.get("volumes").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let at = format!("{}[{i}].name", path.child("volumes"));
         match v.get("name").and_then(Value::as_str) {
             None | Some("") => required(causes, at),
             Some(name) => {
                 dns_label(causes, at.clone(), name);
-                if !volumes.insert(name) {
+                if volumes.insert(name, v).is_some() {
                     duplicate(causes, &at, name);
                 }
             }
@@ -53,7 +55,7 @@ pub(super) fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: 
                 let at = format!("{}[{c}].volumeMounts[{m}]", path.child(list));
                 match mount.get("name").and_then(Value::as_str) {
                     None | Some("") => required(causes, format!("{at}.name")),
-                    Some(name) if !volumes.contains(name) => {
+                    Some(name) if !volumes.contains_key(name) => {
                         push(causes, cause("FieldValueNotFound", &format!("{at}.name"), format!("Not found: {name:?}")))
                     }
                     Some(_) => {}
@@ -66,6 +68,7 @@ pub(super) fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: 
                     Some(_) => {}
                 }
             }
+            mounts_and_devices(container, &format!("{}[{c}]", path.child(list)), &volumes, causes);
         }
     }
 }
@@ -73,6 +76,10 @@ pub(super) fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: 
 /// A volume's source: exactly one (kube's `validateVolumeSource`).
 pub(super) fn volume_source(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     exactly_one(map, path, &crate::proto::visit::field_names("core.v1.VolumeSource"), "volume type", causes);
+    if let Some(iscsi) = map.get("iscsi").filter(|s| !s.is_null()) {
+        let name = map.get("name").and_then(Value::as_str).unwrap_or_default();
+        iscsi_name(name, iscsi, path.child("name"), name, causes);
+    }
 }
 
 pub(super) fn container(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
@@ -220,14 +227,7 @@ pub(super) fn key_to_path(map: &Map<String, Value>, path: &Path, causes: &mut Ve
     }
     match map.get("path").and_then(Value::as_str) {
         None | Some("") => required(causes, path.child("path")),
-        Some(p) => {
-            if p.starts_with('/') {
-                invalid(causes, path.child("path"), format!("{p:?}"), "must be a relative path");
-            }
-            if p.split('/').any(|part| part == "..") {
-                invalid(causes, path.child("path"), format!("{p:?}"), "must not contain '..'");
-            }
-        }
+        Some(p) => non_reserved(p, &path.child("path"), causes),
     }
     file_mode(map, "mode", path, causes);
 }

@@ -293,7 +293,7 @@ fn volumes_mounts_and_restart_policies() {
 fn env_ports_and_node_selectors() {
     let pod = json!({"spec": {"containers": [{"name": "c", "image": "x",
         "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 81, "name": "http"}, {"containerPort": 82, "name": "Metrics-Port-Long"}],
-        "env": [{"name": "A=B", "value": "1"}, {"name": "B", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}, {"name": "C", "valueFrom": {}}]}],
+        "env": [{"name": "A=B", "value": "1"}, {"name": "B", "value": "1", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}}, {"name": "C", "valueFrom": {}}]}],
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "zone", "operator": "In"}, {"key": "gpu", "operator": "Exists", "values": ["x"]}, {"key": "k", "operator": "Near"}]}]}}}}});
     let got = messages("v1", "Pod", pod);
