@@ -650,6 +650,36 @@ async fn usage_is_shown_and_capped_per_cluster_on_both_stores() {
         let made = codes.iter().filter(|c| **c == StatusCode::CREATED).count();
         assert_eq!(made, 4, "{backend:?}: four of the five places were left: {codes:?}");
         assert!(codes.iter().all(|c| *c == StatusCode::CREATED || *c == StatusCode::FORBIDDEN), "{codes:?}");
+
+        // The counts kept from the watch, through creates, updates and deletes, are what a count of
+        // the store's keys finds (on etcd the watch carries no previous values: an update's or a
+        // delete's old size is read back at the revision before it).
+        let lift = json!({"spec": {"limits": null}});
+        assert_eq!(s.patch(&format!("{lcs}/acme"), "application/merge-patch+json", &lift).await.0, StatusCode::OK);
+        let one = json!({"metadata": {"name": "one"}, "data": {"k": "z".repeat(3_000)}});
+        common::eventually(10, "the cap to be lifted", || async { s.post(cms, &one).await.0 == StatusCode::CREATED })
+            .await;
+        let (_, mut one) = s.get(&format!("{cms}/one")).await;
+        one["data"]["k"] = json!("w".repeat(2_000));
+        assert_eq!(s.put(&format!("{cms}/one"), &one).await.0, StatusCode::OK);
+        for name in ["two", "probe"] {
+            assert_eq!(s.delete(&format!("{cms}/{name}")).await.0, StatusCode::OK);
+        }
+        let (store, prefix) = (s.running_store(), s.running_prefix());
+        let recount = || async {
+            let all = kgate::storage::RangeRequest { prefix: format!("{prefix}/"), ..Default::default() };
+            let kvs = store.range(all).await.unwrap().kvs;
+            let acme: Vec<(String, Vec<u8>)> = kvs
+                .into_iter()
+                .filter(|kv| kv.key[prefix.len() + 1..].split('/').nth(2) == Some("acme"))
+                .map(|kv| (kv.key, kv.value))
+                .collect();
+            kgate::registry::footprint::Usage::of_keys(&prefix, &acme).to_json()
+        };
+        common::eventually(20, "acme's usage to equal a count of its keys", || async {
+            usage().await == recount().await
+        })
+        .await;
         s.stop().await;
     }
 }

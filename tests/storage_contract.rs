@@ -100,11 +100,20 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
     ));
     let fresh = Guard { key: k("g/ns"), mod_revision: g2 };
     store.create_guarded(&k("g/obj2"), b"2".to_vec(), Some(&fresh)).await.unwrap();
-    store.delete(&k("g/ns"), None).await.unwrap();
+    let (ns_gone, _) = store.delete(&k("g/ns"), None).await.unwrap();
     assert!(matches!(
         store.create_guarded(&k("g/obj3"), b"3".to_vec(), Some(&fresh)).await,
         Err(StoreError::GuardChanged)
     ));
+    // Reads in one go at their own past revisions: a key as it was before its delete, and gone at it
+    // (a key sharing its start is not taken for it).
+    let past = store
+        .ranges(vec![RangeRequest::key_at(&k("g/ns"), ns_gone - 1), RangeRequest::key_at(&k("g/ns"), ns_gone)])
+        .await
+        .unwrap();
+    assert_eq!(past[0].kvs.len(), 1, "g/ns before its delete");
+    assert_eq!((past[0].kvs[0].key.as_str(), past[0].kvs[0].mod_revision), (k("g/ns").as_str(), g2));
+    assert!(past[1].kvs.iter().all(|kv| kv.key != k("g/ns")), "gone at its delete's revision");
 
     // Prefix isolation: `a/` never sees `a-b/` or `a0/` (which sort before and after it).
     store.create(&k("a-b/y"), b"other".to_vec()).await.unwrap();
@@ -173,33 +182,34 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
         other => panic!("expected delete, got {other:?}"),
     }
     match next_change(&mut w).await {
-        WatchEvent::Put { kv, prev: Some(p) } => {
+        WatchEvent::Put { kv, prev: Some(p), created: false } => {
             assert_eq!((kv.value.as_slice(), p.value.as_slice()), (&b"changed"[..], &[1u8][..]))
         }
         other => panic!("expected update, got {other:?}"),
     }
-    assert!(matches!(next_change(&mut w).await, WatchEvent::Put { prev: None, .. }), "the later create");
+    assert!(matches!(next_change(&mut w).await, WatchEvent::Put { prev: None, created: true, .. }), "the later create");
     store.create(&k("a-b/z"), b"not mine".to_vec()).await.unwrap();
     let live = store.create(&k("a/live"), b"L".to_vec()).await.unwrap();
     match next_change(&mut w).await {
-        WatchEvent::Put { kv, prev: None } => assert_eq!((kv.key, kv.mod_revision), (k("a/live"), live)),
+        WatchEvent::Put { kv, prev: None, created: true } => assert_eq!((kv.key, kv.mod_revision), (k("a/live"), live)),
         other => panic!("expected the live create (and nothing from a-b/), got {other:?}"),
     }
 
     // A watch of what keys are now replays the same changes in the same order (previous values may
-    // be left out: the followers that use it read none).
+    // be left out: the followers that use it read none, or read them at the revision before), and
+    // still tells a create from an update.
     let mut current = store.watch_current(&k("a/"), before).await.unwrap();
     match next_change(&mut current).await {
         WatchEvent::Delete { revision, key, .. } => assert_eq!((revision, key), (rd, k("a/item0"))),
         other => panic!("expected delete, got {other:?}"),
     }
     match next_change(&mut current).await {
-        WatchEvent::Put { kv, .. } => assert_eq!(kv.value.as_slice(), &b"changed"[..]),
+        WatchEvent::Put { kv, created: false, .. } => assert_eq!(kv.value.as_slice(), &b"changed"[..]),
         other => panic!("expected update, got {other:?}"),
     }
-    assert!(matches!(next_change(&mut current).await, WatchEvent::Put { .. }), "the later create");
+    assert!(matches!(next_change(&mut current).await, WatchEvent::Put { created: true, .. }), "the later create");
     match next_change(&mut current).await {
-        WatchEvent::Put { kv, .. } => assert_eq!((kv.key, kv.mod_revision), (k("a/live"), live)),
+        WatchEvent::Put { kv, created: true, .. } => assert_eq!((kv.key, kv.mod_revision), (k("a/live"), live)),
         other => panic!("expected the live create, got {other:?}"),
     }
     drop(current);

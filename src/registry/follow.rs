@@ -6,25 +6,30 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use super::footprint::Footprint;
 use super::Registry;
 use crate::cluster::ROOT;
 use crate::resources;
-use crate::storage::{keys, KeyValue, Revision, StoreError, WatchEvent};
+use crate::storage::{keys, KeyValue, RangeRequest, RangeResult, Revision, StoreError, WatchEvent};
 
 /// Keys read per store round trip when listing: few, since each comes with its value, and values may
 /// be megabytes.
 const PAGE: usize = 64;
+
+/// Changes taken from a watch at most at once, when they have arrived together: the past values
+/// a batch needs (`Follower::reads`) are read in one round trip.
+const BATCH: usize = 128;
 
 /// A key's size as the store holds it.
 fn size(kv: &KeyValue) -> usize {
     kv.key.len() + kv.value.len()
 }
 
-/// What follows one prefix: told of each listed page, then of each change.
+/// What follows one prefix: told of each listed page, then of each change (by `change`, or by
+/// `changes` for a follower that takes a batch at once; it implements one of the two).
 trait Follower {
     /// Whether changes must carry each key's previous value (see `Store::watch_current`).
     const PREV: bool = true;
@@ -35,7 +40,22 @@ trait Follower {
     /// Listed at `revision` and the watch open: what was listed holds from now on.
     fn listed(&mut self, revision: Revision);
     /// A change the watch saw.
-    fn change(&mut self, ev: &WatchEvent);
+    fn change(&mut self, ev: &WatchEvent) {
+        let _ = ev;
+    }
+    /// What applying `evs` needs read first: the past values a watch without previous values left
+    /// out. Called once per batch, before `changes`.
+    fn reads(&mut self, evs: &[WatchEvent]) -> Vec<RangeRequest> {
+        let _ = evs;
+        Vec::new()
+    }
+    /// The changes of a batch, in order, with the answers to its `reads`.
+    fn changes(&mut self, evs: &[WatchEvent], read: &[RangeResult]) {
+        let _ = read;
+        for ev in evs {
+            self.change(ev);
+        }
+    }
     /// The watch ended: what is known may go stale until the next listing.
     fn lost(&mut self);
 }
@@ -53,7 +73,12 @@ impl Registry {
         if accounting {
             let lc = resources::logical_cluster_def();
             let lc_prefix = self.collection(&lc, Some(ROOT), None);
-            let footprint = FootprintFollower { registry: self.clone(), lc_prefix: lc_prefix.clone(), fresh: None };
+            let footprint = FootprintFollower {
+                registry: self.clone(),
+                lc_prefix: lc_prefix.clone(),
+                fresh: None,
+                asked: Vec::new(),
+            };
             let keys = self.follow(format!("{}/", self.prefix), footprint);
             if self.holds_root() {
                 futures::join!(index, keys);
@@ -87,8 +112,26 @@ impl Registry {
                 continue;
             };
             follower.listed(listed_at);
-            while let Some(Ok(ev)) = events.next().await {
-                follower.change(&ev);
+            let mut open = true;
+            while open {
+                let Some(Ok(first)) = events.next().await else { break };
+                let mut batch = vec![first];
+                while batch.len() < BATCH {
+                    match events.next().now_or_never() {
+                        Some(Some(Ok(ev))) => batch.push(ev),
+                        // Ended or failed: what came is applied, then the follower starts over.
+                        Some(_) => {
+                            open = false;
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                let reads = follower.reads(&batch);
+                let read = if reads.is_empty() { Ok(Vec::new()) } else { self.store.ranges(reads).await };
+                // A past value compacted away (or a store gone): start over from a fresh listing.
+                let Ok(read) = read else { break };
+                follower.changes(&batch, &read);
             }
             // Unknowing at once, not after the pause: a change made meanwhile would be missed.
             follower.lost();
@@ -121,7 +164,9 @@ impl Follower for QuotaFollower {
 
     fn change(&mut self, ev: &WatchEvent) {
         match ev {
-            WatchEvent::Put { kv, prev: None } => self.registry.quota_index.quota_added(&self.prefix, &kv.key, 1),
+            WatchEvent::Put { kv, created: true, .. } => {
+                self.registry.quota_index.quota_added(&self.prefix, &kv.key, 1)
+            }
             WatchEvent::Delete { key, .. } => self.registry.quota_index.quota_added(&self.prefix, key, -1),
             _ => {}
         }
@@ -138,6 +183,8 @@ struct FootprintFollower {
     registry: Registry,
     lc_prefix: String,
     fresh: Option<Footprint>,
+    /// For each change of the batch being applied, whether its key's past size was read.
+    asked: Vec<bool>,
 }
 
 /// Take note of a LogicalCluster written or gone, as this registry's when it is on this registry's
@@ -211,7 +258,21 @@ impl Follower for ClusterFollower {
     fn lost(&mut self) {}
 }
 
+/// The key whose size before `ev` is needed and not carried, and the revision it is read at.
+fn before_unknown(ev: &WatchEvent) -> Option<(&str, Revision)> {
+    match ev {
+        WatchEvent::Put { kv, prev: None, created: false } => Some((&kv.key, kv.mod_revision - 1)),
+        WatchEvent::Delete { key, prev: None, revision } => Some((key, revision - 1)),
+        _ => None,
+    }
+}
+
 impl Follower for FootprintFollower {
+    /// A key's size before a change is read only where it is needed (`reads`): etcd 3.4 would read
+    /// every change's previous value, creations included, which are most changes while clusters are
+    /// made.
+    const PREV: bool = false;
+
     fn reset(&mut self) {
         self.fresh = Some(Footprint::default());
     }
@@ -231,23 +292,54 @@ impl Follower for FootprintFollower {
         self.registry.footprint.counted(revision);
     }
 
-    fn change(&mut self, ev: &WatchEvent) {
+    fn reads(&mut self, evs: &[WatchEvent]) -> Vec<RangeRequest> {
+        let footprint = &self.registry.footprint;
+        self.asked.clear();
+        let mut reads = Vec::new();
+        for ev in evs {
+            // An update's old size is always read; a delete's only where the cluster stays.
+            let needed = |key: &str| {
+                !matches!(ev, WatchEvent::Delete { .. }) || footprint.size_needed(&self.registry.prefix, key)
+            };
+            let read = before_unknown(ev).filter(|(key, _)| needed(key));
+            self.asked.push(read.is_some());
+            if let Some((key, at)) = read {
+                reads.push(RangeRequest::key_at(key, at));
+            }
+        }
+        reads
+    }
+
+    fn changes(&mut self, evs: &[WatchEvent], read: &[RangeResult]) {
         let footprint = &self.registry.footprint;
         let prefix = &self.registry.prefix;
-        match ev {
-            WatchEvent::Put { kv, prev } => {
-                footprint.account(prefix, &kv.key, prev.as_ref().map(size), Some(size(kv)));
-                footprint.counted(ev.revision());
-                self.observe(footprint, &kv.key, Some(&kv.value));
+        let mut answers = read.iter();
+        let asked = std::mem::take(&mut self.asked);
+        for (i, ev) in evs.iter().enumerate() {
+            // The size a key had before `ev`: carried, read, or (not read: a key of a cluster being
+            // deleted) counted as nothing, its bytes going with the cluster.
+            let mut before = |key: &str, carried: &Option<KeyValue>| match (carried, asked.get(i) == Some(&true)) {
+                (Some(p), _) => Some(size(p)),
+                (None, true) => {
+                    let answer = answers.next().map_or(&[][..], |r| r.kvs.as_slice());
+                    answer.first().filter(|kv| kv.key == key).map(size)
+                }
+                (None, false) => Some(0),
+            };
+            match ev {
+                WatchEvent::Put { kv, prev, created } => {
+                    let before = if *created { None } else { before(&kv.key, prev) };
+                    footprint.account(prefix, &kv.key, before, Some(size(kv)));
+                    footprint.counted(ev.revision());
+                    self.observe(footprint, &kv.key, Some(&kv.value));
+                }
+                WatchEvent::Delete { key, prev, .. } => {
+                    footprint.account(prefix, key, before(key, prev), None);
+                    footprint.counted(ev.revision());
+                    self.observe(footprint, key, None);
+                }
+                WatchEvent::Progress(rev) => footprint.counted(*rev),
             }
-            WatchEvent::Delete { key, prev, .. } => {
-                // A store that lost the old value cannot say its size; the next full count will.
-                let before = prev.as_ref().map_or(key.len(), size);
-                footprint.account(prefix, key, Some(before), None);
-                footprint.counted(ev.revision());
-                self.observe(footprint, key, None);
-            }
-            WatchEvent::Progress(rev) => footprint.counted(*rev),
         }
     }
 

@@ -163,6 +163,12 @@ pub struct Footprint {
     /// whose entry lock is held across an admission's check and its reservation, so two writes to one
     /// cluster cannot both take the last room.
     pending: DashMap<Box<str>, Held>,
+    /// Clusters that hold keys while their LogicalCluster is being deleted or gone: their keys'
+    /// deletes are counted without their sizes, which would cost the store a past read each (a watch
+    /// without previous values carries none), for bytes about to go with the cluster. Their bytes
+    /// stay as they were until their last key goes, and the entry with it: bounded by the clusters
+    /// being purged.
+    deleting: dashmap::DashSet<Box<str>>,
     /// The revision the watch has counted up to.
     applied: AtomicI64,
     /// Names reservations.
@@ -299,6 +305,12 @@ impl Footprint {
     /// The limits set on `cluster`, if any.
     pub fn limits(&self, cluster: &str) -> Option<TenantLimits> {
         self.limits.get(cluster).map(|l| *l)
+    }
+
+    /// Whether a delete of `key` must be counted with the key's size: not when its cluster is being
+    /// deleted (see `deleting`), nor when it is no object's key.
+    pub(super) fn size_needed(&self, prefix: &str, key: &str) -> bool {
+        parts(prefix, key).is_some_and(|p| !self.deleting.contains(p.cluster))
     }
 
     /// Whether every key has been counted and the counts are kept current (usage accounting is on and
@@ -472,6 +484,7 @@ impl Footprint {
         };
         if gone {
             self.usage.remove_if(p.cluster, |_, h| h.usage.objects == 0);
+            self.deleting.remove(p.cluster);
         }
         // Only clusters with a LogicalCluster are written to: the set stays within the clusters that
         // exist (on a replica that does not lead, nobody empties it).
@@ -486,6 +499,12 @@ impl Footprint {
     /// Take note of a LogicalCluster's limits and recorded usage (`None`: it is gone).
     pub(super) fn observe_cluster(&self, name: &str, obj: Option<&Value>) {
         let live = obj.filter(|o| o["metadata"].get("deletionTimestamp").is_none());
+        // Being deleted, or gone with keys left: its keys are going.
+        if live.is_some() || obj.is_none() && !self.usage.contains_key(name) {
+            self.deleting.remove(name);
+        } else if !self.deleting.contains(name) {
+            self.deleting.insert(name.into());
+        }
         match live.and_then(TenantLimits::of) {
             Some(l) => {
                 self.limits.insert(name.into(), l);
@@ -582,7 +601,7 @@ impl Footprint {
     /// `clusters`: whether `fresh` noted the LogicalClusters too (the default shard's listing holds
     /// them); another shard's are noted by a follower of their own, and kept.
     pub(super) fn replace(&self, fresh: Footprint, clusters: bool) {
-        let Footprint { usage, recorded, limits, .. } = fresh;
+        let Footprint { usage, recorded, limits, deleting, .. } = fresh;
         let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
         if clusters {
             dirty.retain(|c| recorded.contains_key(c));
@@ -609,6 +628,13 @@ impl Footprint {
             }
             self.usage.insert(c, u);
         }
+        if clusters {
+            self.deleting.retain(|c| deleting.contains(c));
+            for c in deleting {
+                self.deleting.insert(c);
+            }
+        }
+        self.deleting.retain(|c| self.usage.contains_key(c));
         self.ready.store(true, Ordering::Release);
     }
 
@@ -618,6 +644,7 @@ impl Footprint {
         dirty.retain(|c| live.contains(c));
         self.recorded.retain(|c, _| live.contains(c));
         self.limits.retain(|c, _| live.contains(c));
+        self.deleting.retain(|c| self.usage.contains_key(c));
     }
 }
 
@@ -699,6 +726,36 @@ mod tests {
         // Deleting the LogicalCluster drops its limits.
         f.observe_cluster("team-a", None);
         assert!(f.admit("team-a", &cm, "x", true, 10).is_ok());
+    }
+
+    /// A cluster being deleted has its keys' deletes counted without reading their sizes, and leaves
+    /// no trace once its last key goes; a live cluster's, and any key of a cluster whose
+    /// LogicalCluster is back, are read.
+    #[test]
+    fn a_deleted_clusters_keys_go_without_their_sizes() {
+        let f = Footprint::default();
+        let p = "/registry";
+        let (ns, cm) = ("/registry/core/namespaces/c/default", "/registry/core/configmaps/c/default/x");
+        f.account(p, ns, None, Some(100));
+        f.account(p, cm, None, Some(50));
+        f.observe_cluster("c", Some(&json!({"metadata": {}})));
+        assert!(f.size_needed(p, cm), "a live cluster's deletes count their sizes");
+        assert!(!f.size_needed(p, "/registry/core/configmaps"), "no object's key");
+        f.observe_cluster("c", Some(&json!({"metadata": {"deletionTimestamp": "2026-11-27T00:00:00Z"}})));
+        assert!(!f.size_needed(p, cm), "being deleted");
+        f.account(p, cm, Some(0), None);
+        assert_eq!((f.usage("c").objects, f.usage("c").storage_bytes), (1, 150), "bytes go with the cluster");
+        f.account(p, ns, Some(0), None);
+        assert!(!f.usage.contains_key("c") && !f.deleting.contains("c"), "no entry once the last key went");
+        // Gone with keys left, then back: deletes are read again once it is live.
+        f.account(p, cm, None, Some(50));
+        f.observe_cluster("c", None);
+        assert!(!f.size_needed(p, cm));
+        f.observe_cluster("c", Some(&json!({"metadata": {}})));
+        assert!(f.size_needed(p, cm));
+        // Gone without keys: nothing kept for it.
+        f.observe_cluster("d", None);
+        assert!(!f.deleting.contains("d"));
     }
 
     /// Writes admitted and not yet counted hold their room: a burst cannot pass a limit before the

@@ -184,7 +184,7 @@ fn decode_event(revision: Revision, raw: &[u8]) -> Result<WatchEvent, StoreError
     };
     let value = r.bytes()?.to_vec();
     Ok(if put {
-        WatchEvent::Put { kv: KeyValue { key, value, mod_revision: revision }, prev }
+        WatchEvent::Put { kv: KeyValue { key, value, mod_revision: revision }, created: prev.is_none(), prev }
     } else {
         WatchEvent::Delete { revision, prev, key }
     })
@@ -401,7 +401,7 @@ fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreE
             continue;
         }
         let (key, prev) = match decode_event(r.value() as i64, raw.value())? {
-            WatchEvent::Put { kv, prev } => (kv.key, prev),
+            WatchEvent::Put { kv, prev, .. } => (kv.key, prev),
             WatchEvent::Delete { key, prev, .. } => (key, prev),
             WatchEvent::Progress(_) => continue,
         };

@@ -351,6 +351,9 @@ impl Store for EtcdStore {
                     if r.limit > 0 {
                         opts = opts.with_limit(r.limit as i64);
                     }
+                    if let Some(at) = r.revision {
+                        opts = opts.with_revision(at);
+                    }
                     TxnOp::get(r.start.clone().unwrap_or_else(|| r.prefix.clone()), Some(opts))
                 })
                 .collect();
@@ -515,7 +518,10 @@ impl EtcdWatch {
                         };
                         let item = match ev.event_type() {
                             EventType::Put => match kv_of(kv) {
-                                Ok(kv) => WatchEvent::Put { kv, prev },
+                                // etcd counts a key's versions from its creation.
+                                Ok(kv) => {
+                                    WatchEvent::Put { created: ev.kv().is_some_and(|k| k.version() == 1), kv, prev }
+                                }
                                 Err(e) => return Some(Err(e)),
                             },
                             EventType::Delete => WatchEvent::Delete {

@@ -33,8 +33,11 @@ pub enum WatchEvent {
     Put {
         /// The new value.
         kv: KeyValue,
-        /// The value it replaced.
+        /// The value it replaced (absent after a create, and from `watch_current` always).
         prev: Option<KeyValue>,
+        /// Whether this put made the key (it was not there just before), whether or not `prev` is
+        /// carried: a follower without previous values still tells a create from an update.
+        created: bool,
     },
     /// The key was deleted at `revision`; `prev` is its last value.
     Delete {
@@ -107,7 +110,7 @@ pub async fn range_pages<E: From<StoreError>>(
 /// What to read.
 #[derive(Debug, Clone, Default)]
 pub struct RangeRequest {
-    /// Every key starting with this (it ends with `/`).
+    /// Every key starting with this (it ends with `/`, but for one key read alone: `key_at`).
     pub prefix: String,
     /// Start at this key (inclusive); must be under `prefix`.
     pub start: Option<String>,
@@ -115,6 +118,14 @@ pub struct RangeRequest {
     pub limit: usize,
     /// Read at this past revision; `None` reads the latest.
     pub revision: Option<Revision>,
+}
+
+impl RangeRequest {
+    /// One key as it was at `revision`: the keys starting with it, at most one, which is the key
+    /// itself if it was there then (a longer key sorts after it).
+    pub fn key_at(key: &str, revision: Revision) -> RangeRequest {
+        RangeRequest { prefix: key.to_string(), start: None, limit: 1, revision: Some(revision) }
+    }
 }
 
 /// Another key a write depends on, at the revision it was checked.
@@ -217,8 +228,9 @@ pub trait Store: Send + Sync + 'static {
         let _ = items;
         Ok(false)
     }
-    /// Several reads of the latest revision, answered in order, in one round trip where the store can
-    /// (a purge reads every resource's prefix of its cluster).
+    /// Several reads, each at its own revision or the latest, answered in order, in one round trip
+    /// where the store can (a purge reads every resource's prefix of its cluster; usage counting reads
+    /// the values a watch without previous values left out).
     async fn ranges(&self, reqs: Vec<RangeRequest>) -> Result<Vec<RangeResult>, StoreError> {
         let mut out = Vec::with_capacity(reqs.len());
         for r in reqs {

@@ -88,7 +88,7 @@ impl DirectWatch {
         };
         match ev {
             WatchEvent::Progress(_) => Ok(None),
-            WatchEvent::Put { kv, prev } => {
+            WatchEvent::Put { kv, prev, .. } => {
                 let Some(c) = cluster_for(&kv.key) else { return Ok(None) };
                 let new = registry.decode(def, &c, &kv)?;
                 let old = match &prev {
