@@ -21,7 +21,7 @@ use crate::registry::{Finalizers, Registry, Sweep};
 use crate::resources;
 use crate::shard::Placed;
 use crate::status::{ApiError, ApiResult};
-use crate::storage::{StoreError, WatchEvent};
+use crate::storage::{KeyValue, RangeRequest, Revision, StoreError, WatchEvent};
 
 /// Clusters whose default RBAC is reconciled at once after an upgrade (about 25 store reads each, and a
 /// write where a role lacks something): few enough that serving requests keeps most of the store.
@@ -171,7 +171,10 @@ impl Lifecycle {
                 tracing::info!(clusters = count, "default RBAC of logical clusters reconciled with this kgate's policy");
             });
         }
-        let mut events = self.registry.store.watch(&prefix, revision).await?;
+        // What a LogicalCluster is now is all a put needs; a delete's last value (which shard to
+        // purge) is read alone, at the revision before it: a watch asking for previous values would
+        // have etcd 3.4 read one for each create and update as well, two per cluster made.
+        let mut events = self.registry.store.watch_current(&prefix, revision).await?;
         while let Some(ev) = events.next().await {
             match ev? {
                 WatchEvent::Put { kv, .. } => {
@@ -182,8 +185,12 @@ impl Lifecycle {
                 }
                 // Normally the end of a purge. A LogicalCluster whose finalizer someone removed by hand
                 // goes at once, though, and its keys still need purging; one more pass costs little.
-                WatchEvent::Delete { key, prev, .. } => {
+                WatchEvent::Delete { key, prev, revision } => {
                     if let Some(name) = key.rsplit('/').next() {
+                        let prev = match prev {
+                            Some(kv) => Some(kv),
+                            None => self.last_value(&key, revision).await,
+                        };
                         let obj = prev.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok());
                         self.start_purge(jobs, name, obj.as_ref());
                     }
@@ -192,6 +199,14 @@ impl Lifecycle {
             }
         }
         Ok(())
+    }
+
+    /// `key`'s value just before its delete at `revision`: `None` if that is compacted away or the
+    /// store does not answer, and the purge then looks on every shard.
+    async fn last_value(&self, key: &str, revision: Revision) -> Option<KeyValue> {
+        let read = RangeRequest::key_at(key, revision - 1);
+        let got = self.registry.store.ranges(vec![read]).await.ok()?;
+        got.into_iter().next()?.kvs.into_iter().next().filter(|kv| kv.key == key)
     }
 
     /// Purge `cluster` on the shard its LogicalCluster `obj` names, or on every shard when the
