@@ -183,8 +183,10 @@ impl Lifecycle {
                         self.start_purge(jobs, crate::meta::meta_str(&obj, "name").unwrap_or_default(), Some(&obj));
                     }
                 }
-                // Normally the end of a purge. A LogicalCluster whose finalizer someone removed by hand
-                // goes at once, though, and its keys still need purging; one more pass costs little.
+                // Normally the end of a purge, started when the object was marked deleted (the put
+                // above, or this watch's listing). A LogicalCluster whose finalizer someone removed by
+                // hand before deleting it goes at once, though, never marked, and its keys still need
+                // purging; so does one whose last value cannot be read.
                 WatchEvent::Delete { key, prev, revision } => {
                     if let Some(name) = key.rsplit('/').next() {
                         let prev = match prev {
@@ -192,7 +194,9 @@ impl Lifecycle {
                             None => self.last_value(&key, revision).await,
                         };
                         let obj = prev.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok());
-                        self.start_purge(jobs, name, obj.as_ref());
+                        if obj.as_ref().is_none_or(|o| o["metadata"].get("deletionTimestamp").is_none()) {
+                            self.start_purge(jobs, name, obj.as_ref());
+                        }
                     }
                 }
                 WatchEvent::Progress(_) => {}
