@@ -348,3 +348,26 @@ fn pods_of_many_mounts_devices_and_projected_files() {
         kgate::fuzzing::body,
     );
 }
+
+#[test]
+fn pods_of_many_containers_host_ports_and_tolerations() {
+    // Host ports are compared across every container: through a set, not against each other.
+    grows_linearly(
+        "pod: n containers with host ports and envFrom, n tolerations",
+        500,
+        |n| {
+            let containers: Vec<serde_json::Value> = (0..n)
+                .map(|i| {
+                    serde_json::json!({"name": format!("c{i}"), "image": "x",
+                    "ports": [{"containerPort": 80, "hostPort": 8000 + i % 1000, "protocol": "TCP"}],
+                    "envFrom": [{"configMapRef": {"name": "cm"}}]})
+                })
+                .collect();
+            let tolerations: Vec<serde_json::Value> =
+                (0..n).map(|i| serde_json::json!({"key": format!("k{i}"), "operator": "Exists"})).collect();
+            json(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": containers, "tolerations": tolerations}}))
+        },
+        kgate::fuzzing::body,
+    );
+}

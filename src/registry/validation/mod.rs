@@ -13,7 +13,10 @@
 //! updates what each type keeps once set (`update_errors`). As in kube, a StatefulSet's template is
 //! checked for its labels and restart policy only.
 //!
-//! Every volume source is checked by its own fields (`volumes`), the in-tree cloud disks included.
+//! Every volume source is checked by its own fields (`volumes`), the in-tree cloud disks included;
+//! containers' policies, probes, hooks and host ports, tolerations and a pod's own names and numbers
+//! as kube's `ValidatePodSpec` checks them (`containers`). Not yet: a pod's DNS config and host
+//! aliases, its OS-specific fields, and ephemeral containers' own rules.
 //!
 //! Not checked: kube-apiserver's `--allow-privileged`, off by default there and on in every cluster
 //! tool's setup.
@@ -31,6 +34,7 @@ mod admission;
 mod admission_policy;
 mod certificates;
 mod cluster_kinds;
+mod containers;
 mod cron;
 mod csi;
 mod flowcontrol;
@@ -50,6 +54,7 @@ use admission::*;
 use admission_policy::*;
 use certificates::*;
 use cluster_kinds::*;
+use containers::*;
 use csi::*;
 use flowcontrol::*;
 use limits::*;
@@ -402,7 +407,11 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
             }
         }
         "core.v1.Secret" => config_keys(map, "data", path, causes),
-        _ => source(name, map, path, causes),
+        "core.v1.Toleration" => toleration(map, path, causes),
+        _ => {
+            source(name, map, path, causes);
+            action(name, map, path, causes);
+        }
     }
 }
 

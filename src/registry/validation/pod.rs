@@ -29,6 +29,8 @@ pub(super) fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<C
     }
     spread_pairs(map, path, causes);
     scheduling_gates(map, path, causes);
+    // A Pod's spec is at `spec`; a template's is deeper.
+    pod_spec_rest(map, path, path.render() == "spec", causes);
 }
 
 /// A pod's volumes, named uniquely, and its containers' mounts of them (kube's `ValidateVolumes` and
