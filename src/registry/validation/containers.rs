@@ -2,9 +2,22 @@
 //! mounts (kube 1.33's `validateContainerCommon`, `validateContainers`, `validateInitContainers` and
 //! `ValidatePodSpec`): pull and termination-message policies, restart policies of regular and init
 //! containers, probes and lifecycle hooks and their handlers, `envFrom`, resize policies, host ports
-//! taken twice, tolerations, and the pod's own names, deadline and priority fields.
+//! taken twice, tolerations, and the pod's own names, deadline, priority, DNS config and host
+//! aliases.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use super::*;
+
+/// kube's words for an IP of its older fields, which it reads as Go's `ParseIPSloppy` does.
+const NOT_IP: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
+
+// apimachinery's `dns1123SubdomainFmtWithUnderscore`, for DNS search domains (1.33 relaxes them so).
+const SEARCH_FMT: &str = "_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*";
+static SEARCH: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*$").unwrap());
 
 const PULL_POLICIES: &[&str] = &["Always", "IfNotPresent", "Never"];
 const NEGATIVE: &str = "must be greater than or equal to 0";
@@ -106,6 +119,80 @@ pub(super) fn pod_spec_rest(spec: &Map<String, Value>, path: &Path, pod: bool, c
         }
     }
     pod_names(spec, path, causes);
+    dns_config(spec, path, causes);
+    for (i, alias) in spec.get("hostAliases").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let at = format!("{}[{i}]", path.child("hostAliases"));
+        let ip = text(alias, "ip");
+        if sloppy_ip(ip).is_none() {
+            invalid(causes, format!("{at}.ip"), format!("{ip:?}"), NOT_IP);
+        }
+        for (j, host) in list_of(alias, "hostnames").iter().enumerate() {
+            let host = host.as_str().unwrap_or_default();
+            if let Err(why) = meta::validate_dns1123_subdomain(host) {
+                invalid(causes, format!("{at}.hostnames[{j}]"), format!("{host:?}"), &why);
+            }
+        }
+    }
+}
+
+/// A pod's DNS config (kube's `validatePodDNSConfig`, with 1.33's relaxed search domains): required
+/// with the `None` policy, at most 3 name servers that are IPs, at most 32 search domains of 2,048
+/// characters in all, named options.
+fn dns_config(spec: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let at = path.child("dnsConfig");
+    let config = spec.get("dnsConfig").filter(|c| !c.is_null());
+    let nameservers = config.map_or(&[][..], |c| list_of(c, "nameservers"));
+    if spec.get("dnsPolicy").and_then(Value::as_str) == Some("None") {
+        let Some(_) = config else {
+            return required_why(causes, &at, "must provide `dnsConfig` when `dnsPolicy` is None");
+        };
+        if nameservers.is_empty() {
+            let why = "must provide at least one DNS nameserver when `dnsPolicy` is None";
+            return required_why(causes, &format!("{at}.nameservers"), why);
+        }
+    }
+    let Some(config) = config else { return };
+    if nameservers.len() > 3 {
+        let why = "must not have more than 3 nameservers";
+        invalid(causes, format!("{at}.nameservers"), go_strings("string", nameservers), why);
+    }
+    for (i, ns) in nameservers.iter().enumerate() {
+        let ns = ns.as_str().unwrap_or_default();
+        if sloppy_ip(ns).is_none() {
+            invalid(causes, format!("{at}.nameservers[{i}]"), format!("{ns:?}"), NOT_IP);
+        }
+    }
+    let searches = list_of(config, "searches");
+    if searches.len() > 32 {
+        let why = "must not have more than 32 search paths";
+        invalid(causes, format!("{at}.searches"), go_strings("string", searches), why);
+    }
+    let chars: usize =
+        searches.iter().map(|s| s.as_str().map_or(0, str::len)).sum::<usize>() + searches.len().saturating_sub(1);
+    if chars > 2048 {
+        let why = "must not have more than 2048 characters (including spaces) in the search list";
+        invalid(causes, format!("{at}.searches"), go_strings("string", searches), why);
+    }
+    for (i, search) in searches.iter().enumerate() {
+        let search = search.as_str().unwrap_or_default();
+        if search == "." {
+            continue;
+        }
+        let trimmed = search.strip_suffix('.').unwrap_or(search);
+        let here = format!("{at}.searches[{i}]");
+        if trimmed.len() > 253 {
+            invalid(causes, here.clone(), format!("{trimmed:?}"), "must be no more than 253 characters");
+        }
+        if !SEARCH.is_match(trimmed) {
+            let why = format!("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{SEARCH_FMT}')");
+            invalid(causes, here, format!("{trimmed:?}"), &why);
+        }
+    }
+    for (i, option) in list_of(config, "options").iter().enumerate() {
+        if text(option, "name").is_empty() {
+            required_why(causes, &format!("{at}.options[{i}]"), "must not be empty");
+        }
+    }
 }
 
 /// The items of a list field, none when absent.
@@ -157,9 +244,13 @@ fn env_from(container: &Value, at: &str, causes: &mut Vec<Cause>) {
             sources += 1;
             match text(reference, "name") {
                 "" => required(causes, format!("{here}.{kind}.name")),
-                // A name kube may append to (a prefix): a trailing '-' passes.
+                // A name kube may append to (a prefix), checked as kube's `maskTrailingDash` leaves it:
+                // its last two characters made one letter when it ends with '-'.
                 name => {
-                    let masked = name.strip_suffix('-').map_or_else(|| name.to_string(), |n| format!("{n}a"));
+                    let masked = match name.len() > 1 && name.ends_with('-') {
+                        true => name.get(..name.len() - 2).map_or_else(|| name.to_string(), |n| format!("{n}a")),
+                        false => name.to_string(),
+                    };
                     if let Err(why) = meta::validate_dns1123_subdomain(&masked) {
                         invalid(causes, format!("{here}.{kind}.name"), format!("{name:?}"), &why);
                     }
@@ -370,7 +461,10 @@ mod tests {
             "hostname": "Bad_Host", "serviceAccountName": "Bad SA", "activeDeadlineSeconds": 0,
             "preemptionPolicy": "Sometimes", "readinessGates": [{"conditionType": "bad gate!"}],
             "tolerations": [{"operator": "Equal", "value": "x"},
-                {"key": "k", "operator": "Exists", "value": "v", "effect": "Sometimes", "tolerationSeconds": 5}]});
+                {"key": "k", "operator": "Exists", "value": "v", "effect": "Sometimes", "tolerationSeconds": 5}],
+            "dnsPolicy": "None", "dnsConfig": {"nameservers": ["1.1.1.1", "2.2.2.2", "3.3.3.3", "nope"],
+                "searches": ["ns.svc.cluster.local.", "Bad_Domain", "."], "options": [{"name": ""}]},
+            "hostAliases": [{"ip": "10.0.0.300", "hostnames": ["Bad Host"]}]});
         let got = messages("v1", "Pod", json!({"metadata": {"name": "p"}, "spec": spec}));
         let label = meta::validate_dns1123_label("Bad_Host").unwrap_err();
         let subdomain = meta::validate_dns1123_subdomain("Bad SA").unwrap_err();
@@ -412,6 +506,15 @@ mod tests {
         .map(String::from)
         .to_vec();
         want.push(format!("spec.hostname: Invalid value: \"Bad_Host\": {label}"));
+        let host = meta::validate_dns1123_subdomain("Bad Host").unwrap_err();
+        want.push(format!("spec.hostAliases[0].hostnames[0]: Invalid value: \"Bad Host\": {host}"));
+        want.extend([
+            "spec.dnsConfig.nameservers: Invalid value: []string{\"1.1.1.1\", \"2.2.2.2\", \"3.3.3.3\", \"nope\"}: must not have more than 3 nameservers".to_string(),
+            format!("spec.dnsConfig.nameservers[3]: Invalid value: \"nope\": {NOT_IP}"),
+            "spec.dnsConfig.searches[1]: Invalid value: \"Bad_Domain\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*')".into(),
+            "spec.dnsConfig.options[0]: Required value: must not be empty".into(),
+            format!("spec.hostAliases[0].ip: Invalid value: \"10.0.0.300\": {NOT_IP}"),
+        ]);
         want.push(format!("spec.serviceAccountName: Invalid value: \"Bad SA\": {subdomain}"));
         want.extend(
             meta::qualified_name_errors("bad gate!")
@@ -443,7 +546,10 @@ mod tests {
             "priorityClassName": "high", "runtimeClassName": "gvisor", "preemptionPolicy": "Never",
             "readinessGates": [{"conditionType": "example.com/ready"}],
             "tolerations": [{"operator": "Exists"}, {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
-                "effect": "NoExecute", "tolerationSeconds": 300}, {"key": "team", "value": "a", "effect": "NoSchedule"}]});
+                "effect": "NoExecute", "tolerationSeconds": 300}, {"key": "team", "value": "a", "effect": "NoSchedule"}],
+            "dnsPolicy": "None", "dnsConfig": {"nameservers": ["10.96.0.10", "fd00::a"],
+                "searches": ["svc.cluster.local", "_srv.example.com", "."], "options": [{"name": "ndots", "value": "2"}]},
+            "hostAliases": [{"ip": "127.0.0.1", "hostnames": ["foo.local"]}]});
         assert_eq!(messages("v1", "Pod", json!({"metadata": {"name": "p"}, "spec": spec})), Vec::<String>::new());
         // A template's host port may be left for defaulting with the host's network, and its image is not
         // trimmed-checked (kube checks those on pods alone).

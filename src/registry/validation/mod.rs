@@ -15,8 +15,8 @@
 //!
 //! Every volume source is checked by its own fields (`volumes`), the in-tree cloud disks included;
 //! containers' policies, probes, hooks and host ports, tolerations and a pod's own names and numbers
-//! as kube's `ValidatePodSpec` checks them (`containers`). Not yet: a pod's DNS config and host
-//! aliases, its OS-specific fields, and ephemeral containers' own rules.
+//! as kube's `ValidatePodSpec` checks them, DNS config and host aliases included (`containers`). Not
+//! yet: a pod's OS-specific fields, and ephemeral containers' own rules.
 //!
 //! Not checked: kube-apiserver's `--allow-privileged`, off by default there and on in every cluster
 //! tool's setup.

@@ -365,8 +365,10 @@ fn ephemeral(map: &Map<String, Value>, at: &dyn Fn(&str) -> String, causes: &mut
             push(causes, c);
         }
         for (field, name) in TEMPLATE_META_FORBIDDEN {
-            // Set as Go sees it: not its zero value (an empty list is set, as Go decodes `[]`).
-            let zero = |v: &Value| matches!(v, Value::Null | Value::Bool(false)) || v == "" || v == 0;
+            // Set as Go sees it: not its zero value (an empty list is set, as Go decodes `[]`; a
+            // pointer is set whatever it points to).
+            let pointer = matches!(*field, "deletionGracePeriodSeconds" | "deletionTimestamp");
+            let zero = |v: &Value| v.is_null() || !pointer && (v == &Value::Bool(false) || v == "" || v == 0);
             if meta.get(*field).is_some_and(|v| !zero(v)) {
                 forbidden(causes, &format!("{at}.metadata.{name}"), "cannot be set");
             }
@@ -489,11 +491,14 @@ fn projections(map: &Map<String, Value>, at: &str, causes: &mut Vec<Cause>) {
             if name.is_empty() {
                 required(causes, format!("{here}.{kind}.name"));
             }
-            // Each item's own fields are checked where it is (`KeyToPath`).
+            // Each item's own fields are checked where it is (`KeyToPath`); the name a duplicate is
+            // reported with is shown once, however many items repeat a path.
+            let mut shown = None;
             for item in list(projection, "items") {
                 let p = text(item, "path");
                 if !p.is_empty() && !paths.insert(p.to_string()) {
-                    invalid(causes, at.into(), format!("{name:?}"), "conflicting duplicate paths");
+                    let shown = shown.get_or_insert_with(|| shown_once(name)).clone();
+                    invalid(causes, at.into(), shown, "conflicting duplicate paths");
                 }
             }
         }
@@ -558,10 +563,8 @@ fn env_source(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
 /// A field of the pod a file or variable shows (kube's `validateObjectFieldSelector`): one kube
 /// converts from v1, and among `expressions` unless it is a label's or an annotation's.
 fn object_field(selector: &Value, expressions: &[&str], at: &str, causes: &mut Vec<Cause>) {
-    let version = text(selector, "apiVersion");
-    if version.is_empty() {
-        return required(causes, format!("{at}.apiVersion"));
-    }
+    // Defaults make an empty version v1 before kube validates (kgate's may stop at their budget).
+    let version = Some(text(selector, "apiVersion")).filter(|v| !v.is_empty()).unwrap_or("v1");
     let label = text(selector, "fieldPath");
     if label.is_empty() {
         return required(causes, format!("{at}.fieldPath"));
