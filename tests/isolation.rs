@@ -582,8 +582,10 @@ async fn usage_is_shown_and_capped_per_cluster_on_both_stores() {
             "customResourceDefinitions": 0, "storageBytes": now["storageBytes"].as_u64().unwrap() + 5_000}}});
         let (code, body) = s.patch(&format!("{lcs}/acme"), "application/merge-patch+json", &limits).await;
         assert_eq!(code, StatusCode::OK, "{body}");
+        // Waited for by dry runs, which limits hold too and which write nothing: a real create sent
+        // before this replica's watch brought the new limits would be made.
         common::eventually(10, "the objects cap to hold", || async {
-            s.post(cms, &cm("two", 1)).await.0 == StatusCode::FORBIDDEN
+            s.post(&format!("{cms}?dryRun=All"), &cm("two", 1)).await.0 == StatusCode::FORBIDDEN
         })
         .await;
         let (_, refused) = s.post(cms, &cm("two", 1)).await;

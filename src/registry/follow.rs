@@ -49,6 +49,11 @@ trait Follower {
         let _ = evs;
         Vec::new()
     }
+    /// Whether a batch must end after `ev`: what `reads` decides for later changes depends on it.
+    fn ends_batch(&self, ev: &WatchEvent) -> bool {
+        let _ = ev;
+        false
+    }
     /// The changes of a batch, in order, with the answers to its `reads`.
     fn changes(&mut self, evs: &[WatchEvent], read: &[RangeResult]) {
         let _ = read;
@@ -116,7 +121,7 @@ impl Registry {
             while open {
                 let Some(Ok(first)) = events.next().await else { break };
                 let mut batch = vec![first];
-                while batch.len() < BATCH {
+                while batch.len() < BATCH && !batch.last().is_some_and(|ev| follower.ends_batch(ev)) {
                     match events.next().now_or_never() {
                         Some(Some(Ok(ev))) => batch.push(ev),
                         // Ended or failed: what came is applied, then the follower starts over.
@@ -290,6 +295,17 @@ impl Follower for FootprintFollower {
             self.registry.footprint.replace(fresh, self.registry.holds_root());
         }
         self.registry.footprint.counted(revision);
+    }
+
+    /// A LogicalCluster's change may mark its cluster deleted or live, which decides whether the
+    /// deletes after it are read.
+    fn ends_batch(&self, ev: &WatchEvent) -> bool {
+        let key = match ev {
+            WatchEvent::Put { kv, .. } => &kv.key,
+            WatchEvent::Delete { key, .. } => key,
+            WatchEvent::Progress(_) => return false,
+        };
+        key.starts_with(&self.lc_prefix)
     }
 
     fn reads(&mut self, evs: &[WatchEvent]) -> Vec<RangeRequest> {

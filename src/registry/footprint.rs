@@ -163,11 +163,11 @@ pub struct Footprint {
     /// whose entry lock is held across an admission's check and its reservation, so two writes to one
     /// cluster cannot both take the last room.
     pending: DashMap<Box<str>, Held>,
-    /// Clusters that hold keys while their LogicalCluster is being deleted or gone: their keys'
-    /// deletes are counted without their sizes, which would cost the store a past read each (a watch
-    /// without previous values carries none), for bytes about to go with the cluster. Their bytes
-    /// stay as they were until their last key goes, and the entry with it: bounded by the clusters
-    /// being purged.
+    /// Clusters whose LogicalCluster is marked deleted: their keys' deletes are counted without their
+    /// sizes, which would cost the store a past read each (a watch without previous values carries
+    /// none), for bytes about to go with the cluster. Their bytes stay as they were until their last
+    /// key goes, and the entry with it or with the LogicalCluster: bounded by the clusters being
+    /// purged.
     deleting: dashmap::DashSet<Box<str>>,
     /// The revision the watch has counted up to.
     applied: AtomicI64,
@@ -499,11 +499,14 @@ impl Footprint {
     /// Take note of a LogicalCluster's limits and recorded usage (`None`: it is gone).
     pub(super) fn observe_cluster(&self, name: &str, obj: Option<&Value>) {
         let live = obj.filter(|o| o["metadata"].get("deletionTimestamp").is_none());
-        // Being deleted, or gone with keys left: its keys are going.
-        if live.is_some() || obj.is_none() && !self.usage.contains_key(name) {
+        // Marked deleted: the purge is taking its keys. Gone, or live again, it is not (a cluster
+        // whose finalizer was taken off by hand goes with its keys left, and its name may come back).
+        if obj.is_some() && live.is_none() {
+            if !self.deleting.contains(name) {
+                self.deleting.insert(name.into());
+            }
+        } else {
             self.deleting.remove(name);
-        } else if !self.deleting.contains(name) {
-            self.deleting.insert(name.into());
         }
         match live.and_then(TenantLimits::of) {
             Some(l) => {
@@ -728,9 +731,9 @@ mod tests {
         assert!(f.admit("team-a", &cm, "x", true, 10).is_ok());
     }
 
-    /// A cluster being deleted has its keys' deletes counted without reading their sizes, and leaves
-    /// no trace once its last key goes; a live cluster's, and any key of a cluster whose
-    /// LogicalCluster is back, are read.
+    /// A cluster marked deleted has its keys' deletes counted without reading their sizes, and leaves
+    /// no trace once its last key goes; a live cluster's, and one whose LogicalCluster is gone, are
+    /// read.
     #[test]
     fn a_deleted_clusters_keys_go_without_their_sizes() {
         let f = Footprint::default();
@@ -747,15 +750,13 @@ mod tests {
         assert_eq!((f.usage("c").objects, f.usage("c").storage_bytes), (1, 150), "bytes go with the cluster");
         f.account(p, ns, Some(0), None);
         assert!(!f.usage.contains_key("c") && !f.deleting.contains("c"), "no entry once the last key went");
-        // Gone with keys left, then back: deletes are read again once it is live.
+        // Marked, then gone with keys left (its finalizer taken off by hand): its name may come
+        // back, so the keys left are counted with their sizes.
         f.account(p, cm, None, Some(50));
-        f.observe_cluster("c", None);
+        f.observe_cluster("c", Some(&json!({"metadata": {"deletionTimestamp": "2026-11-27T00:00:00Z"}})));
         assert!(!f.size_needed(p, cm));
-        f.observe_cluster("c", Some(&json!({"metadata": {}})));
-        assert!(f.size_needed(p, cm));
-        // Gone without keys: nothing kept for it.
-        f.observe_cluster("d", None);
-        assert!(!f.deleting.contains("d"));
+        f.observe_cluster("c", None);
+        assert!(f.size_needed(p, cm) && !f.deleting.contains("c"));
     }
 
     /// Writes admitted and not yet counted hold their room: a burst cannot pass a limit before the

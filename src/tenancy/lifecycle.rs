@@ -183,10 +183,11 @@ impl Lifecycle {
                         self.start_purge(jobs, crate::meta::meta_str(&obj, "name").unwrap_or_default(), Some(&obj));
                     }
                 }
-                // Normally the end of a purge, started when the object was marked deleted (the put
-                // above, or this watch's listing). A LogicalCluster whose finalizer someone removed by
-                // hand before deleting it goes at once, though, never marked, and its keys still need
-                // purging; so does one whose last value cannot be read.
+                // Normally the end of a purge. A LogicalCluster whose finalizer someone removed by hand
+                // goes at once, though, and its keys still need purging; and a cluster-wide create
+                // sent as the purge ended (namespaces and cluster roles are not guarded by the
+                // LogicalCluster) must not outlive it into a new cluster of the same name. One more
+                // pass costs a read per resource.
                 WatchEvent::Delete { key, prev, revision } => {
                     if let Some(name) = key.rsplit('/').next() {
                         let prev = match prev {
@@ -194,9 +195,7 @@ impl Lifecycle {
                             None => self.last_value(&key, revision).await,
                         };
                         let obj = prev.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok());
-                        if obj.as_ref().is_none_or(|o| o["metadata"].get("deletionTimestamp").is_none()) {
-                            self.start_purge(jobs, name, obj.as_ref());
-                        }
+                        self.start_purge(jobs, name, obj.as_ref());
                     }
                 }
                 WatchEvent::Progress(_) => {}
