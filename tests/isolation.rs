@@ -654,8 +654,7 @@ async fn usage_is_shown_and_capped_per_cluster_on_both_stores() {
         assert!(codes.iter().all(|c| *c == StatusCode::CREATED || *c == StatusCode::FORBIDDEN), "{codes:?}");
 
         // The counts kept from the watch, through creates, updates and deletes, are what a count of
-        // the store's keys finds (on etcd the watch carries no previous values: an update's or a
-        // delete's old size is read back at the revision before it).
+        // the store's keys finds.
         let lift = json!({"spec": {"limits": null}});
         assert_eq!(s.patch(&format!("{lcs}/acme"), "application/merge-patch+json", &lift).await.0, StatusCode::OK);
         let one = json!({"metadata": {"name": "one"}, "data": {"k": "z".repeat(3_000)}});

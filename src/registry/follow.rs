@@ -273,10 +273,13 @@ fn before_unknown(ev: &WatchEvent) -> Option<(&str, Revision)> {
 }
 
 impl Follower for FootprintFollower {
-    /// A key's size before a change is read only where it is needed (`reads`): etcd 3.4 would read
-    /// every change's previous value, creations included, which are most changes while clusters are
-    /// made.
-    const PREV: bool = false;
+    /// Previous values asked for, though etcd 3.4 reads one for every event, creations included.
+    /// Without them, each batch with an update or a delete waited for a read of the old sizes
+    /// (`reads`) before the watch was read on: measured with 100,000 clusters on etcd 3.5, the watch
+    /// fell behind, etcd read its history again for it, and deleting 10,000 clusters took 100-141 s
+    /// with even raw etcd slowed, against 33 s with them. A change that comes without its previous
+    /// value (etcd leaves it out once compacted) is still read back.
+    const PREV: bool = true;
 
     fn reset(&mut self) {
         self.fresh = Some(Footprint::default());
