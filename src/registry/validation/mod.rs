@@ -243,12 +243,20 @@ fn push(causes: &mut Vec<Cause>, mut c: Cause) {
     if causes.len() >= MAX_CAUSES {
         return;
     }
-    if c.message.len() > MAX_MESSAGE {
-        let end = (0..=MAX_MESSAGE).rev().find(|i| c.message.is_char_boundary(*i)).unwrap_or(0);
-        c.message.truncate(end);
+    if cut(&mut c.message) {
         c.message.push_str("...");
     }
     causes.push(c);
+}
+
+/// `s` cut to `MAX_MESSAGE` bytes at a character's boundary; whether anything was cut.
+fn cut(s: &mut String) -> bool {
+    if s.len() <= MAX_MESSAGE {
+        return false;
+    }
+    let end = (0..=MAX_MESSAGE).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
+    s.truncate(end);
+    true
 }
 
 fn duplicate(causes: &mut Vec<Cause>, at: &str, value: &str) {

@@ -84,10 +84,7 @@ fn set(map: &Map<String, Value>, field: &str) -> bool {
 /// must not copy a megabyte per cause (`push` cuts each message, but only after it is made).
 fn shown_once(s: &str) -> String {
     let mut out = format!("{s:?}");
-    if out.len() > MAX_MESSAGE {
-        let end = (0..=MAX_MESSAGE).rev().find(|i| out.is_char_boundary(*i)).unwrap_or(0);
-        out.truncate(end);
-    }
+    cut(&mut out);
     out
 }
 
