@@ -23,9 +23,27 @@ pub fn own_items(list: &serde_json::Value) -> Vec<serde_json::Value> {
     list["items"].as_array().into_iter().flatten().filter(|i| !made_with_namespace(i)).cloned().collect()
 }
 
-/// A free loopback port.
+/// A free loopback port for a process a test starts (etcd, a kgate binary), which binds it later.
+///
+/// Chosen below the kernel's ephemeral range: a port the kernel hands out for `bind(0)` may, between
+/// our check and the child's bind, become the source port of some outgoing connection (etcd members
+/// dialling each other do exactly this), and the child then fails to start. Below the range only an
+/// explicit bind takes a port. Ports are never handed out twice in one test process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = 10_000.min(ephemeral_low / 2);
+    let mut given = GIVEN.lock().unwrap();
+    loop {
+        let port = rand::random_range(low..ephemeral_low);
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Fail with a message saying what to install, never skip.
@@ -202,7 +220,7 @@ impl TestEtcd {
         for m in members.iter_mut() {
             m.spawn_process();
         }
-        for m in &members {
+        for m in members.iter_mut() {
             m.wait_serving();
         }
         members
@@ -256,11 +274,19 @@ impl TestEtcd {
         self.child = Some(child);
     }
 
-    fn wait_serving(&self) {
+    /// Until etcd answers on its client port. A 3-member cluster answers only once its members have
+    /// elected a leader, which a loaded 2-core machine can make slow; an etcd that exited is reported
+    /// at once with its log's path hint.
+    fn wait_serving(&mut self) {
         let c = self.client_port;
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while std::net::TcpStream::connect(("127.0.0.1", c)).is_err() {
-            assert!(Instant::now() < deadline, "etcd did not start on port {c}");
+            let exited = self.child.as_mut().and_then(|child| child.try_wait().ok().flatten());
+            assert!(
+                exited.is_none(),
+                "etcd on port {c} exited before it served ({exited:?}); KGATE_ETCD_LOG=FILE keeps its log"
+            );
+            assert!(Instant::now() < deadline, "etcd did not start on port {c} within 60 s");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
