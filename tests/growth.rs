@@ -371,3 +371,30 @@ fn pods_of_many_containers_host_ports_and_tolerations() {
         kgate::fuzzing::body,
     );
 }
+
+#[test]
+fn pods_of_many_ephemeral_containers_sysctls_and_windows_settings() {
+    // Ephemeral containers' names and targets are looked up in sets, sysctls' names too; the
+    // operating system's checks visit each container once.
+    grows_linearly(
+        "pod: n containers and n ephemeral containers targeting them, n sysctls, Windows host processes",
+        500,
+        |n| {
+            let containers: Vec<serde_json::Value> = (0..n)
+                .map(|i| {
+                    serde_json::json!({"name": format!("c{i}"), "image": "x",
+                    "securityContext": {"windowsOptions": {"hostProcess": true, "runAsUserName": format!("NT AUTHORITY\\u{i}")}}})
+                })
+                .collect();
+            let ephemeral: Vec<serde_json::Value> = (0..n)
+                .map(|i| serde_json::json!({"name": format!("e{i}"), "image": "x", "targetContainerName": format!("c{i}")}))
+                .collect();
+            let sysctls: Vec<serde_json::Value> =
+                (0..n).map(|i| serde_json::json!({"name": format!("net.ipv4.s{i}"), "value": "1"})).collect();
+            json(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"os": {"name": "windows"}, "hostNetwork": true, "containers": containers,
+                    "ephemeralContainers": ephemeral, "securityContext": {"sysctls": sysctls}}}))
+        },
+        kgate::fuzzing::body,
+    );
+}

@@ -664,6 +664,35 @@ async fn field_subresources_change_only_their_fields() {
     let (code, st) = s.put(&format!("{pods}/p/ephemeralcontainers"), &removed).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
     assert!(st["message"].as_str().unwrap().contains("may not be removed"), "{st}");
+    // A new ephemeral container is held to kube's allow-list: no ports, probes or resources.
+    let mut with_port = removed.clone();
+    let debug = r["spec"]["ephemeralContainers"][0].clone();
+    with_port["spec"]["ephemeralContainers"] =
+        json!([debug, {"name": "net", "image": "busybox", "ports": [{"containerPort": 80}]}]);
+    with_port["metadata"]["resourceVersion"] = json!(null);
+    let (code, st) = s.put(&format!("{pods}/p/ephemeralcontainers"), &with_port).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert_eq!(st["details"]["causes"][0]["field"], "spec.ephemeralContainers[1].ports", "{st}");
+    assert!(st["message"].as_str().unwrap().contains("cannot be set for an Ephemeral Container"), "{st}");
+    // Never on create, and a pod for Windows takes no Linux settings.
+    let mut created = pod.clone();
+    created["metadata"]["name"] = json!("q");
+    created["spec"]["ephemeralContainers"] = json!([{"name": "debug", "image": "busybox"}]);
+    let (code, st) = s.post(pods, &created).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert!(
+        st["message"].as_str().unwrap().contains("spec.ephemeralContainers: Forbidden: cannot be set on create"),
+        "{st}"
+    );
+    let mut windows = pod.clone();
+    windows["metadata"]["name"] = json!("w");
+    windows["spec"]["os"] = json!({"name": "windows"});
+    windows["spec"]["securityContext"] = json!({"runAsUser": 1000});
+    let (code, st) = s.post(pods, &windows).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert_eq!(st["details"]["causes"][0]["field"], "spec.securityContext.runAsUser", "{st}");
+    windows["spec"]["securityContext"] = json!({"windowsOptions": {"runAsUserName": "ContainerUser"}});
+    assert_eq!(s.post(pods, &windows).await.0, StatusCode::CREATED);
 
     let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
     let key = rcgen::KeyPair::generate().unwrap();

@@ -248,6 +248,17 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: O
             crate::crd::define::validate(obj, old)
         }
         None if def.group.is_empty() && def.kind == "Pod" => {
+            // kube's `ValidatePodEphemeralContainersUpdate`: a static pod's mirror takes none, and says
+            // only that.
+            let mirror = old.and_then(|o| o["metadata"]["annotations"].get("kubernetes.io/config.mirror"));
+            if through == Some("ephemeralcontainers") && mirror.is_some() {
+                let why = "Forbidden: static pods do not support ephemeral containers";
+                return Err(invalid(
+                    def,
+                    meta::meta_str(obj, "name").unwrap_or_default(),
+                    vec![cause("FieldValueForbidden", "", why)],
+                ));
+            }
             let mut causes = old.map(|o| ephemeral_container_changes(o, obj)).unwrap_or_default();
             causes.extend(type_errors(def, obj, old, through));
             causes

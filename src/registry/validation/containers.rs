@@ -41,13 +41,19 @@ pub(super) fn pod_spec_rest(spec: &Map<String, Value>, path: &Path, pod: bool, c
     let restart = spec.get("restartPolicy").and_then(Value::as_str).unwrap_or_default();
     let host_network = spec.get("hostNetwork") == Some(&Value::Bool(true));
     let mut host_ports = HashSet::new();
-    for (list, init) in [("containers", false), ("initContainers", true)] {
+    for (list, init) in [("containers", false), ("initContainers", true), ("ephemeralContainers", false)] {
         for (i, c) in spec.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
             let at = format!("{}[{i}]", path.child(list));
             policy(c, "terminationMessagePolicy", &at, &["File", "FallbackToLogsOnError"], causes);
             env_from(c, &at, causes);
             policy(c, "imagePullPolicy", &at, PULL_POLICIES, causes);
             resize_policy(c, &at, restart, causes);
+            if list == "ephemeralContainers" {
+                // The rest is of fields an ephemeral container may not set (`ephemeral_containers`),
+                // and its image is a pod's, in a template too.
+                untrimmed_image(c, &at, causes);
+                continue;
+            }
             let restart_always = match c.get("restartPolicy").filter(|r| !r.is_null()) {
                 None => false,
                 Some(_) if !init => {
@@ -111,10 +117,8 @@ pub(super) fn pod_spec_rest(spec: &Map<String, Value>, path: &Path, pod: bool, c
                     }
                 }
             }
-            let image = text(c, "image");
-            if pod && image.trim() != image {
-                let why = "must not have leading or trailing whitespace";
-                invalid(causes, format!("{at}.image"), format!("{image:?}"), why);
+            if pod {
+                untrimmed_image(c, &at, causes);
             }
         }
     }
@@ -130,6 +134,77 @@ pub(super) fn pod_spec_rest(spec: &Map<String, Value>, path: &Path, pod: bool, c
             let host = host.as_str().unwrap_or_default();
             if let Err(why) = meta::validate_dns1123_subdomain(host) {
                 invalid(causes, format!("{at}.hostnames[{j}]"), format!("{host:?}"), &why);
+            }
+        }
+    }
+}
+
+/// kube's `validateContainerOnlyForPod`: a pod's containers' images (not a template's, where some
+/// tools put a blank placeholder) have no surrounding whitespace.
+fn untrimmed_image(c: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let image = text(c, "image");
+    if image.trim() != image {
+        let why = "must not have leading or trailing whitespace";
+        invalid(causes, format!("{at}.image"), format!("{image:?}"), why);
+    }
+}
+
+/// An ephemeral container's own rules (kube's `validateEphemeralContainers`): a name unique among all
+/// the pod's containers, a target that is a container or init container, none of the fields kube's
+/// allow-list leaves out (ports, resources, probes, hooks, restart and resize policies), and no
+/// sub-paths in its mounts.
+pub(super) fn ephemeral_containers(spec: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    let list = spec.get("ephemeralContainers").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    if list.is_empty() {
+        return;
+    }
+    let names = |field: &str| spec.get(field).and_then(Value::as_array).into_iter().flatten();
+    let others: HashSet<&str> = names("containers").chain(names("initContainers")).map(|c| text(c, "name")).collect();
+    let mut all = others.clone();
+    let list_at = path.child("ephemeralContainers");
+    for (i, c) in list.iter().enumerate() {
+        let at = format!("{list_at}[{i}]");
+        let name = text(c, "name");
+        if !all.insert(name) {
+            duplicate(causes, &format!("{at}.name"), name);
+        }
+        let target = text(c, "targetContainerName");
+        if !target.is_empty() && !others.contains(target) {
+            push(
+                causes,
+                cause("FieldValueNotFound", &format!("{at}.targetContainerName"), format!("Not found: {target:?}")),
+            );
+        }
+        // In the struct's order. A struct-valued field is set when it differs from its zero value: an
+        // empty `resources` is not set, an empty list is.
+        for field in [
+            "ports",
+            "resources",
+            "resizePolicy",
+            "restartPolicy",
+            "livenessProbe",
+            "readinessProbe",
+            "startupProbe",
+            "lifecycle",
+        ] {
+            let is_set = match c.get(field) {
+                None | Some(Value::Null) => false,
+                Some(Value::Object(m)) if field == "resources" => m.values().any(|v| !v.is_null()),
+                Some(_) => true,
+            };
+            if is_set {
+                forbidden(causes, &format!("{at}.{field}"), "cannot be set for an Ephemeral Container");
+            }
+        }
+        for (m, mount) in list_of(c, "volumeMounts").iter().enumerate() {
+            for field in ["subPath", "subPathExpr"] {
+                if !text(mount, field).is_empty() {
+                    forbidden(
+                        causes,
+                        &format!("{at}.volumeMounts[{m}].{field}"),
+                        "cannot be set for an Ephemeral Container",
+                    );
+                }
             }
         }
     }
@@ -525,6 +600,52 @@ mod tests {
             assert!(got.contains(w), "{w}\nin {got:#?}");
         }
         assert_eq!(got.len(), want.len(), "{got:#?}");
+    }
+
+    #[test]
+    fn ephemeral_containers_as_kube_checks_them() {
+        let old = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "x"}],
+            "initContainers": [{"name": "init", "image": "x"}], "volumes": [{"name": "v", "emptyDir": {}}]}});
+        let mut new = old.clone();
+        new["spec"]["ephemeralContainers"] = json!([
+            {"name": "debug", "image": "busybox", "targetContainerName": "app", "stdin": true, "tty": true,
+                "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}, "resources": {},
+                "volumeMounts": [{"name": "v", "mountPath": "/v"}]},
+            {"name": "app", "image": " busybox", "targetContainerName": "debug", "terminationMessagePolicy": "Never",
+                "ports": [], "resources": {"limits": {"cpu": "1"}}, "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
+                "restartPolicy": "Always", "livenessProbe": {"exec": {"command": ["true"]}}, "lifecycle": {},
+                "volumeMounts": [{"name": "v", "mountPath": "/v", "subPath": "a"}, {"name": "w", "mountPath": "/w", "subPathExpr": "$(X)"}]},
+            {"name": "", "image": "busybox"}]);
+        let lines = testing::lines(errors("v1", "Pod", &new, Some(&old)));
+        assert_eq!(lines, [
+            "spec.ephemeralContainers[1].volumeMounts[1].name: Not found: \"w\"",
+            "spec.ephemeralContainers[1].terminationMessagePolicy: Unsupported value: \"Never\": supported values: \"File\", \"FallbackToLogsOnError\"",
+            "spec.ephemeralContainers[1].image: Invalid value: \" busybox\": must not have leading or trailing whitespace",
+            "spec.ephemeralContainers[1].name: Duplicate value: \"app\"",
+            "spec.ephemeralContainers[1].targetContainerName: Not found: \"debug\"",
+            "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container",
+            "spec.ephemeralContainers[1].resources: Forbidden: cannot be set for an Ephemeral Container",
+            "spec.ephemeralContainers[1].resizePolicy: Forbidden: cannot be set for an Ephemeral Container",
+            "spec.ephemeralContainers[1].restartPolicy: Forbidden: cannot be set for an Ephemeral Container",
+            "spec.ephemeralContainers[1].livenessProbe: Forbidden: cannot be set for an Ephemeral Container",
+            "spec.ephemeralContainers[1].lifecycle: Forbidden: cannot be set for an Ephemeral Container",
+            "spec.ephemeralContainers[1].volumeMounts[0].subPath: Forbidden: cannot be set for an Ephemeral Container",
+            "spec.ephemeralContainers[1].volumeMounts[1].subPathExpr: Forbidden: cannot be set for an Ephemeral Container",
+            "spec.ephemeralContainers[2].name: Required value",
+        ]);
+        // Only through the subresource: never on create, never in a template.
+        let mut created = old.clone();
+        created["spec"]["ephemeralContainers"] = json!([{"name": "debug", "image": "busybox"}]);
+        assert_eq!(
+            messages("v1", "Pod", created.clone()),
+            ["spec.ephemeralContainers: Forbidden: cannot be set on create"]
+        );
+        assert_eq!(testing::lines(errors("v1", "Pod", &created, Some(&old))), Vec::<String>::new());
+        let template = json!({"template": {"metadata": {"labels": {"a": "b"}}, "spec": created["spec"].clone()}});
+        assert_eq!(
+            messages("v1", "PodTemplate", template),
+            ["template.spec.ephemeralContainers: Forbidden: ephemeral containers not allowed in pod template"]
+        );
     }
 
     #[test]

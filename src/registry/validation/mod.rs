@@ -15,8 +15,9 @@
 //!
 //! Every volume source is checked by its own fields (`volumes`), the in-tree cloud disks included;
 //! containers' policies, probes, hooks and host ports, tolerations and a pod's own names and numbers
-//! as kube's `ValidatePodSpec` checks them, DNS config and host aliases included (`containers`). Not
-//! yet: a pod's OS-specific fields, and ephemeral containers' own rules.
+//! as kube's `ValidatePodSpec` checks them, DNS config and host aliases included (`containers`);
+//! ephemeral containers' own rules (`containers`); security contexts, sysctls, user namespaces,
+//! Windows options and what `spec.os` forbids (`security`).
 //!
 //! Not checked: kube-apiserver's `--allow-privileged`, off by default there and on in every cluster
 //! tool's setup.
@@ -44,6 +45,7 @@ mod pod;
 mod rbac;
 mod scaling;
 mod scheduling;
+mod security;
 mod storage;
 mod update;
 mod volumes;
@@ -63,6 +65,7 @@ use pod::*;
 use rbac::*;
 use scaling::*;
 use scheduling::*;
+use security::*;
 use storage::*;
 use volumes::*;
 use workloads::*;
@@ -151,6 +154,10 @@ fn errors_of(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) ->
         return Vec::new();
     }
     let mut causes = Vec::new();
+    // Ephemeral containers come through their subresource alone (kube's `ValidatePodCreate`).
+    if kind == "Pod" && old.is_none() && !is_empty(obj["spec"].get("ephemeralContainers")) {
+        forbidden(&mut causes, "spec.ephemeralContainers", "cannot be set on create");
+    }
     // Their checks are of their own top-level keys: no walk, so no copy of what may be a megabyte.
     if let ("v1", "ConfigMap" | "Secret", Some(map)) = (api_version, kind, obj.as_object()) {
         let name = if kind == "ConfigMap" { "core.v1.ConfigMap" } else { "core.v1.Secret" };
@@ -293,8 +300,16 @@ fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cau
             pod_annotations(map, path, causes);
             ephemeral_claims(map, causes);
         }
-        "core.v1.PodTemplateSpec" => pod_annotations(map, path, causes),
-        "core.v1.Container" => container(map, path, causes),
+        "core.v1.PodTemplateSpec" => {
+            pod_annotations(map, path, causes);
+            if !is_empty(map.get("spec").and_then(|s| s.get("ephemeralContainers"))) {
+                let at = format!("{}.ephemeralContainers", path.child("spec"));
+                forbidden(causes, &at, "ephemeral containers not allowed in pod template");
+            }
+        }
+        // An ephemeral container's common fields, inline in it, are visited at its path.
+        "core.v1.Container" | "core.v1.EphemeralContainerCommon" => container(map, path, causes),
+        "core.v1.WindowsSecurityContextOptions" => windows_options(map, path, causes),
         "core.v1.ContainerPort" => container_port(map, path, causes),
         // Inline in a Probe: visited with the probe's fields, at its path.
         "core.v1.ProbeHandler" => {

@@ -31,6 +31,8 @@ pub(super) fn pod_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<C
     scheduling_gates(map, path, causes);
     // A Pod's spec is at `spec`; a template's is deeper.
     pod_spec_rest(map, path, path.render() == "spec", causes);
+    ephemeral_containers(map, path, causes);
+    pod_security(map, path, causes);
 }
 
 /// A pod's volumes, named uniquely, and its containers' mounts of them (kube's `ValidateVolumes` and
@@ -49,7 +51,7 @@ pub(super) fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: 
             }
         }
     }
-    for list in ["containers", "initContainers"] {
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
         for (c, container) in map.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
             let mut paths = HashSet::new();
             let mounts = container.get("volumeMounts").and_then(Value::as_array);
