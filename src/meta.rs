@@ -29,6 +29,11 @@ pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
     if b.len() > LABEL_MAX {
         return Err(format!("must be no more than {LABEL_MAX} characters"));
     }
+    // kube 1.33 (apimachinery's `IsDNS1123Label`): a valid subdomain of a valid length fails as a
+    // label for its dots alone, and says so.
+    if subdomain_shape(s) {
+        return Err("must not contain dots".to_string());
+    }
     Err("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string())
 }
 
@@ -71,8 +76,10 @@ pub fn validate_path_segment(s: &str) -> Result<(), String> {
 pub enum NameRule {
     /// DNS-1123 subdomain (configmaps, secrets, deployments, ...).
     Subdomain,
-    /// DNS-1123 label (namespaces, services).
+    /// DNS-1123 label (namespaces).
     Label,
+    /// DNS-1035 label: a letter first (services, as kube's `ValidateServiceName`).
+    Label1035,
     /// Any path segment (RBAC objects allow `system:foo`).
     PathSegment,
 }
@@ -83,6 +90,8 @@ impl NameRule {
         match self {
             NameRule::Subdomain => validate_dns1123_subdomain(name),
             NameRule::Label => validate_dns1123_label(name),
+            // kube gives each problem its own cause; the first says what is wrong.
+            NameRule::Label1035 => dns1035_label_errors(name).into_iter().next().map_or(Ok(()), Err),
             NameRule::PathSegment => {
                 if name.is_empty() {
                     Err("name is required".into())
@@ -155,6 +164,37 @@ pub fn qualified_name_errors(key: &str) -> Vec<String> {
         errs.push(format!("name part {}", regex_error(QNAME_MSG, QNAME_FMT, QNAME_EXAMPLES)));
     }
     errs
+}
+
+/// Go's `%q` of a string (`strconv.Quote`), as kube shows a refused value: quotes and backslashes
+/// escaped, C's short escapes for the control characters that have one, `\xNN` for the other ASCII
+/// ones, `\uNNNN` for other control characters; everything else, Unicode included, as it is.
+pub fn go_quote(s: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if c.is_ascii_control() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// What is wrong with a DNS-1035 label (apimachinery's `IsDNS1035Label`: a letter first).
@@ -340,6 +380,15 @@ mod tests {
         assert!(validate_dns1123_label("team-a").is_ok());
         assert!(validate_dns1123_label("Team").is_err());
         assert!(validate_dns1123_label(&"a".repeat(64)).is_err());
+        // As kube 1.33 words it: a valid subdomain is refused for its dots.
+        assert_eq!(validate_dns1123_label("team.a"), Err("must not contain dots".to_string()));
+        // Services' names are DNS-1035 labels (kube's `ValidateServiceName`): a letter first.
+        assert!(NameRule::Label1035.check("web-1").is_ok());
+        assert!(NameRule::Label1035.check("1web").unwrap_err().starts_with("a DNS-1035 label"));
+        assert!(NameRule::Label.check("1web").is_ok());
+        // Go's `%q`, as kube's messages quote a value.
+        assert_eq!(go_quote("a\"b\\c\u{7}\u{1b}\t\u{85}é"), r#""a\"b\\c\a\x1b\t\u0085é""#);
+        assert!(validate_dns1123_label("team..a").unwrap_err().starts_with("a lowercase RFC 1123 label"));
         assert!(validate_dns1123_subdomain("a.b-c.d").is_ok());
         assert!(validate_dns1123_subdomain("a..b").is_err());
         assert!(validate_dns1123_subdomain("a_b").is_err());

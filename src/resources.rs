@@ -151,7 +151,7 @@ const KUBE_TABLE: &str = include_str!("resources/kube-1.33.tsv");
 /// Name validation that kube's registry applies beyond the default DNS subdomain rule.
 const NAME_RULES: &[(&str, &str, NameRule)] = &[
     ("", "namespaces", NameRule::Label),
-    ("", "services", NameRule::Label),
+    ("", "services", NameRule::Label1035),
     ("rbac.authorization.k8s.io", "roles", NameRule::PathSegment),
     ("rbac.authorization.k8s.io", "rolebindings", NameRule::PathSegment),
     ("rbac.authorization.k8s.io", "clusterroles", NameRule::PathSegment),

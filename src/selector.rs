@@ -293,7 +293,7 @@ impl Parser {
             return Err(format!("found '{}', expected: identifier", t.literal()));
         };
         if let Some(e) = validate_key(&key) {
-            return Err(format!("<nil>: Invalid value: {}: {e}", go_quote(&key)));
+            return Err(format!("<nil>: Invalid value: {}: {e}", crate::meta::go_quote(&key)));
         }
         let after = self.peek_value();
         if negated || matches!(after, Tok::End | Tok::Comma) {
@@ -322,14 +322,14 @@ impl Parser {
                 if v.parse::<i64>().is_err() {
                     errs.push(format!(
                         "values[{i}]: Invalid value: {}: for 'Gt', 'Lt' operators, the value must be an integer",
-                        go_quote(v)
+                        crate::meta::go_quote(v)
                     ));
                 }
             }
         }
         for (i, v) in values.iter().enumerate() {
             if let Some(e) = validate_value(v) {
-                errs.push(format!("values[{i}][{key}]: Invalid value: {}: {e}", go_quote(v)));
+                errs.push(format!("values[{i}][{key}]: Invalid value: {}: {e}", crate::meta::go_quote(v)));
             }
         }
         match errs.len() {
@@ -412,27 +412,6 @@ impl Parser {
             other => Err(format!("found '{}', expected: identifier", other.literal())),
         }
     }
-}
-
-/// Go's `%q` for the strings we quote: printable ASCII is kept, the rest escaped.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Validation errors for a label key (apimachinery IsQualifiedName), joined with "; " as the

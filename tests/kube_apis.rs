@@ -693,6 +693,20 @@ async fn field_subresources_change_only_their_fields() {
     assert_eq!(st["details"]["causes"][0]["field"], "spec.securityContext.runAsUser", "{st}");
     windows["spec"]["securityContext"] = json!({"windowsOptions": {"runAsUserName": "ContainerUser"}});
     assert_eq!(s.post(pods, &windows).await.0, StatusCode::CREATED);
+    // A static pod's mirror takes none, as kube says at its root path.
+    let mut mirror = pod.clone();
+    mirror["metadata"] = json!({"name": "m", "annotations": {"kubernetes.io/config.mirror": "hash"}});
+    mirror["spec"]["nodeName"] = json!("node-1");
+    let (code, mut m) = s.post(pods, &mirror).await;
+    assert_eq!(code, StatusCode::CREATED, "{m}");
+    m["spec"]["ephemeralContainers"] = json!([{"name": "debug", "image": "busybox"}]);
+    let (code, st) = s.put(&format!("{pods}/m/ephemeralcontainers"), &m).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    assert_eq!(st["details"]["causes"][0]["field"], "[]", "{st}");
+    assert!(
+        st["message"].as_str().unwrap().ends_with("[]: Forbidden: static pods do not support ephemeral containers"),
+        "{st}"
+    );
 
     let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
     let key = rcgen::KeyPair::generate().unwrap();

@@ -216,11 +216,17 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     }
     if plural.is_empty() {
         out.push(field("spec.names.plural", "FieldValueRequired", "Required value"));
-    } else if let Err(e) = meta::validate_dns1123_label(plural) {
+    }
+    let errs = meta::dns1035_label_errors(plural);
+    if !plural.is_empty() && !errs.is_empty() {
+        // kube's `IsDNS1035Label` (a letter first), its problems joined in one cause.
+        let e = errs.join(",");
         out.push(field("spec.names.plural", "FieldValueInvalid", format!("Invalid value: {plural:?}: {e}")));
     }
     if let Some(s) = spec["names"]["singular"].as_str().filter(|s| !s.is_empty()) {
-        if let Err(e) = meta::validate_dns1123_label(s) {
+        let errs = meta::dns1035_label_errors(s);
+        if !errs.is_empty() {
+            let e = errs.join(",");
             out.push(field("spec.names.singular", "FieldValueInvalid", format!("Invalid value: {s:?}: {e}")));
         }
     }

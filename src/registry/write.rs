@@ -252,11 +252,12 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: O
             // only that.
             let mirror = old.and_then(|o| o["metadata"]["annotations"].get("kubernetes.io/config.mirror"));
             if through == Some("ephemeralcontainers") && mirror.is_some() {
+                // kube's root path, `field.NewPath("")`, prints as `[]`.
                 let why = "Forbidden: static pods do not support ephemeral containers";
                 return Err(invalid(
                     def,
                     meta::meta_str(obj, "name").unwrap_or_default(),
-                    vec![cause("FieldValueForbidden", "", why)],
+                    vec![cause("FieldValueForbidden", "[]", why)],
                 ));
             }
             let mut causes = old.map(|o| ephemeral_container_changes(o, obj)).unwrap_or_default();
@@ -366,12 +367,16 @@ fn csr_decision_errors(new: &Value, old: Option<&Value>) -> Vec<crate::status::C
 
 /// kube's rule for a pod's ephemeral containers: they are added, never removed or changed.
 fn ephemeral_container_changes(old: &Value, new: &Value) -> Vec<crate::status::Cause> {
-    let list = |v: &Value| v["spec"]["ephemeralContainers"].as_array().cloned().unwrap_or_default();
-    let new = list(new);
+    fn list(v: &Value) -> &[Value] {
+        v["spec"]["ephemeralContainers"].as_array().map_or(&[][..], Vec::as_slice)
+    }
+    // By name, as kube's map: not each old one searched for among the new.
+    let new: std::collections::HashMap<&str, &Value> =
+        list(new).iter().map(|c| (c["name"].as_str().unwrap_or_default(), c)).collect();
     let mut causes = Vec::new();
     for before in list(old) {
         let name = before["name"].as_str().unwrap_or_default();
-        let why = match new.iter().find(|c| c["name"] == before["name"]) {
+        let why = match new.get(name) {
             None => "may not be removed",
             Some(after) if *after != before => "may not be changed",
             Some(_) => continue,

@@ -633,7 +633,19 @@ mod tests {
             "spec.ephemeralContainers[1].volumeMounts[1].subPathExpr: Forbidden: cannot be set for an Ephemeral Container",
             "spec.ephemeralContainers[2].name: Required value",
         ]);
-        // Only through the subresource: never on create, never in a template.
+        // Probes and hooks are refused whole, their contents not looked at.
+        let mut probed = old.clone();
+        probed["spec"]["ephemeralContainers"] = json!([{"name": "debug", "image": "busybox",
+            "readinessProbe": {"periodSeconds": -1}, "lifecycle": {"preStop": {}}}]);
+        assert_eq!(
+            testing::lines(errors("v1", "Pod", &probed, Some(&old))),
+            [
+                "spec.ephemeralContainers[0].readinessProbe: Forbidden: cannot be set for an Ephemeral Container",
+                "spec.ephemeralContainers[0].lifecycle: Forbidden: cannot be set for an Ephemeral Container",
+            ]
+        );
+        // Only through the subresource: never on create, never in a template (but a StatefulSet's,
+        // whose template kube does not check as one).
         let mut created = old.clone();
         created["spec"]["ephemeralContainers"] = json!([{"name": "debug", "image": "busybox"}]);
         assert_eq!(
@@ -646,6 +658,10 @@ mod tests {
             messages("v1", "PodTemplate", template),
             ["template.spec.ephemeralContainers: Forbidden: ephemeral containers not allowed in pod template"]
         );
+        let mut set = json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "serviceName": "s",
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": created["spec"].clone()}}});
+        set["spec"]["template"]["spec"]["restartPolicy"] = json!("Always");
+        assert_eq!(messages("apps/v1", "StatefulSet", set), Vec::<String>::new());
     }
 
     #[test]

@@ -231,7 +231,11 @@ fn errors_of(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) ->
         // Its template's labels and annotations are checked all the same (kube's
         // `ValidatePodTemplateSpecForStatefulSet`).
         let template = name == "core.v1.PodTemplateSpec";
-        if causes.len() < MAX_CAUSES && !(statefulset && !template && path.render().starts_with("spec.template")) {
+        if causes.len() >= MAX_CAUSES {
+        } else if statefulset && template {
+            // Not its ephemeral containers: kube leaves `ValidatePodTemplateSpec` out for it.
+            pod_annotations(map, path, &mut causes)
+        } else if !(statefulset && path.render().starts_with("spec.template")) {
             check(name, map, path, &mut causes)
         }
     });
@@ -294,6 +298,11 @@ fn forbidden(causes: &mut Vec<Cause>, at: &str, why: &str) {
 }
 
 fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
+    // kube does not look inside an ephemeral container's probes and hooks: it refuses them whole.
+    let refused_whole = ["livenessProbe", "readinessProbe", "startupProbe", "lifecycle"];
+    if path.has("ephemeralContainers") && refused_whole.iter().any(|f| path.has(f)) {
+        return;
+    }
     match name {
         "core.v1.PodSpec" => pod_spec(map, path, causes),
         "core.v1.Pod" => {
@@ -484,7 +493,7 @@ fn invalid(causes: &mut Vec<Cause>, at: String, shown: String, why: &str) {
 /// Go's `%q` of a string, or the JSON of anything else.
 fn shown(v: &Value) -> String {
     match v {
-        Value::String(s) => format!("{s:?}"),
+        Value::String(s) => meta::go_quote(s),
         other => other.to_string(),
     }
 }

@@ -14,6 +14,18 @@ use super::*;
 const SYSCTL_FMT: &str = r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$";
 static SYSCTL: LazyLock<Regex> = LazyLock::new(|| Regex::new(SYSCTL_FMT).unwrap());
 const SYSCTL_MAX: usize = 253;
+const IPC_SYSCTLS: &[&str] = &[
+    "kernel.sem",
+    "kernel.shmall",
+    "kernel.shmmax",
+    "kernel.shmmni",
+    "kernel.shm_rmid_forced",
+    "kernel.shm",
+    "kernel.msgmax",
+    "kernel.msgmnb",
+    "kernel.msgmni",
+    "kernel.msg",
+];
 
 /// A Windows domain as NetBIOS names it (1 to 15 characters, none of `\/:*?"<>|`, not starting with a
 /// dot) or as DNS does; and what a Windows user name may not hold.
@@ -155,7 +167,9 @@ enum SysctlNamespace {
 }
 
 /// The kernel namespace a sysctl belongs to (component-helpers' `GetNamespace`), its name read with
-/// dots as separators whichever of `.` and `/` it uses first.
+/// dots as separators whichever of `.` and `/` it uses first, up to a `*`: IPC's by their exact
+/// names (`kernel.shm` and `kernel.msg` standing for their `*` forms), the network's and message
+/// queues' by prefix.
 fn sysctl_namespace(name: &str) -> Option<SysctlNamespace> {
     let slashed = name.find(['.', '/']).is_some_and(|i| name.as_bytes()[i] == b'/');
     let normal: String = if slashed {
@@ -170,7 +184,7 @@ fn sysctl_namespace(name: &str) -> Option<SysctlNamespace> {
         name.to_string()
     };
     let prefix = normal.split('*').next().unwrap_or_default();
-    if prefix == "kernel.sem" || ["kernel.shm", "kernel.msg", "fs.mqueue."].iter().any(|p| prefix.starts_with(p)) {
+    if IPC_SYSCTLS.contains(&prefix) || prefix.starts_with("fs.mqueue.") {
         Some(SysctlNamespace::Ipc)
     } else if prefix.starts_with("net.") {
         Some(SysctlNamespace::Net)
@@ -306,7 +320,7 @@ pub(super) fn windows_options(map: &Map<String, Value>, path: &Path, causes: &mu
     if let Some(user_name) = map.get("runAsUserName").and_then(Value::as_str) {
         let at = path.child("runAsUserName");
         for why in user_name_problems(user_name) {
-            invalid(causes, at.clone(), format!("{user_name:?}"), &why);
+            invalid(causes, at.clone(), meta::go_quote(user_name), &why);
         }
     }
 }
@@ -371,11 +385,13 @@ mod tests {
             "securityContext": {
                 "sysctls": [{"name": "net.core.somaxconn", "value": "1"}, {"name": "kernel.shm_rmid_forced", "value": "1"},
                     {"name": "net/ipv4/conf/eno2.100/rp_filter", "value": "1"}, {"name": "Bad_Name", "value": "1"},
+                    {"name": "kernel.shm_next_id", "value": "1"}, {"name": "fs.mqueue.msg_max", "value": "1"},
+                    {"name": "kernel.msg*", "value": "1"},
                     {"name": "", "value": "1"}, {"name": "kernel.shm_rmid_forced", "value": "0"}, {"name": "vm.swappiness", "value": "1"}],
                 "fsGroupChangePolicy": "Sometimes", "supplementalGroupsPolicy": "", "seLinuxChangePolicy": "MountOption"},
             "containers": [{"name": "c", "image": "x", "securityContext": {"procMount": "Unmasked"}}],
             "initContainers": [{"name": "i", "image": "x", "securityContext": {"procMount": "Hidden"}}]});
-        let regex = SYSCTL_FMT;
+        let regex = r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$";
         assert_eq!(pod(spec), sorted(&[
             "spec.initContainers[0].securityContext.procMount: Unsupported value: \"Hidden\": supported values: \"Default\", \"Unmasked\"",
             "spec.containers[0].securityContext.procMount: Invalid value: \"Unmasked\": `hostUsers` must be false to use `Unmasked`",
@@ -384,9 +400,12 @@ mod tests {
             "spec.securityContext.sysctls[1].name: Invalid value: \"kernel.shm_rmid_forced\": may not be specified when 'hostIPC' is true",
             "spec.securityContext.sysctls[2].name: Invalid value: \"net/ipv4/conf/eno2.100/rp_filter\": may not be specified when 'hostNetwork' is true",
             &format!("spec.securityContext.sysctls[3].name: Invalid value: \"Bad_Name\": must have at most 253 characters and match regex {regex}"),
-            "spec.securityContext.sysctls[4].name: Required value",
-            "spec.securityContext.sysctls[5].name: Duplicate value: \"kernel.shm_rmid_forced\"",
-            "spec.securityContext.sysctls[5].name: Invalid value: \"kernel.shm_rmid_forced\": may not be specified when 'hostIPC' is true",
+            "spec.securityContext.sysctls[7].name: Required value",
+            "spec.securityContext.sysctls[8].name: Duplicate value: \"kernel.shm_rmid_forced\"",
+            "spec.securityContext.sysctls[8].name: Invalid value: \"kernel.shm_rmid_forced\": may not be specified when 'hostIPC' is true",
+            "spec.securityContext.sysctls[5].name: Invalid value: \"fs.mqueue.msg_max\": may not be specified when 'hostIPC' is true",
+            &format!("spec.securityContext.sysctls[6].name: Invalid value: \"kernel.msg*\": must have at most 253 characters and match regex {regex}"),
+            "spec.securityContext.sysctls[6].name: Invalid value: \"kernel.msg*\": may not be specified when 'hostIPC' is true",
             "spec.securityContext.fsGroupChangePolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnRootMismatch\"",
             "spec.securityContext.supplementalGroupsPolicy: Unsupported value: \"\": supported values: \"Merge\", \"Strict\"",
             "spec.securityContext.seLinuxChangePolicy: Unsupported value: \"MountOption\": supported values: \"Recursive\"",
