@@ -30,7 +30,7 @@ const HELD_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 /// How a [`Registry::delete_prefixes`] sweep ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sweep {
-    /// A whole pass found no key left.
+    /// A whole pass found no key left (or, with [`Finalizers::Ignore`], deleted all it found).
     Empty,
     /// Keys were still being written after every pass.
     KeysLeft,
@@ -57,6 +57,9 @@ pub enum Finalizers {
     /// objects remain.
     Honor,
     /// Delete it anyway: the purge of a deleted logical cluster, where no controller is left to finish.
+    /// A pass that deletes every key it read, each prefix read to its end, ends the sweep without a
+    /// second pass to confirm: the LogicalCluster's deletion purges once more, after it is gone, and
+    /// that catches what raced this one (as a second pass here would, one read per resource sooner).
     Ignore,
 }
 
@@ -1633,6 +1636,9 @@ impl Registry {
                 let all: Vec<(String, crate::storage::Revision)> =
                     firsts.iter().flat_map(|p| p.kvs.iter().map(|kv| (kv.key.clone(), kv.mod_revision))).collect();
                 if !all.is_empty() && self.store.delete_all(&all).await.unwrap_or(false) {
+                    if firsts.iter().all(|p| !p.more) {
+                        return Ok(Sweep::Empty);
+                    }
                     found += all.len();
                     firsts.iter_mut().for_each(|p| p.kvs.clear());
                 }
