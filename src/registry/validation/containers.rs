@@ -603,6 +603,28 @@ mod tests {
     }
 
     #[test]
+    fn what_kube_refuses_whole_is_not_looked_into() {
+        // A volume's sources after the first in kube's order are refused, not checked, at kube's
+        // paths (two of them spelled as kube spells them); an init container's probe and hook, when
+        // it is no sidecar, likewise.
+        let spec = json!({"containers": [{"name": "c", "image": "x"}],
+            "initContainers": [{"name": "i", "image": "x", "livenessProbe": {"periodSeconds": -1},
+                "lifecycle": {"postStart": {}}}],
+            "volumes": [
+                {"name": "a", "hostPath": {"path": ""}, "emptyDir": {}},
+                {"name": "b", "emptyDir": {}, "cephfs": {"monitors": []}, "downwardAPI": {"items": [{"path": "/abs"}]}}]});
+        let mut got = messages("v1", "Pod", json!({"metadata": {"name": "p"}, "spec": spec}));
+        got.sort();
+        assert_eq!(got, [
+            "spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always",
+            "spec.initContainers[0].livenessProbe: Forbidden: may not be set for init containers without restartPolicy=Always",
+            "spec.volumes[0].hostPath: Forbidden: may not specify more than 1 volume type",
+            "spec.volumes[1].cephFS: Forbidden: may not specify more than 1 volume type",
+            "spec.volumes[1].downwarAPI: Forbidden: may not specify more than 1 volume type",
+        ]);
+    }
+
+    #[test]
     fn ephemeral_containers_as_kube_checks_them() {
         let old = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "x"}],
             "initContainers": [{"name": "init", "image": "x"}], "volumes": [{"name": "v", "emptyDir": {}}]}});

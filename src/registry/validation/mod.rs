@@ -238,9 +238,31 @@ fn errors_of(api_version: &str, kind: &str, obj: &Value, old: Option<&Value>) ->
         } else if !(statefulset && path.render().starts_with("spec.template")) {
             check(name, map, path, &mut causes)
         }
+        prune(name, map);
     });
     causes.truncate(MAX_CAUSES);
     causes
+}
+
+/// Take out of the walk's copy what kube, having refused it whole, does not look into, so that its
+/// fields' checks add no causes kube would not give: called on a struct once it is checked, before
+/// what it holds is visited.
+fn prune(name: &str, map: &mut Map<String, Value>) {
+    match name {
+        "core.v1.VolumeSource" => {
+            for source in extra_volume_sources(map) {
+                map.remove(source);
+            }
+        }
+        "core.v1.PodSpec" => {
+            for (list, i, field) in refused_whole(map) {
+                if let Some(c) = map.get_mut(list).and_then(|l| l.get_mut(i)).and_then(Value::as_object_mut) {
+                    c.remove(field);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The longest message a cause carries: kube shows a refused value whole (a list, a spec), which a
@@ -298,11 +320,6 @@ fn forbidden(causes: &mut Vec<Cause>, at: &str, why: &str) {
 }
 
 fn check(name: &str, map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    // kube does not look inside an ephemeral container's probes and hooks: it refuses them whole.
-    let refused_whole = ["livenessProbe", "readinessProbe", "startupProbe", "lifecycle"];
-    if path.has("ephemeralContainers") && refused_whole.iter().any(|f| path.has(f)) {
-        return;
-    }
     match name {
         "core.v1.PodSpec" => pod_spec(map, path, causes),
         "core.v1.Pod" => {

@@ -77,13 +77,84 @@ pub(super) fn volumes_and_mounts(map: &Map<String, Value>, path: &Path, causes: 
     }
 }
 
-/// A volume's source: exactly one (kube's `validateVolumeSource`).
+/// A pod volume's sources in the order kube's `validateVolumeSource` takes them, each with the path
+/// kube names it at when it is one too many (two of kube's spellings are not the field's).
+const VOLUME_SOURCES: &[(&str, &str)] = &[
+    ("emptyDir", "emptyDir"),
+    ("hostPath", "hostPath"),
+    ("gitRepo", "gitRepo"),
+    ("gcePersistentDisk", "gcePersistentDisk"),
+    ("awsElasticBlockStore", "awsElasticBlockStore"),
+    ("secret", "secret"),
+    ("nfs", "nfs"),
+    ("iscsi", "iscsi"),
+    ("glusterfs", "glusterfs"),
+    ("flocker", "flocker"),
+    ("persistentVolumeClaim", "persistentVolumeClaim"),
+    ("rbd", "rbd"),
+    ("cinder", "cinder"),
+    ("cephfs", "cephFS"),
+    ("quobyte", "quobyte"),
+    ("downwardAPI", "downwarAPI"),
+    ("fc", "fc"),
+    ("flexVolume", "flexVolume"),
+    ("configMap", "configMap"),
+    ("azureFile", "azureFile"),
+    ("vsphereVolume", "vsphereVolume"),
+    ("photonPersistentDisk", "photonPersistentDisk"),
+    ("portworxVolume", "portworxVolume"),
+    ("azureDisk", "azureDisk"),
+    ("storageos", "storageos"),
+    ("projected", "projected"),
+    ("scaleIO", "scaleIO"),
+    ("csi", "csi"),
+    ("ephemeral", "ephemeral"),
+    ("image", "image"),
+];
+
+/// A volume's sources that are set, in kube's order.
+fn set_sources(map: &Map<String, Value>) -> impl Iterator<Item = &'static (&'static str, &'static str)> + '_ {
+    VOLUME_SOURCES.iter().filter(|(field, _)| map.get(*field).is_some_and(|v| !v.is_null()))
+}
+
+/// A volume's source: exactly one (kube's `validateVolumeSource`), the first in kube's order kept and
+/// checked, each other one refused (and, by `extra_volume_sources`, not looked into).
 pub(super) fn volume_source(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
-    exactly_one(map, path, &crate::proto::visit::field_names("core.v1.VolumeSource"), "volume type", causes);
+    let mut set = set_sources(map);
+    if set.next().is_none() {
+        required_why(causes, &path.render(), "must specify a volume type");
+    }
+    for (_, shown_at) in set {
+        forbidden(causes, &path.child(shown_at), "may not specify more than 1 volume type");
+    }
     if let Some(iscsi) = map.get("iscsi").filter(|s| !s.is_null()) {
         let name = map.get("name").and_then(Value::as_str).unwrap_or_default();
         iscsi_name(name, iscsi, path.child("name"), name, causes);
     }
+}
+
+/// The sources of a volume after its first: kube refuses them whole and checks none of their fields.
+pub(super) fn extra_volume_sources(map: &Map<String, Value>) -> Vec<&'static str> {
+    set_sources(map).skip(1).map(|(field, _)| *field).collect()
+}
+
+/// What a pod spec holds that kube refuses whole without looking inside: the probes and hooks of init
+/// containers that are not sidecars, and of ephemeral containers.
+pub(super) fn refused_whole(spec: &Map<String, Value>) -> Vec<(&'static str, usize, &'static str)> {
+    let mut found = Vec::new();
+    for list in ["initContainers", "ephemeralContainers"] {
+        for (i, c) in spec.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            if list == "initContainers" && c["restartPolicy"] == "Always" {
+                continue;
+            }
+            for field in ["lifecycle", "livenessProbe", "readinessProbe", "startupProbe"] {
+                if c.get(field).is_some_and(|v| !v.is_null()) {
+                    found.push((list, i, field));
+                }
+            }
+        }
+    }
+    found
 }
 
 pub(super) fn container(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
