@@ -303,8 +303,8 @@ fn dns_label(causes: &mut Vec<Cause>, at: String, name: &str) {
     }
 }
 
-/// Exactly one of `kinds` set (a volume's source, a probe's handler): the first kept, the others
-/// refused in the struct's order; `what` names them in kube's words.
+/// Exactly one of `kinds` set (a probe's or a hook's handler): the first kept, the others refused in
+/// the struct's order; `what` names them in kube's words.
 fn exactly_one(map: &Map<String, Value>, path: &Path, kinds: &[&str], what: &str, causes: &mut Vec<Cause>) {
     let mut set = kinds.iter().filter(|k| map.get(**k).is_some_and(|v| !v.is_null()));
     if set.next().is_none() {
