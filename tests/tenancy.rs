@@ -285,6 +285,36 @@ async fn a_logical_cluster_is_initializing_then_ready_then_terminating_until_pur
     s.stop().await;
 }
 
+/// A purge deletes what one pass read in one transaction and stops there (the purge after the
+/// LogicalCluster's deletion catches what raced it); keys past what one transaction or one page takes
+/// are read and deleted on until none is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_leaves_no_key_whether_it_takes_one_transaction_or_many_pages() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let store = s.running_store();
+    let registry = kgate::registry::Registry::new(store.clone(), s.prefix.clone());
+    let prefix = |name: &str| format!("{}/t/{name}/", s.prefix);
+    let (small, mid, big) = (prefix("small"), prefix("mid"), prefix("big"));
+    for (at, n) in [(&small, 3), (&mid, 100), (&big, 1_234)] {
+        let keys: Vec<(String, Vec<u8>)> = (0..n).map(|i| (format!("{at}{i:04}"), b"{}".to_vec())).collect();
+        for chunk in keys.chunks(100) {
+            assert!(store.create_all(chunk, None).await.unwrap());
+        }
+    }
+    for prefixes in [vec![small.clone(), mid.clone()], vec![big.clone()]] {
+        let sweep = registry
+            .delete_prefixes(&prefixes, kgate::registry::Finalizers::Ignore, || async { Ok(true) })
+            .await
+            .unwrap();
+        assert_eq!(sweep, kgate::registry::Sweep::Empty, "{prefixes:?}");
+    }
+    for at in [small, mid, big] {
+        let left = store.range(kgate::storage::RangeRequest { prefix: at.clone(), ..Default::default() }).await;
+        assert_eq!(left.unwrap().kvs.len(), 0, "keys left under {at}");
+    }
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purging_a_cluster_never_touches_one_whose_name_extends_it() {
     let s = TestServer::start(Backend::Etcd).await;
