@@ -243,60 +243,73 @@ fn operating_system(
     let context_at = path.child("securityContext");
     match os.get("name").filter(|n| !n.is_null() && *n != "") {
         None => required_why(causes, &format!("{}.name", path.child("os")), "cannot be empty"),
-        Some(name) if name == "linux" => {
-            if set(context.get("windowsOptions")) {
-                forbidden(causes, &format!("{context_at}.windowsOptions"), LINUX_FORBIDS);
-            }
-            for (at, c) in all {
-                if set(c["securityContext"].get("windowsOptions")) {
-                    forbidden(causes, &format!("{at}.securityContext.windowsOptions"), LINUX_FORBIDS);
-                }
-            }
-        }
-        Some(name) if name == "windows" => {
-            let pod_level = |field: &str| format!("{context_at}.{field}");
-            // In kube's order; the namespace fields live on the spec in v1 and are reported there.
-            let forbids: [(bool, String); 15] = [
-                (set(context.get("appArmorProfile")), pod_level("appArmorProfile")),
-                (set(context.get("seLinuxOptions")), pod_level("seLinuxOptions")),
-                (set(spec.get("hostUsers")), path.child("hostUsers")),
-                (flag(spec.get("hostPID")), path.child("hostPID")),
-                (flag(spec.get("hostIPC")), path.child("hostIPC")),
-                (set(context.get("seccompProfile")), pod_level("seccompProfile")),
-                (set(context.get("fsGroup")), pod_level("fsGroup")),
-                (set(context.get("fsGroupChangePolicy")), pod_level("fsGroupChangePolicy")),
-                (!list(context, "sysctls").is_empty(), pod_level("sysctls")),
-                (set(spec.get("shareProcessNamespace")), path.child("shareProcessNamespace")),
-                (set(context.get("runAsUser")), pod_level("runAsUser")),
-                (set(context.get("runAsGroup")), pod_level("runAsGroup")),
-                (set(context.get("supplementalGroups")), pod_level("supplementalGroups")),
-                (set(context.get("supplementalGroupsPolicy")), pod_level("supplementalGroupsPolicy")),
-                (set(context.get("seLinuxChangePolicy")), pod_level("seLinuxChangePolicy")),
-            ];
-            for (_, at) in forbids.iter().filter(|(is_set, _)| *is_set) {
-                forbidden(causes, at, WINDOWS_FORBIDS);
-            }
-            for (at, c) in all {
-                let sc = &c["securityContext"];
-                for field in [
-                    "appArmorProfile",
-                    "seLinuxOptions",
-                    "seccompProfile",
-                    "capabilities",
-                    "readOnlyRootFilesystem",
-                    "privileged",
-                    "allowPrivilegeEscalation",
-                    "procMount",
-                    "runAsUser",
-                    "runAsGroup",
-                ] {
-                    if set(sc.get(field)) {
-                        forbidden(causes, &format!("{at}.securityContext.{field}"), WINDOWS_FORBIDS);
-                    }
-                }
-            }
-        }
+        Some(name) if name == "linux" => linux_forbids(context, &context_at, all, causes),
+        Some(name) if name == "windows" => windows_forbids(spec, context, path, all, causes),
         Some(name) => not_supported(causes, path.child("os"), name, &["linux", "windows"]),
+    }
+}
+
+/// kube's `validateLinux`: no Windows options, the pod's or a container's.
+fn linux_forbids(context: &Value, context_at: &str, all: &[(String, &Value)], causes: &mut Vec<Cause>) {
+    if set(context.get("windowsOptions")) {
+        forbidden(causes, &format!("{context_at}.windowsOptions"), LINUX_FORBIDS);
+    }
+    for (at, c) in all {
+        if set(c["securityContext"].get("windowsOptions")) {
+            forbidden(causes, &format!("{at}.securityContext.windowsOptions"), LINUX_FORBIDS);
+        }
+    }
+}
+
+/// What a container of a Windows pod may not set in its security context, in kube's order.
+const WINDOWS_CONTAINER_FORBIDS: &[&str] = &[
+    "appArmorProfile",
+    "seLinuxOptions",
+    "seccompProfile",
+    "capabilities",
+    "readOnlyRootFilesystem",
+    "privileged",
+    "allowPrivilegeEscalation",
+    "procMount",
+    "runAsUser",
+    "runAsGroup",
+];
+
+/// kube's `validateWindows`: the pod's Linux-only settings, in kube's order (the namespace fields
+/// live on the spec in v1 and are reported there), then each container's.
+fn windows_forbids(
+    spec: &Map<String, Value>,
+    context: &Value,
+    path: &Path,
+    all: &[(String, &Value)],
+    causes: &mut Vec<Cause>,
+) {
+    let pod_level: [(bool, bool, &str); 15] = [
+        (false, set(context.get("appArmorProfile")), "appArmorProfile"),
+        (false, set(context.get("seLinuxOptions")), "seLinuxOptions"),
+        (true, set(spec.get("hostUsers")), "hostUsers"),
+        (true, flag(spec.get("hostPID")), "hostPID"),
+        (true, flag(spec.get("hostIPC")), "hostIPC"),
+        (false, set(context.get("seccompProfile")), "seccompProfile"),
+        (false, set(context.get("fsGroup")), "fsGroup"),
+        (false, set(context.get("fsGroupChangePolicy")), "fsGroupChangePolicy"),
+        (false, !list(context, "sysctls").is_empty(), "sysctls"),
+        (true, set(spec.get("shareProcessNamespace")), "shareProcessNamespace"),
+        (false, set(context.get("runAsUser")), "runAsUser"),
+        (false, set(context.get("runAsGroup")), "runAsGroup"),
+        (false, set(context.get("supplementalGroups")), "supplementalGroups"),
+        (false, set(context.get("supplementalGroupsPolicy")), "supplementalGroupsPolicy"),
+        (false, set(context.get("seLinuxChangePolicy")), "seLinuxChangePolicy"),
+    ];
+    for (on_spec, _, field) in pod_level.iter().filter(|(_, is_set, _)| *is_set) {
+        let at = if *on_spec { path.child(field) } else { format!("{}.{field}", path.child("securityContext")) };
+        forbidden(causes, &at, WINDOWS_FORBIDS);
+    }
+    for (at, c) in all {
+        let sc = &c["securityContext"];
+        for field in WINDOWS_CONTAINER_FORBIDS.iter().filter(|f| set(sc.get(**f))) {
+            forbidden(causes, &format!("{at}.securityContext.{field}"), WINDOWS_FORBIDS);
+        }
     }
 }
 
