@@ -386,6 +386,13 @@ mod tests {
         let mut no_schema = crd("example.com", "widgets");
         no_schema["spec"]["versions"][0]["schema"] = json!({});
         assert_eq!(fields(&no_schema), ["spec.versions[0].schema.openAPIV3Schema"]);
+        // Plural and singular names are DNS-1035 labels (a letter first), as kube checks them.
+        let messages = |v: &Value| validate(v, None).into_iter().map(|c| c.message).collect::<Vec<_>>();
+        let mut digit_first = crd("example.com", "3widgets");
+        digit_first["spec"]["names"]["singular"] = json!("3widget");
+        let found = messages(&digit_first);
+        assert_eq!(fields(&digit_first), ["spec.names.plural", "spec.names.singular"], "{found:?}");
+        assert!(found[0].starts_with("Invalid value: \"3widgets\": a DNS-1035 label must"), "{found:?}");
         let mut moved = crd("example.com", "widgets");
         moved["spec"]["scope"] = json!("Cluster");
         let causes = validate(&moved, Some(&crd("example.com", "widgets")));
