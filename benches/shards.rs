@@ -55,6 +55,48 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// What etcd did, from its metrics: its answered gRPC calls by method (`Txn`, `Range`...), its
+/// storage layer's operations (`range`, `put`, `delete`, `txn`) and the events it sent to watchers.
+async fn etcd_work(endpoint: &str) -> std::collections::BTreeMap<String, f64> {
+    let text = reqwest::get(format!("{endpoint}/metrics")).await.unwrap().text().await.unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let (name, value) = match line.rsplit_once(' ') {
+            Some((name, value)) => (name, value.parse::<f64>().unwrap_or(0.0)),
+            None => continue,
+        };
+        let what = if let Some(labels) = name.strip_prefix("grpc_server_handled_total{") {
+            labels.split("grpc_method=\"").nth(1).and_then(|r| r.split('"').next()).map(|m| format!("grpc {m}"))
+        } else {
+            // etcd 3.4 has each of these under both names; `events` only under the old one.
+            ["range", "put", "delete", "txn"]
+                .iter()
+                .find(|op| name == format!("etcd_mvcc_{op}_total"))
+                .map(|op| format!("mvcc {op}"))
+                .or_else(|| (name == "etcd_debugging_mvcc_events_total").then(|| "mvcc events".to_string()))
+        };
+        if let Some(what) = what {
+            *out.entry(what).or_insert(0.0) += value;
+        }
+    }
+    out
+}
+
+/// `etcd_work` per cluster between two readings, the calls made at all.
+fn work_per_cluster(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+    clusters: usize,
+) -> String {
+    after
+        .iter()
+        .map(|(k, v)| (k, (v - before.get(k).copied().unwrap_or(0.0)) / clusters as f64))
+        .filter(|(_, v)| *v >= 0.01)
+        .map(|(k, v)| format!("{k} {v:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Clusters per shard, from the LogicalClusters' `spec.shard`.
 async fn placement(k: &KgateProcess) -> std::collections::BTreeMap<String, usize> {
     let client = k.admin();
@@ -84,9 +126,10 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = k.rss_kib();
     let cpu = |k: &KgateProcess| [k.cpu_ms(), a.cpu_ms(), b.cpu_ms()];
-    let cpu_before = cpu(&k);
+    let work = || async { [etcd_work(&a.endpoint).await, etcd_work(&b.endpoint).await] };
+    let (cpu_before, work_before) = (cpu(&k), work().await);
     let rate = k.create_clusters("c", n, CONCURRENCY).await;
-    let cpu_used = cpu_per_cluster(cpu_before, cpu(&k), n);
+    let (cpu_used, work_after) = (cpu_per_cluster(cpu_before, cpu(&k), n), work().await);
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = k.rss_kib();
     let per_cluster = after.saturating_sub(before) as f64 / n as f64;
@@ -102,6 +145,8 @@ async fn main() {
         "CPU per cluster created: kgate {:.2} ms, default shard's etcd {:.2} ms, shard b's etcd {:.2} ms",
         cpu_used[0], cpu_used[1], cpu_used[2]
     );
+    println!("etcd work per cluster created, default shard: {}", work_per_cluster(&work_before[0], &work_after[0], n));
+    println!("etcd work per cluster created, shard b: {}", work_per_cluster(&work_before[1], &work_after[1], n));
 
     // Raw etcd doing the store work of as many creations, in the same run: the LogicalCluster's create
     // on the default shard, its cluster's objects (the very keys and bytes kgate wrote for c0) in one
@@ -130,7 +175,11 @@ async fn main() {
 
     // Deleting 10,000: until every one is purged from its shard and its LogicalCluster is gone.
     let deleted = DELETED.min(n);
-    let cpu_before = cpu(&k);
+    let listed: Value = k.admin().get(format!("{}{LC}?limit=1", k.url)).send().await.unwrap().json().await.unwrap();
+    let from = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut events =
+        common::watch_events(&k.admin(), &format!("{}{LC}?watch=true&resourceVersion={from}", k.url)).await;
+    let (cpu_before, work_before) = (cpu(&k), work().await);
     let start = Instant::now();
     let (client, url) = (k.admin(), k.url.clone());
     common::ops_per_second(deleted, CONCURRENCY, move |i| {
@@ -142,34 +191,27 @@ async fn main() {
     })
     .await;
     let accepted = start.elapsed();
-    // Waited for on a sample first, then checked whole: every LogicalCluster gone means every key of
-    // its cluster purged (the purge's finalizer holds it until then).
-    let client = k.admin();
-    let gone = |i: usize| {
-        let (client, url) = (client.clone(), k.url.clone());
-        async move { client.get(format!("{url}{LC}/c{i}")).send().await.unwrap().status() == 404 }
-    };
-    let mut sample: Vec<usize> = (0..deleted).step_by(100).collect();
-    while !sample.is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(900), "deletions did not finish");
-        let mut left = Vec::new();
-        for i in sample {
-            if !gone(i).await {
-                left.push(i);
-            }
-        }
-        sample = left;
-        if !sample.is_empty() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-    for i in 0..deleted {
-        while !gone(i).await {
-            assert!(start.elapsed() < Duration::from_secs(900), "c{i} was not purged");
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    // Waited for as a client would, on a watch of the LogicalClusters (polling each with GETs added
+    // hundreds of reads a second to the default shard's etcd while it worked); then checked one by
+    // one: every LogicalCluster gone means every key of its cluster purged (the purge's finalizer
+    // holds it until then).
+    let mut gone = 0;
+    while gone < deleted {
+        let left = tokio::time::timeout_at((start + Duration::from_secs(900)).into(), events.recv()).await;
+        let ev = left.expect("deletions did not finish").expect("the watch of LogicalClusters ended");
+        let name = ev["object"]["metadata"]["name"].as_str().unwrap_or_default();
+        let ours = name.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()).is_some_and(|i| i < deleted);
+        if ev["type"] == "DELETED" && ours {
+            gone += 1;
         }
     }
     let (took, cpu_used) = (start.elapsed().as_secs_f64(), cpu_per_cluster(cpu_before, cpu(&k), deleted));
+    let work_after = work().await;
+    let client = k.admin();
+    for i in 0..deleted {
+        let r = client.get(format!("{}{LC}/c{i}", k.url)).send().await.unwrap();
+        assert_eq!(r.status(), 404, "c{i} is gone");
+    }
     println!(
         "{deleted} clusters deleted (accepted in {:.1} s), all purged and gone in {took:.1} s [target <= 60 s]",
         accepted.as_secs_f64(),
@@ -179,6 +221,11 @@ async fn main() {
         "CPU per cluster deleted: kgate {:.2} ms, default shard's etcd {:.2} ms, shard b's etcd {:.2} ms (busy {:.0}%, {:.0}%, {:.0}% of a core)",
         cpu_used[0], cpu_used[1], cpu_used[2], busy(cpu_used[0]), busy(cpu_used[1]), busy(cpu_used[2])
     );
+    println!(
+        "etcd work per cluster deleted, default shard: {}",
+        work_per_cluster(&work_before[0], &work_after[0], deleted)
+    );
+    println!("etcd work per cluster deleted, shard b: {}", work_per_cluster(&work_before[1], &work_after[1], deleted));
 
     // (After the deletions, so that they run on stores of the size they had.)
     let etcd_before = cpu(&k);
