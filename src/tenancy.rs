@@ -161,9 +161,11 @@ impl Directory {
         }
     }
 
-    /// Drop a cluster, and its count: by whoever removes it from `known` (a DELETE's `refresh` and
-    /// the watch may both try), so it is counted down once.
-    fn forget(&self, name: &str) {
+    /// Drop a cluster, and its count: by whoever removes it from `known` (a DELETE and the watch may
+    /// both try), so it is counted down once. Always safe, as a miss is checked against the store;
+    /// but a live cluster dropped stays out until its LogicalCluster is next written, each of its
+    /// requests costing a store read meanwhile, so only a cluster known not live is dropped.
+    pub fn forget(&self, name: &str) {
         let placed = self.placed.remove(name).map(|(_, i)| i);
         if self.known.remove(name).is_some() {
             let counted = match placed {
@@ -173,19 +175,6 @@ impl Directory {
             };
             self.registry.shards.seen(counted, None);
         }
-    }
-
-    /// Re-read one LogicalCluster and drop the name if it is gone or being deleted. Called after a
-    /// DELETE so this server answers 404 at once rather than when its watch catches up. Dropping a name
-    /// is always safe (a miss is checked against the store), so a failed read drops it too.
-    pub async fn refresh(&self, name: &str) {
-        if let Ok(Some(kv)) = self.registry.store.get(&self.key(name)).await {
-            let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
-            if obj["metadata"].get("deletionTimestamp").is_none() {
-                return;
-            }
-        }
-        self.forget(name);
     }
 
     /// The limits set on `name`, if any.

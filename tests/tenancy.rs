@@ -248,6 +248,12 @@ async fn a_logical_cluster_is_initializing_then_ready_then_terminating_until_pur
     assert_eq!(code, StatusCode::OK, "{b}");
     assert_eq!(next_event(&mut events, "life").await.0, "MODIFIED");
 
+    // A dry run of the DELETE changes nothing: the cluster goes on serving.
+    let (code, dry) = s.req(reqwest::Method::DELETE, &format!("{LC}/life?dryRun=All"), None, None).await;
+    assert_eq!(code, StatusCode::OK, "{dry}");
+    assert!(dry["metadata"]["deletionTimestamp"].is_string(), "what the DELETE would do: {dry}");
+    assert_eq!(s.get(&format!("{c}/api/v1/namespaces")).await.0, StatusCode::OK, "a dry run leaves it serving");
+
     let (code, deleted) = s.delete(&format!("{LC}/life")).await;
     assert_eq!(code, StatusCode::OK, "{deleted}");
     assert!(deleted["metadata"]["deletionTimestamp"].is_string(), "{deleted}");
@@ -285,8 +291,8 @@ async fn a_logical_cluster_is_initializing_then_ready_then_terminating_until_pur
     s.stop().await;
 }
 
-/// A purge deletes what one pass read in one transaction and stops there (the purge after the
-/// LogicalCluster's deletion catches what raced it); keys past what one transaction or one page takes
+/// A purge deletes what one pass read in one transaction and stops there (the pass after the
+/// LogicalCluster's release catches what raced it); keys past what one transaction or one page takes
 /// are read and deleted on until none is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_leaves_no_key_whether_it_takes_one_transaction_or_many_pages() {

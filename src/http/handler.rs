@@ -894,9 +894,10 @@ async fn resource(
                 *rv = crate::shard::own(rv, &sh.registry.shard).to_string();
             }
             let w = reg.delete(&ctx, n, &dopts).await?;
-            if def.group == resources::TENANCY_GROUP {
-                // Read-your-writes on this replica: the deleted cluster answers 404 from now on.
-                state.directory.refresh(n).await;
+            if def.group == resources::TENANCY_GROUP && !dopts.dry_run {
+                // Read-your-writes on this replica: the deleted cluster answers 404 from now on. A
+                // delete that answered is marked or gone, so no read is needed to know it.
+                state.directory.forget(n);
             }
             written(w, &mut last_rev, view)
         }
@@ -908,9 +909,9 @@ async fn resource(
             let dopts = delete_options(&body, &q)?;
             let lopts = ListOptions::from_query(&q, false)?;
             let w = reg.delete_collection(&ctx, &lopts, &dopts).await?;
-            if def.group == resources::TENANCY_GROUP {
+            if def.group == resources::TENANCY_GROUP && !dopts.dry_run {
                 for item in w.body["items"].as_array().into_iter().flatten() {
-                    state.directory.refresh(crate::meta::meta_str(item, "name").unwrap_or_default()).await;
+                    state.directory.forget(crate::meta::meta_str(item, "name").unwrap_or_default());
                 }
             }
             written(w, &mut last_rev, view)

@@ -58,6 +58,16 @@ struct Jobs {
 }
 
 impl Jobs {
+    /// Whether `job` of `cluster` is still running here (ended ones are reaped first).
+    fn is_running(&mut self, job: Job, cluster: &str) -> bool {
+        while let Some(done) = self.tasks.try_join_next() {
+            if let Ok(key) = done {
+                self.running.remove(&key);
+            }
+        }
+        self.running.contains(&(job, cluster.to_string()))
+    }
+
     fn start<F>(&mut self, job: Job, cluster: &str, work: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
@@ -117,7 +127,7 @@ impl Lifecycle {
                 let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
                 let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
                 if obj["metadata"].get("deletionTimestamp").is_some() {
-                    self.start_purge(jobs, &name, Some(&obj));
+                    self.start_purge(jobs, &name, Some(&obj), Leaving::Marked);
                     continue;
                 }
                 // A create answers only once its cluster is bootstrapped, so a LogicalCluster found not
@@ -180,22 +190,27 @@ impl Lifecycle {
                 WatchEvent::Put { kv, .. } => {
                     let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
                     if obj["metadata"].get("deletionTimestamp").is_some() {
-                        self.start_purge(jobs, crate::meta::meta_str(&obj, "name").unwrap_or_default(), Some(&obj));
+                        let name = crate::meta::meta_str(&obj, "name").unwrap_or_default();
+                        self.start_purge(jobs, name, Some(&obj), Leaving::Marked);
                     }
                 }
-                // Normally the end of a purge. A LogicalCluster whose finalizer someone removed by hand
-                // goes at once, though, and its keys still need purging; and a cluster-wide create
-                // sent as the purge ended (namespaces and cluster roles are not guarded by the
-                // LogicalCluster) must not outlive it into a new cluster of the same name. One more
-                // pass costs a read per resource.
+                // Normally the end of a purge, whose job makes one more pass itself once it has
+                // released the LogicalCluster. A LogicalCluster whose finalizer someone removed by
+                // hand goes at once, though, and its keys still need purging; and a cluster-wide
+                // create sent as a purge ended (namespaces and cluster roles are not guarded by the
+                // LogicalCluster) must not outlive it into a new cluster of the same name. So where no
+                // purge is running, one more pass, which costs a read per resource.
                 WatchEvent::Delete { key, prev, revision } => {
                     if let Some(name) = key.rsplit('/').next() {
+                        if jobs.is_running(Job::Purge, name) {
+                            continue;
+                        }
                         let prev = match prev {
                             Some(kv) => Some(kv),
                             None => self.last_value(&key, revision).await,
                         };
                         let obj = prev.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok());
-                        self.start_purge(jobs, name, obj.as_ref());
+                        self.start_purge(jobs, name, obj.as_ref(), Leaving::Gone);
                     }
                 }
                 WatchEvent::Progress(_) => {}
@@ -215,7 +230,7 @@ impl Lifecycle {
     /// Purge `cluster` on the shard its LogicalCluster `obj` names, or on every shard when the
     /// object is not known (a store that lost a deleted key's value): purging a shard without the
     /// cluster's keys costs a read per resource.
-    fn start_purge(&self, jobs: &mut Jobs, cluster: &str, obj: Option<&Value>) {
+    fn start_purge(&self, jobs: &mut Jobs, cluster: &str, obj: Option<&Value>, how: Leaving) {
         if cluster.is_empty() || cluster == ROOT {
             return;
         }
@@ -237,7 +252,10 @@ impl Lifecycle {
                 let Ok(turn) = turns.acquire().await else { return };
                 let mut done = Ok(());
                 for registry in &registries {
-                    done = done.and(purge(registry, &name).await);
+                    done = done.and(match how {
+                        Leaving::Marked => purge(registry, &name).await,
+                        Leaving::Gone => sweep(registry, &name).await,
+                    });
                 }
                 drop(turn);
                 match done {
@@ -290,9 +308,20 @@ pub async fn resume_bootstraps(registry: Registry) {
     }
 }
 
+/// How a cluster whose keys are purged is leaving, which decides the purge.
+#[derive(Debug, Clone, Copy)]
+enum Leaving {
+    /// Its LogicalCluster is marked deleted and waits on the purge finalizer: `purge`.
+    Marked,
+    /// Its LogicalCluster is gone: `sweep`.
+    Gone,
+}
+
 /// Delete every key of a logical cluster that is not live (its LogicalCluster is being deleted or gone),
-/// then remove the purge finalizer, so the LogicalCluster goes last. Never touches root, nor keys of
-/// another cluster: every prefix ends with `<cluster>/`.
+/// then remove the purge finalizer, so the LogicalCluster goes last; then sweep once more, for a
+/// cluster-wide create sent as the purge ended (namespaces and cluster roles are not guarded by the
+/// LogicalCluster), which must not outlive it into a new cluster of the same name. Never touches
+/// root, nor keys of another cluster: every prefix ends with `<cluster>/`.
 ///
 /// Safe to run more than once at a time (a repeated DELETE, another replica): before each page of
 /// deletes it checks the cluster is still not live, and deletes only what it read (see
@@ -301,6 +330,24 @@ pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
     if cluster == ROOT {
         return Ok(());
     }
+    if swept(registry, cluster).await? {
+        release(registry, cluster).await?;
+        swept(registry, cluster).await?;
+    }
+    Ok(())
+}
+
+/// One pass of `purge` without the release, for a cluster whose LogicalCluster is gone.
+async fn sweep(registry: &Registry, cluster: &str) -> ApiResult<()> {
+    if cluster != ROOT {
+        swept(registry, cluster).await?;
+    }
+    Ok(())
+}
+
+/// Delete every key of `cluster` while it is not live: whether it found it empty (false when it
+/// stopped, the cluster live again).
+async fn swept(registry: &Registry, cluster: &str) -> ApiResult<bool> {
     // Custom resources first: their prefixes are known only while the cluster's CRDs exist, so a purge
     // cut short and resumed must still find the CRDs.
     let mut prefixes = crate::crd::custom_prefixes(registry, cluster, None).await?;
@@ -315,8 +362,8 @@ pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
         .delete_prefixes(&prefixes, Finalizers::Ignore, move || async move { Ok(!is_live(registry, cluster).await?) })
         .await?;
     match sweep {
-        Sweep::Empty => release(registry, cluster).await,
-        Sweep::Stopped => Ok(()),
+        Sweep::Empty => Ok(true),
+        Sweep::Stopped => Ok(false),
         Sweep::KeysLeft | Sweep::Held(_) => Err(ApiError::internal(format!(
             "logical cluster {cluster:?}: objects were still being written after every purge pass"
         ))),
