@@ -58,13 +58,18 @@ struct Jobs {
 }
 
 impl Jobs {
-    /// Whether `job` of `cluster` is still running here (ended ones are reaped first).
-    fn is_running(&mut self, job: Job, cluster: &str) -> bool {
+    /// Forget the jobs that have ended.
+    fn reap(&mut self) {
         while let Some(done) = self.tasks.try_join_next() {
             if let Ok(key) = done {
                 self.running.remove(&key);
             }
         }
+    }
+
+    /// Whether `job` of `cluster` is still running here.
+    fn is_running(&mut self, job: Job, cluster: &str) -> bool {
+        self.reap();
         self.running.contains(&(job, cluster.to_string()))
     }
 
@@ -72,11 +77,7 @@ impl Jobs {
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        while let Some(done) = self.tasks.try_join_next() {
-            if let Ok(key) = done {
-                self.running.remove(&key);
-            }
-        }
+        self.reap();
         if !self.running.insert((job, cluster.to_string())) {
             return;
         }
