@@ -6,7 +6,8 @@
 //! - created `Initializing`, with the finalizer [`PURGE_FINALIZER`]; `Ready` once bootstrapped;
 //! - a DELETE marks it `Terminating` (deletionTimestamp set: the cluster answers 404 from then on), the
 //!   [`Lifecycle`] controller purges every key of the cluster, then removes the finalizer, and only then
-//!   does the object go. So its name cannot be reused while old keys remain.
+//!   does the object go (the purge then sweeps once more, for writes that raced its end). So its name
+//!   cannot be reused while old keys remain, unless someone removes the finalizer by hand.
 //!
 //! `manifests` applies the LogicalCluster files of `--tenants-dir` at start.
 
@@ -164,7 +165,8 @@ impl Directory {
     /// Drop a cluster, and its count: by whoever removes it from `known` (a DELETE and the watch may
     /// both try), so it is counted down once. Always safe, as a miss is checked against the store;
     /// but a live cluster dropped stays out until its LogicalCluster is next written, each of its
-    /// requests costing a store read meanwhile, so only a cluster known not live is dropped.
+    /// requests costing a store read meanwhile, so it is called for a cluster just marked deleted or
+    /// removed (a DELETE that answered), or seen so.
     pub fn forget(&self, name: &str) {
         let placed = self.placed.remove(name).map(|(_, i)| i);
         if self.known.remove(name).is_some() {
@@ -175,6 +177,19 @@ impl Directory {
             };
             self.registry.shards.seen(counted, None);
         }
+    }
+
+    /// Re-read one LogicalCluster and drop the name if it is gone or being deleted: after a
+    /// deletecollection, whose deletes run one by one, so that a cluster deleted early in it and made
+    /// again before it ends is not dropped. A failed read drops it too (see `forget`).
+    pub async fn refresh(&self, name: &str) {
+        if let Ok(Some(kv)) = self.registry.store.get(&self.key(name)).await {
+            let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+            if obj["metadata"].get("deletionTimestamp").is_none() {
+                return;
+            }
+        }
+        self.forget(name);
     }
 
     /// The limits set on `name`, if any.

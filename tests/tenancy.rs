@@ -321,6 +321,55 @@ async fn a_purge_leaves_no_key_whether_it_takes_one_transaction_or_many_pages() 
     s.stop().await;
 }
 
+/// A LogicalCluster whose finalizer someone removes by hand mid-purge goes at once, and a new cluster
+/// of its name can be made and deleted while the old purge still runs: a purge asked for meanwhile is
+/// queued, not dropped, so the new one goes too and no key of either is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_reused_while_its_old_purge_runs_is_purged_in_turn() {
+    const OBJECTS: usize = 4_000;
+    let s = TestServer::start(Backend::Etcd).await;
+    let (store, prefix) = (s.running_store(), s.prefix.clone());
+    s.create_cluster("again").await;
+    let made = futures::stream::iter(0..OBJECTS)
+        .map(|i| {
+            let (store, prefix) = (store.clone(), prefix.clone());
+            async move {
+                let name = format!("cm-{i:05}");
+                let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default",
+                    "uid": format!("uid-{i}"), "creationTimestamp": "2025-01-01T00:00:00Z"}});
+                let key = format!("{prefix}/core/configmaps/again/default/{name}");
+                store.create(&key, serde_json::to_vec(&obj).unwrap()).await.unwrap();
+            }
+        })
+        .buffer_unordered(64)
+        .count()
+        .await;
+    assert_eq!(made, OBJECTS);
+
+    let (code, b) = s.delete(&format!("{LC}/again")).await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    let first = format!("{prefix}/core/configmaps/again/default/cm-00000");
+    eventually(30, "the purge to start", || async { store.get(&first).await.unwrap().is_none() }).await;
+    let no_finalizers = json!({"metadata": {"finalizers": []}});
+    let (code, b) = s.patch(&format!("{LC}/again"), "application/merge-patch+json", &no_finalizers).await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    assert_eq!(s.get(&format!("{LC}/again")).await.0, StatusCode::NOT_FOUND, "gone with its last finalizer");
+
+    let (code, b) = s.post(LC, &lc("again")).await;
+    assert_eq!(code, StatusCode::CREATED, "{b}");
+    let (code, b) = s.delete(&format!("{LC}/again")).await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    eventually(120, "the new logicalcluster/again to go", || async {
+        s.get(&format!("{LC}/again")).await.0 == StatusCode::NOT_FOUND
+    })
+    .await;
+    eventually(30, "every key of either cluster to go", || async {
+        keys_of(&*store, &prefix, "again").await.is_empty()
+    })
+    .await;
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purging_a_cluster_never_touches_one_whose_name_extends_it() {
     let s = TestServer::start(Backend::Etcd).await;

@@ -909,9 +909,9 @@ async fn resource(
             let dopts = delete_options(&body, &q)?;
             let lopts = ListOptions::from_query(&q, false)?;
             let w = reg.delete_collection(&ctx, &lopts, &dopts).await?;
-            if def.group == resources::TENANCY_GROUP && !dopts.dry_run {
+            if def.group == resources::TENANCY_GROUP {
                 for item in w.body["items"].as_array().into_iter().flatten() {
-                    state.directory.forget(crate::meta::meta_str(item, "name").unwrap_or_default());
+                    state.directory.refresh(crate::meta::meta_str(item, "name").unwrap_or_default()).await;
                 }
             }
             written(w, &mut last_rev, view)

@@ -280,9 +280,8 @@ impl Follower for FootprintFollower {
     /// Without them, each batch with an update or a delete waited for a read of the old sizes
     /// (`reads`) before the watch was read on: measured with 100,000 clusters on etcd 3.5, the watch
     /// fell behind, etcd read its history again for it, and deleting 10,000 clusters took 100-141 s
-    /// with even raw etcd slowed, against 33 s with them. On etcd 3.4 the same trial, repeated once
-    /// the purge took one pass, took 91.1 s against 73.7 s, raw etcd slowed to 461 clusters a second
-    /// after. A change that comes without its previous value (etcd leaves it out once compacted) is
+    /// with even raw etcd slowed, against 33 s with them. On etcd 3.4 the same trial, repeated in a
+    /// run that took 73.7 s otherwise, took 91.1 s, raw etcd slowed to 461 clusters a second after. A change that comes without its previous value (etcd leaves it out once compacted) is
     /// still read back.
     const PREV: bool = true;
 

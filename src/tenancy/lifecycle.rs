@@ -7,7 +7,8 @@
 //! resumed by the first list, and every replica resumes them alike (concurrent purges of one cluster
 //! are safe, see [`purge`]).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
@@ -38,7 +39,61 @@ const PURGE_CONCURRENCY: usize = 32;
 pub struct Lifecycle {
     registry: Registry,
     /// Turns of `PURGE_CONCURRENCY`.
-    purges: std::sync::Arc<tokio::sync::Semaphore>,
+    purges: Arc<tokio::sync::Semaphore>,
+    /// The clusters whose purge is running here, each with the purge asked for while it ran, which
+    /// runs when it ends: a workqueue's dirty set, so that a purge asked for is never dropped (a new
+    /// cluster of the same name, deleted while the old one's purge ran, would stay Terminating) and
+    /// one cluster's purges never overlap. A std `Mutex`: held for a lookup and an insert, never
+    /// across an await; the watch loop and the purge tasks both take it, rarely at once.
+    purging: Arc<Mutex<HashMap<String, Option<PurgeRequest>>>>,
+}
+
+/// A purge asked for: on which shards, and how the cluster is leaving.
+#[derive(Debug, Clone)]
+struct PurgeRequest {
+    shards: BTreeSet<usize>,
+    how: Leaving,
+}
+
+impl PurgeRequest {
+    /// One purge that does what both `self` and `later` would: every shard of either, and the
+    /// release as well when either is for a LogicalCluster marked deleted.
+    fn and(mut self, later: PurgeRequest) -> PurgeRequest {
+        self.shards.extend(later.shards);
+        if matches!(later.how, Leaving::Marked) {
+            self.how = Leaving::Marked;
+        }
+        self
+    }
+}
+
+/// Takes a cluster's entry out of `Lifecycle::purging` when its purge task ends however it ends (a
+/// panic included), unless the task took it out itself.
+struct PurgeEntry {
+    purging: Arc<Mutex<HashMap<String, Option<PurgeRequest>>>>,
+    name: String,
+    armed: bool,
+}
+
+impl PurgeEntry {
+    /// The purge asked for while this one ran, if any; else the entry goes, in the same step.
+    fn next(&mut self) -> Option<PurgeRequest> {
+        let mut purging = self.purging.lock().unwrap_or_else(|e| e.into_inner());
+        let next = purging.get_mut(&self.name).and_then(Option::take);
+        if next.is_none() {
+            purging.remove(&self.name);
+            self.armed = false;
+        }
+        next
+    }
+}
+
+impl Drop for PurgeEntry {
+    fn drop(&mut self) {
+        if self.armed {
+            self.purging.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.name);
+        }
+    }
 }
 
 /// What a background job does, for one cluster at a time.
@@ -50,7 +105,8 @@ enum Job {
     Reconcile,
 }
 
-/// Running jobs: at most one of each kind per cluster in this process.
+/// Running jobs: at most one of each kind per cluster in this process (purges are counted by
+/// `Lifecycle::purging`, which queues rather than drops).
 #[derive(Default)]
 struct Jobs {
     tasks: JoinSet<(Job, String)>,
@@ -67,10 +123,20 @@ impl Jobs {
         }
     }
 
-    /// Whether `job` of `cluster` is still running here.
-    fn is_running(&mut self, job: Job, cluster: &str) -> bool {
+    /// Run `work` whether or not a job of its kind and cluster runs: for a caller that keeps its
+    /// own account of what runs (`Lifecycle::purging`).
+    fn spawn<F>(&mut self, job: Job, cluster: &str, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
         self.reap();
-        self.running.contains(&(job, cluster.to_string()))
+        let key = (job, cluster.to_string());
+        self.tasks.spawn(async move {
+            if std::panic::AssertUnwindSafe(work).catch_unwind().await.is_err() {
+                tracing::error!(cluster = %key.1, job = ?key.0, "logical cluster job panicked");
+            }
+            key
+        });
     }
 
     fn start<F>(&mut self, job: Job, cluster: &str, work: F)
@@ -95,7 +161,11 @@ impl Jobs {
 impl Lifecycle {
     /// A controller over the registry's store.
     pub fn new(registry: Registry) -> Self {
-        Lifecycle { registry, purges: std::sync::Arc::new(tokio::sync::Semaphore::new(PURGE_CONCURRENCY)) }
+        Lifecycle {
+            registry,
+            purges: Arc::new(tokio::sync::Semaphore::new(PURGE_CONCURRENCY)),
+            purging: Default::default(),
+        }
     }
 
     /// List then watch LogicalClusters until `shutdown` turns true; then stop every job at its next
@@ -195,15 +265,18 @@ impl Lifecycle {
                         self.start_purge(jobs, name, Some(&obj), Leaving::Marked);
                     }
                 }
-                // Normally the end of a purge, whose job makes one more pass itself once it has
-                // released the LogicalCluster. A LogicalCluster whose finalizer someone removed by
-                // hand goes at once, though, and its keys still need purging; and a cluster-wide
+                // Normally the end of a purge, which makes one more pass itself once it has released
+                // the LogicalCluster (and a purge running when a finalizer is removed by hand finds
+                // it gone, and makes that pass too). A LogicalCluster whose finalizer someone removed
+                // by hand goes at once, though, and its keys still need purging; and a cluster-wide
                 // create sent as a purge ended (namespaces and cluster roles are not guarded by the
                 // LogicalCluster) must not outlive it into a new cluster of the same name. So where no
-                // purge is running, one more pass, which costs a read per resource.
+                // purge is running, one more pass, which costs a read per resource. (A purge that
+                // another finalizer's holder outran, releasing during its last pass, leaves that
+                // holder's release without one.)
                 WatchEvent::Delete { key, prev, revision } => {
                     if let Some(name) = key.rsplit('/').next() {
-                        if jobs.is_running(Job::Purge, name) {
+                        if self.purging.lock().unwrap_or_else(|e| e.into_inner()).contains_key(name) {
                             continue;
                         }
                         let prev = match prev {
@@ -230,45 +303,67 @@ impl Lifecycle {
 
     /// Purge `cluster` on the shard its LogicalCluster `obj` names, or on every shard when the
     /// object is not known (a store that lost a deleted key's value): purging a shard without the
-    /// cluster's keys costs a read per resource.
+    /// cluster's keys costs a read per resource. Asked while the cluster's purge runs, it runs next.
     fn start_purge(&self, jobs: &mut Jobs, cluster: &str, obj: Option<&Value>, how: Leaving) {
         if cluster.is_empty() || cluster == ROOT {
             return;
         }
-        let registries: Vec<Registry> = match obj.map(|o| self.registry.shards.place_of(o)) {
-            Some(Placed::At(i)) => vec![self.registry.shards.registry(i, &self.registry)],
+        let shards: BTreeSet<usize> = match obj.map(|o| self.registry.shards.place_of(o)) {
+            Some(Placed::At(i)) => [i].into(),
             Some(Placed::Unknown) => {
                 tracing::warn!(cluster = %cluster, "a deleted logical cluster is on a shard not served here; a replica that serves it purges it");
                 return;
             }
-            None => (0..self.registry.shards.names().len())
-                .map(|i| self.registry.shards.registry(i, &self.registry))
-                .collect(),
+            None => (0..self.registry.shards.names().len()).collect(),
         };
-        let (name, turns) = (cluster.to_string(), self.purges.clone());
-        jobs.start(Job::Purge, cluster, async move {
-            let mut backoff = Duration::from_secs(1);
+        let asked = PurgeRequest { shards, how };
+        {
+            let mut purging = self.purging.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(next) = purging.get_mut(cluster) {
+                *next = Some(match next.take() {
+                    Some(earlier) => earlier.and(asked),
+                    None => asked,
+                });
+                return;
+            }
+            purging.insert(cluster.to_string(), None);
+        }
+        let mut entry = PurgeEntry { purging: self.purging.clone(), name: cluster.to_string(), armed: true };
+        let (registry, turns) = (self.registry.clone(), self.purges.clone());
+        jobs.spawn(Job::Purge, cluster, async move {
+            let mut request = asked;
             loop {
-                // A turn per attempt: purges failing on a shard that is down wait without one.
-                let Ok(turn) = turns.acquire().await else { return };
-                let mut done = Ok(());
-                for registry in &registries {
-                    done = done.and(match how {
-                        Leaving::Marked => purge(registry, &name).await,
-                        Leaving::Gone => sweep(registry, &name).await,
-                    });
+                run_purge(&registry, &entry.name, &request, &turns).await;
+                match entry.next() {
+                    Some(next) => request = next,
+                    None => return,
                 }
-                drop(turn);
-                match done {
-                    Ok(()) => return,
-                    Err(e) => {
-                        tracing::warn!(error = %e, cluster = %name, "purging a deleted logical cluster; will retry")
-                    }
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         });
+    }
+}
+
+/// One purge, tried until it succeeds (a shard that is down, say), a turn of `turns` per attempt.
+async fn run_purge(registry: &Registry, name: &str, request: &PurgeRequest, turns: &tokio::sync::Semaphore) {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        // A turn per attempt: purges failing on a shard that is down wait without one.
+        let Ok(turn) = turns.acquire().await else { return };
+        let mut done = Ok(());
+        for &shard in &request.shards {
+            let registry = registry.shards.registry(shard, registry);
+            done = done.and(match request.how {
+                Leaving::Marked => purge(&registry, name).await,
+                Leaving::Gone => sweep(&registry, name).await,
+            });
+        }
+        drop(turn);
+        match done {
+            Ok(()) => return,
+            Err(e) => tracing::warn!(error = %e, cluster = %name, "purging a deleted logical cluster; will retry"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
