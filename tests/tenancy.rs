@@ -321,6 +321,23 @@ async fn a_purge_leaves_no_key_whether_it_takes_one_transaction_or_many_pages() 
     s.stop().await;
 }
 
+/// `n` ConfigMaps `cm-00000`... in `cluster`'s default namespace, written to the store directly: the
+/// same keys the API writes, thousands of times faster.
+async fn store_configmaps(store: &std::sync::Arc<dyn kgate::storage::Store>, prefix: &str, cluster: &str, n: usize) {
+    let made = futures::stream::iter(0..n)
+        .map(|i| async move {
+            let name = format!("cm-{i:05}");
+            let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default",
+                "uid": format!("uid-{i}"), "creationTimestamp": "2025-01-01T00:00:00Z"}, "data": {"i": i.to_string()}});
+            let key = format!("{prefix}/core/configmaps/{cluster}/default/{name}");
+            store.create(&key, serde_json::to_vec(&obj).unwrap()).await.unwrap();
+        })
+        .buffer_unordered(64)
+        .count()
+        .await;
+    assert_eq!(made, n);
+}
+
 /// A LogicalCluster whose finalizer someone removes by hand mid-purge goes at once, and a new cluster
 /// of its name can be made and deleted while the old purge still runs: a purge asked for meanwhile is
 /// queued, not dropped, so the new one goes too and no key of either is left.
@@ -330,21 +347,7 @@ async fn a_name_reused_while_its_old_purge_runs_is_purged_in_turn() {
     let s = TestServer::start(Backend::Etcd).await;
     let (store, prefix) = (s.running_store(), s.prefix.clone());
     s.create_cluster("again").await;
-    let made = futures::stream::iter(0..OBJECTS)
-        .map(|i| {
-            let (store, prefix) = (store.clone(), prefix.clone());
-            async move {
-                let name = format!("cm-{i:05}");
-                let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default",
-                    "uid": format!("uid-{i}"), "creationTimestamp": "2025-01-01T00:00:00Z"}});
-                let key = format!("{prefix}/core/configmaps/again/default/{name}");
-                store.create(&key, serde_json::to_vec(&obj).unwrap()).await.unwrap();
-            }
-        })
-        .buffer_unordered(64)
-        .count()
-        .await;
-    assert_eq!(made, OBJECTS);
+    store_configmaps(&store, &prefix, "again", OBJECTS).await;
 
     let (code, b) = s.delete(&format!("{LC}/again")).await;
     assert_eq!(code, StatusCode::OK, "{b}");
@@ -412,24 +415,7 @@ async fn a_purge_cut_short_by_a_restart_resumes_and_interrupted_bootstraps_finis
     let s = TestServer::start(Backend::Etcd).await;
     let (store, prefix) = (s.running_store(), s.prefix.clone());
     s.create_cluster("big").await;
-    // Written to the store directly: the same keys the API writes, thousands of times faster.
-    let made = futures::stream::iter(0..OBJECTS)
-        .map(|i| {
-            let (store, prefix) = (store.clone(), prefix.clone());
-            async move {
-                let name = format!("cm-{i:05}");
-                let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default",
-                    "uid": format!("uid-{i}"), "creationTimestamp": "2025-01-01T00:00:00Z"}, "data": {"i": i.to_string()}});
-                store
-                    .create(&format!("{prefix}/core/configmaps/big/default/{name}"), serde_json::to_vec(&obj).unwrap())
-                    .await
-                    .unwrap();
-            }
-        })
-        .buffer_unordered(64)
-        .count()
-        .await;
-    assert_eq!(made, OBJECTS);
+    store_configmaps(&store, &prefix, "big", OBJECTS).await;
     let all_keys = keys_of(&*store, &prefix, "big").await.len();
     let (_, page) = s.get("/clusters/big/api/v1/namespaces/default/configmaps?limit=1").await;
     assert_eq!(page["items"][0]["metadata"]["name"], "cm-00000");
