@@ -132,6 +132,7 @@ impl Jobs {
         self.reap();
         let key = (job, cluster.to_string());
         self.tasks.spawn(async move {
+            // A panicking job must still hand its key back, or its cluster would stay "running" for good.
             if std::panic::AssertUnwindSafe(work).catch_unwind().await.is_err() {
                 tracing::error!(cluster = %key.1, job = ?key.0, "logical cluster job panicked");
             }
@@ -144,17 +145,9 @@ impl Jobs {
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         self.reap();
-        if !self.running.insert((job, cluster.to_string())) {
-            return;
+        if self.running.insert((job, cluster.to_string())) {
+            self.spawn(job, cluster, work);
         }
-        let key = (job, cluster.to_string());
-        self.tasks.spawn(async move {
-            // A panicking job must still hand its key back, or its cluster would stay "running" for good.
-            if std::panic::AssertUnwindSafe(work).catch_unwind().await.is_err() {
-                tracing::error!(cluster = %key.1, job = ?key.0, "logical cluster job panicked");
-            }
-            key
-        });
     }
 }
 
