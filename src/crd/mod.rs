@@ -22,7 +22,7 @@ use crate::discovery::Discovery;
 use crate::registry::{Claims, ClusterFilter, Finalizers, Registry, Sweep};
 use crate::resources::{self, ResourceDef};
 use crate::status::{ApiError, ApiResult};
-use crate::storage::{keys, RangeRequest, Revision, StoreError, WatchEvent};
+use crate::storage::{keys, KeyValue, RangeRequest, Revision, StoreError, WatchEvent};
 pub use define::{Crd, CLEANUP_FINALIZER};
 
 /// Most entries each bounded cache holds.
@@ -489,8 +489,7 @@ pub fn refresh_status(current: &Value, obj: &mut Value) {
 /// ones, when `namespace` is given), read from the store itself: sweeps of a deleted namespace or cluster
 /// must not depend on any cache.
 pub async fn custom_prefixes(registry: &Registry, cluster: &str, namespace: Option<&str>) -> ApiResult<Vec<String>> {
-    let def = crd_def();
-    let prefix = registry.collection(&def, Some(cluster), None);
+    let prefix = definitions(registry, cluster);
     let mut out = Vec::new();
     let mut start = None;
     loop {
@@ -498,21 +497,37 @@ pub async fn custom_prefixes(registry: &Registry, cluster: &str, namespace: Opti
             .store
             .range(RangeRequest { prefix: prefix.clone(), start: start.take(), limit: PAGE, revision: None })
             .await?;
-        for kv in &page.kvs {
-            let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
-            let Some(crd) = Crd::parse(&obj, kv.mod_revision) else { continue };
-            match namespace {
-                Some(ns) if crd.namespaced => {
-                    out.push(keys::collection(&registry.prefix, &crd.group, &crd.plural, Some(cluster), Some(ns)))
-                }
-                Some(_) => {}
-                None => out.push(keys::collection(&registry.prefix, &crd.group, &crd.plural, Some(cluster), None)),
-            }
-        }
+        out.extend(prefixes_defined(registry, cluster, namespace, &page.kvs));
         start = page.next_start();
         if start.is_none() {
             break;
         }
     }
     Ok(out)
+}
+
+/// The key prefix of a cluster's CRDs.
+pub fn definitions(registry: &Registry, cluster: &str) -> String {
+    registry.collection(&crd_def(), Some(cluster), None)
+}
+
+/// The key prefixes of the custom resources the CRDs in `kvs` (read under [`definitions`]) define, as
+/// [`custom_prefixes`] gives them.
+pub fn prefixes_defined<'a>(
+    registry: &'a Registry,
+    cluster: &'a str,
+    namespace: Option<&'a str>,
+    kvs: &'a [KeyValue],
+) -> impl Iterator<Item = String> + 'a {
+    kvs.iter().filter_map(move |kv| {
+        let obj = serde_json::from_slice::<Value>(&kv.value).ok()?;
+        let crd = Crd::parse(&obj, kv.mod_revision)?;
+        match namespace {
+            Some(ns) if crd.namespaced => {
+                Some(keys::collection(&registry.prefix, &crd.group, &crd.plural, Some(cluster), Some(ns)))
+            }
+            Some(_) => None,
+            None => Some(keys::collection(&registry.prefix, &crd.group, &crd.plural, Some(cluster), None)),
+        }
+    })
 }

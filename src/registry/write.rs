@@ -1608,6 +1608,40 @@ impl Registry {
         &self,
         prefixes: &[String],
         finalizers: Finalizers,
+        keep_going: F,
+    ) -> ApiResult<Sweep>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ApiResult<bool>>,
+    {
+        self.sweep_prefixes(prefixes, None, finalizers, keep_going).await
+    }
+
+    /// [`Registry::delete_prefixes`] for a whole cluster, whose custom resources' prefixes come from
+    /// the CRDs found under `builtin` (which holds the CRDs' prefix) in each pass's first read, and go
+    /// first, ahead of their CRDs: a purge cut short and resumed must still find the CRDs. Reading the
+    /// CRDs with the other first pages spares the purge a read of its own per pass, a quarter of the
+    /// reads a deleted empty cluster costs its store.
+    pub async fn delete_cluster_prefixes<F, Fut>(
+        &self,
+        cluster: &str,
+        builtin: &[String],
+        keep_going: F,
+    ) -> ApiResult<Sweep>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ApiResult<bool>>,
+    {
+        self.sweep_prefixes(builtin, Some(cluster), Finalizers::Ignore, keep_going).await
+    }
+
+    /// The sweep behind both: `custom_of` names the cluster whose custom resources are found as
+    /// [`Registry::delete_cluster_prefixes`] says.
+    async fn sweep_prefixes<F, Fut>(
+        &self,
+        given: &[String],
+        custom_of: Option<&str>,
+        finalizers: Finalizers,
         mut keep_going: F,
     ) -> ApiResult<Sweep>
     where
@@ -1622,11 +1656,27 @@ impl Registry {
             ..Default::default()
         };
         for _pass in 0..SWEEP_PASSES {
-            let mut found = 0usize;
-            let mut held = Remaining { per_prefix: vec![0; prefixes.len()], ..Default::default() };
             // Every prefix's first page in one round trip (a cluster's purge reads some sixty, most of
             // them empty), checked once; later pages one by one, each checked.
-            let mut firsts = self.store.ranges(prefixes.iter().map(|p| page_of(p, None)).collect()).await?;
+            let mut firsts = self.store.ranges(given.iter().map(|p| page_of(p, None)).collect()).await?;
+            let mut prefixes = std::borrow::Cow::Borrowed(given);
+            if let Some(cluster) = custom_of {
+                let crds = crate::crd::definitions(self, cluster);
+                let custom: Vec<String> = match given.iter().zip(&firsts).find(|(p, _)| **p == crds) {
+                    Some((_, page)) if !page.more => {
+                        crate::crd::prefixes_defined(self, cluster, None, &page.kvs).collect()
+                    }
+                    // More CRDs than a page: read them all.
+                    _ => crate::crd::custom_prefixes(self, cluster, None).await?,
+                };
+                if !custom.is_empty() {
+                    let pages = self.store.ranges(custom.iter().map(|p| page_of(p, None)).collect()).await?;
+                    firsts.splice(0..0, pages);
+                    prefixes = std::borrow::Cow::Owned(custom.into_iter().chain(given.iter().cloned()).collect());
+                }
+            }
+            let mut found = 0usize;
+            let mut held = Remaining { per_prefix: vec![0; prefixes.len()], ..Default::default() };
             if firsts.iter().any(|p| !p.kvs.is_empty()) && !keep_going().await? {
                 return Ok(Sweep::Stopped);
             }

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 use super::{defaults_revision, initialize, is_current, is_live, refresh, PHASE_READY, PURGE_FINALIZER};
 use crate::cluster::ROOT;
-use crate::registry::{Finalizers, Registry, Sweep};
+use crate::registry::{Registry, Sweep};
 use crate::resources;
 use crate::shard::Placed;
 use crate::status::{ApiError, ApiResult};
@@ -437,18 +437,14 @@ async fn sweep(registry: &Registry, cluster: &str) -> ApiResult<()> {
 /// Delete every key of `cluster` while it is not live: whether it found it empty (false when it
 /// stopped, the cluster live again).
 async fn swept(registry: &Registry, cluster: &str) -> ApiResult<bool> {
-    // Custom resources first: their prefixes are known only while the cluster's CRDs exist, so a purge
-    // cut short and resumed must still find the CRDs.
-    let mut prefixes = crate::crd::custom_prefixes(registry, cluster, None).await?;
-    prefixes.extend(
-        resources::builtins()
-            .iter()
-            // A version stored as another shares that one's keys.
-            .filter(|d| !d.is_virtual() && !crate::registry::converts(d))
-            .map(|d| registry.collection(d, Some(cluster), None)),
-    );
+    let prefixes: Vec<String> = resources::builtins()
+        .iter()
+        // A version stored as another shares that one's keys.
+        .filter(|d| !d.is_virtual() && !crate::registry::converts(d))
+        .map(|d| registry.collection(d, Some(cluster), None))
+        .collect();
     let sweep = registry
-        .delete_prefixes(&prefixes, Finalizers::Ignore, move || async move { Ok(!is_live(registry, cluster).await?) })
+        .delete_cluster_prefixes(cluster, &prefixes, move || async move { Ok(!is_live(registry, cluster).await?) })
         .await?;
     match sweep {
         Sweep::Empty => Ok(true),
