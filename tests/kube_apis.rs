@@ -906,6 +906,60 @@ async fn real_operators_manifests_apply_to_a_logical_cluster() {
     s.stop().await;
 }
 
+/// Fields behind feature gates kube 1.33 has off by default are dropped from what a write stores, as
+/// kube drops them, templates and statuses included; an object that already holds one (stored by a
+/// server with the gate on) keeps it through its updates.
+#[tokio::test]
+async fn fields_behind_gates_kube_has_off_are_dropped_unless_already_stored() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let container = json!({"name": "c", "image": "nginx", "lifecycle": {"stopSignal": "SIGUSR1"},
+                           "resources": {"claims": [{"name": "gpu"}]}});
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}},
+            "spec": {"containers": [container], "resourceClaims": [{"name": "gpu", "resourceClaimName": "g"}],
+                     "resources": {"limits": {"cpu": "1"}}}}}});
+    let (code, made) = s.post(deployments, &d).await;
+    assert_eq!(code, StatusCode::CREATED, "{made}");
+    let (_, got) = s.get(&format!("{deployments}/d")).await;
+    let spec = &got["spec"]["template"]["spec"];
+    for gone in ["resourceClaims", "resources"] {
+        assert!(spec.get(gone).is_none(), "{gone}: {got}");
+    }
+    assert!(spec["containers"][0].get("lifecycle").is_none(), "{got}");
+    assert!(spec["containers"][0]["resources"].get("claims").is_none(), "{got}");
+
+    // As a kube with ContainerStopSignals on would have stored it: the signal stays through an update.
+    let store = s.running_store();
+    let key = format!("{}/apps/deployments/root/default/d", s.prefix);
+    let kv = store.get(&key).await.unwrap().expect("stored");
+    let mut stored: serde_json::Value = serde_json::from_slice(&kv.value).unwrap();
+    stored["spec"]["template"]["spec"]["containers"][0]["lifecycle"] = json!({"stopSignal": "SIGUSR1"});
+    store.update(&key, serde_json::to_vec(&stored).unwrap(), kv.mod_revision).await.unwrap();
+    let mut next = stored.clone();
+    next["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+    next["metadata"]["labels"] = json!({"changed": "yes"});
+    let (code, updated) = s.put(&format!("{deployments}/d"), &next).await;
+    assert_eq!(code, StatusCode::OK, "{updated}");
+    assert_eq!(updated["metadata"]["labels"]["changed"], "yes");
+    assert_eq!(updated["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["stopSignal"], "SIGUSR1");
+
+    // A pod's status drops what the kubelet of 1.33 would not report either.
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    assert_eq!(s.post(pods, &pod).await.0, StatusCode::CREATED);
+    let (_, mut p) = s.get(&format!("{pods}/p")).await;
+    p["status"] = json!({"phase": "Running", "observedGeneration": 1,
+        "conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1}]});
+    let (code, p) = s.put(&format!("{pods}/p/status"), &p).await;
+    assert_eq!(code, StatusCode::OK, "{p}");
+    assert_eq!(p["status"]["phase"], "Running");
+    assert!(p["status"].get("observedGeneration").is_none(), "{p}");
+    assert!(p["status"]["conditions"][0].get("observedGeneration").is_none(), "{p}");
+    s.stop().await;
+}
+
 /// A Secret's `stringData` is merged into `data` on every write, over a key of the same name, and
 /// never stored, as kube converts a v1 Secret.
 #[tokio::test]

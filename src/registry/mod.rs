@@ -8,6 +8,7 @@ mod defaults;
 mod eviction;
 mod follow;
 pub mod footprint;
+mod gates;
 mod namespaces;
 mod options;
 mod publish;

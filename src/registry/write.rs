@@ -748,6 +748,7 @@ impl Registry {
             ("certificates.k8s.io", "CertificateSigningRequest") => requested_by(&mut obj, ctx.user),
             _ => {}
         }
+        super::gates::drop_disabled(&def.group, &def.kind, &mut obj, None);
         if def.namespaced {
             let ns = ctx
                 .namespace
@@ -2168,6 +2169,7 @@ fn settle_update(ctx: &Ctx<'_>, current: &Value, desired: &mut Value, subresourc
     let def = ctx.def;
     keep_server_meta(current, desired);
     service_update(def, current, desired, subresource)?;
+    super::gates::drop_disabled(&def.group, &def.kind, desired, Some(current));
     if def.group.is_empty() && def.kind == "Pod" && subresource != Some("ephemeralcontainers") {
         // As kube's pod strategy: only the ephemeralcontainers subresource changes them.
         match current["spec"].get("ephemeralContainers") {
