@@ -957,6 +957,17 @@ async fn fields_behind_gates_kube_has_off_are_dropped_unless_already_stored() {
     assert_eq!(p["status"]["phase"], "Running");
     assert!(p["status"].get("observedGeneration").is_none(), "{p}");
     assert!(p["status"]["conditions"][0].get("observedGeneration").is_none(), "{p}");
+
+    // A reference to another namespace goes before the claim's sources are mirrored, as in kube: the
+    // claim ends up with its `dataSource` given both ways.
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                 "dataSource": {"kind": "PersistentVolumeClaim", "name": "src"},
+                 "dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "far", "namespace": "other"}}});
+    let (code, c) = s.post("/api/v1/namespaces/default/persistentvolumeclaims", &claim).await;
+    assert_eq!(code, StatusCode::CREATED, "{c}");
+    let reference = &c["spec"]["dataSourceRef"];
+    assert_eq!((&reference["name"], reference.get("namespace")), (&json!("src"), None), "{c}");
     s.stop().await;
 }
 

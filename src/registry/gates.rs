@@ -222,10 +222,9 @@ fn tolerances(obj: &mut Value, old: Option<&Value>) {
 
 /// An EndpointSlice's hints for nodes, kept when any endpoint of the stored one has them.
 fn node_hints(obj: &mut Value, old: Option<&Value>) {
-    let endpoints = |o: &Value| -> Vec<Value> { o["endpoints"].as_array().cloned().unwrap_or_default() };
-    if enabled(Gate::PreferSameTrafficDistribution)
-        || old.is_some_and(|o| endpoints(o).iter().any(|e| set(e.pointer("/hints/forNodes"))))
-    {
+    let has_them =
+        |o: &Value| o["endpoints"].as_array().into_iter().flatten().any(|e| filled(e.pointer("/hints/forNodes")));
+    if enabled(Gate::PreferSameTrafficDistribution) || old.is_some_and(has_them) {
         return;
     }
     for e in obj.get_mut("endpoints").and_then(Value::as_array_mut).into_iter().flatten() {

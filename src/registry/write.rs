@@ -742,13 +742,15 @@ impl Registry {
                 }
             }
         }
+        // First, as kube's strategies drop them first: a claim's sources are then mirrored without a
+        // reference to another namespace.
+        super::gates::drop_disabled(&def.group, &def.kind, &mut obj, None);
         match (def.group.as_str(), def.kind.as_str()) {
             ("", "Pod") => super::defaults::affinity_label_keys(&mut obj),
             ("", "PersistentVolumeClaim") => super::defaults::claim_data_sources(&mut obj),
             ("certificates.k8s.io", "CertificateSigningRequest") => requested_by(&mut obj, ctx.user),
             _ => {}
         }
-        super::gates::drop_disabled(&def.group, &def.kind, &mut obj, None);
         if def.namespaced {
             let ns = ctx
                 .namespace
