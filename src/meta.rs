@@ -17,24 +17,29 @@ fn is_alnum(c: u8) -> bool {
 
 /// DNS-1123 label (namespaces, services, logical clusters), with kube-apiserver's message.
 pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
+    dns1123_label_errors(s).into_iter().next().map_or(Ok(()), Err)
+}
+
+/// Every problem of a DNS-1123 label, each its own message as apimachinery's `IsDNS1123Label` gives
+/// them: its length, then its characters.
+pub fn dns1123_label_errors(s: &str) -> Vec<String> {
     let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= LABEL_MAX
-        && is_alnum(b[0])
-        && is_alnum(b[b.len() - 1])
-        && b.iter().all(|&c| is_alnum(c) || c == b'-');
-    if ok {
-        return Ok(());
-    }
+    let mut errs = Vec::new();
     if b.len() > LABEL_MAX {
-        return Err(format!("must be no more than {LABEL_MAX} characters"));
+        errs.push(format!("must be no more than {LABEL_MAX} characters"));
     }
-    // kube 1.33 (apimachinery's `IsDNS1123Label`): a valid subdomain of a valid length fails as a
-    // label for its dots alone, and says so.
-    if subdomain_shape(s) {
-        return Err("must not contain dots".to_string());
+    let shaped =
+        !b.is_empty() && is_alnum(b[0]) && is_alnum(b[b.len() - 1]) && b.iter().all(|&c| is_alnum(c) || c == b'-');
+    if !shaped {
+        // kube 1.33: a valid subdomain fails as a label for its dots alone, and says so.
+        errs.push(if subdomain_shape(s) {
+            "must not contain dots".to_string()
+        } else {
+            const MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+            regex_error(MSG, "[a-z0-9]([-a-z0-9]*[a-z0-9])?", &["my-name", "123-abc"])
+        });
     }
-    Err("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string())
+    errs
 }
 
 /// Dot-separated DNS-1123 labels, whatever the length.
@@ -48,14 +53,20 @@ fn subdomain_shape(s: &str) -> bool {
 
 /// DNS-1123 subdomain (most object names), with kube-apiserver's message.
 pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
+    dns1123_subdomain_errors(s).into_iter().next().map_or(Ok(()), Err)
+}
+
+/// Every problem of a DNS-1123 subdomain, each its own message as apimachinery's
+/// `IsDNS1123Subdomain` gives them: its length, then its characters.
+pub fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
     if s.len() > SUBDOMAIN_MAX {
-        return Err(format!("must be no more than {SUBDOMAIN_MAX} characters"));
+        errs.push(format!("must be no more than {SUBDOMAIN_MAX} characters"));
     }
-    if subdomain_shape(s) {
-        Ok(())
-    } else {
-        Err("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string())
+    if !subdomain_shape(s) {
+        errs.push(regex_error(SUBDOMAIN_MSG, SUBDOMAIN_FMT, &["example.com"]));
     }
+    errs
 }
 
 /// Names that path segments forbid for every resource (`path segment name may not be ...`).
@@ -85,20 +96,15 @@ pub enum NameRule {
 }
 
 impl NameRule {
-    /// Check a name against the rule.
-    pub fn check(self, name: &str) -> Result<(), String> {
+    /// Check a name against the rule: every problem, each its own message, as kube's name
+    /// functions give them (`metadata.name` gets a cause for each).
+    pub fn errors(self, name: &str) -> Vec<String> {
         match self {
-            NameRule::Subdomain => validate_dns1123_subdomain(name),
-            NameRule::Label => validate_dns1123_label(name),
-            // kube gives each problem its own cause; the first says what is wrong.
-            NameRule::Label1035 => dns1035_label_errors(name).into_iter().next().map_or(Ok(()), Err),
-            NameRule::PathSegment => {
-                if name.is_empty() {
-                    Err("name is required".into())
-                } else {
-                    validate_path_segment(name)
-                }
-            }
+            NameRule::Subdomain => dns1123_subdomain_errors(name),
+            NameRule::Label => dns1123_label_errors(name),
+            NameRule::Label1035 => dns1035_label_errors(name),
+            NameRule::PathSegment if name.is_empty() => vec!["name is required".into()],
+            NameRule::PathSegment => validate_path_segment(name).err().into_iter().collect(),
         }
     }
 }
@@ -383,9 +389,19 @@ mod tests {
         // As kube 1.33 words it: a valid subdomain is refused for its dots.
         assert_eq!(validate_dns1123_label("team.a"), Err("must not contain dots".to_string()));
         // Services' names are DNS-1035 labels (kube's `ValidateServiceName`): a letter first.
-        assert!(NameRule::Label1035.check("web-1").is_ok());
-        assert!(NameRule::Label1035.check("1web").unwrap_err().starts_with("a DNS-1035 label"));
-        assert!(NameRule::Label.check("1web").is_ok());
+        assert!(NameRule::Label1035.errors("web-1").is_empty());
+        assert!(NameRule::Label1035.errors("1web")[0].starts_with("a DNS-1035 label"));
+        assert!(NameRule::Label.errors("1web").is_empty());
+        // Too long and badly made: two problems, each its own message, as kube reports them.
+        let long_bad = format!("A{}", "a".repeat(300));
+        for rule in [NameRule::Label, NameRule::Subdomain] {
+            let errs = rule.errors(&long_bad);
+            assert_eq!(errs.len(), 2, "{rule:?}: {errs:?}");
+            assert!(errs[0].starts_with("must be no more than") && errs[1].starts_with("a lowercase RFC 1123"));
+        }
+        assert_eq!(NameRule::Subdomain.errors(&"a".repeat(254)), ["must be no more than 253 characters"]);
+        assert_eq!(NameRule::PathSegment.errors(""), ["name is required"]);
+        assert_eq!(NameRule::PathSegment.errors("a/b"), ["may not contain '/'"]);
         // Go's `%q`, as kube's messages quote a value.
         assert_eq!(go_quote("a\"b\\c\u{7}\u{1b}\t\u{85}é"), r#""a\"b\\c\a\x1b\t\u0085é""#);
         assert!(validate_dns1123_label("team..a").unwrap_err().starts_with("a lowercase RFC 1123 label"));

@@ -516,6 +516,21 @@ spec:
     );
     let relabel = json!({"metadata": {"labels": {"may": "change"}}});
     assert_eq!(s.patch(&format!("{cms}/frozen"), "application/merge-patch+json", &relabel).await.0, StatusCode::OK);
+    // A name too long and badly made has two problems, each its own cause, as kube reports them.
+    let long =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("Bad{}", "x".repeat(300))}});
+    let (code, st) = s.post(cms, &long).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    let said: Vec<&str> = st["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["field"] == "metadata.name")
+        .map(|c| c["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(said.len(), 2, "{st}");
+    assert!(said[0].ends_with(": must be no more than 253 characters"), "{st}");
+    assert!(said[1].contains(": a lowercase RFC 1123 subdomain must consist of"), "{st}");
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "Internal"}});
     let (code, st) = s.post("/clusters/team-a/api/v1/namespaces/default/services", &svc).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");

@@ -419,7 +419,7 @@ fn validate_meta(ctx: &Ctx, obj: &Value) -> ApiResult<()> {
     let meta = meta::metadata(obj).cloned().unwrap_or_default();
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
     let mut causes = Vec::new();
-    if let Err(e) = def.name_rule.check(name) {
+    for e in def.name_rule.errors(name) {
         causes.push(cause("FieldValueInvalid", "metadata.name", format!("Invalid value: {name:?}: {e}")));
     }
     if def.namespaced {

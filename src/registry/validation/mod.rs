@@ -298,8 +298,8 @@ fn duplicate(causes: &mut Vec<Cause>, at: &str, value: &str) {
 
 /// A name that must be a DNS-1123 label.
 fn dns_label(causes: &mut Vec<Cause>, at: String, name: &str) {
-    if let Err(why) = meta::validate_dns1123_label(name) {
-        invalid(causes, at, format!("{name:?}"), &why);
+    for why in meta::dns1123_label_errors(name) {
+        invalid(causes, at.clone(), format!("{name:?}"), &why);
     }
 }
 
