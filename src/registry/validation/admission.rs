@@ -246,8 +246,10 @@ fn webhook_service(service: &Value, at: &str, causes: &mut Vec<Cause>) {
             for (i, step) in steps.split('/').enumerate() {
                 if step.is_empty() {
                     invalid(causes, here.clone(), format!("{path:?}"), &format!("segment[{i}] may not be empty"));
-                } else if let Err(why) = meta::validate_dns1123_subdomain(step) {
-                    invalid(causes, here.clone(), format!("{path:?}"), &format!("segment[{i}]: {why}"));
+                } else {
+                    for why in meta::dns1123_subdomain_errors(step) {
+                        invalid(causes, here.clone(), format!("{path:?}"), &format!("segment[{i}]: {why}"));
+                    }
                 }
             }
         }

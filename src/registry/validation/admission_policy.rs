@@ -100,7 +100,7 @@ fn param_kind(kind: &Value, causes: &mut Vec<Cause>) {
     } else {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         if !group.is_empty() {
-            if let Err(why) = meta::validate_dns1123_subdomain(group) {
+            for why in meta::dns1123_subdomain_errors(group) {
                 invalid(causes, at.clone(), format!("{group:?}"), &why);
             }
         }
@@ -275,7 +275,7 @@ pub(super) fn validating_admission_policy_binding(obj: &Value, causes: &mut Vec<
     match text(spec, "policyName") {
         "" => required(causes, "spec.policyName".into()),
         name => {
-            if let Err(why) = meta::validate_dns1123_subdomain(name) {
+            for why in meta::dns1123_subdomain_errors(name) {
                 invalid(causes, "spec.policyName".into(), format!("{name:?}"), &why);
             }
         }

@@ -46,7 +46,7 @@ pub(super) fn ingress_class(obj: &Value, causes: &mut Vec<Cause>) {
     let Some(parameters) = obj["spec"].get("parameters").filter(|p| p.is_object()) else { return };
     const AT: &str = "spec.parameters";
     if let Some(group) = parameters["apiGroup"].as_str().filter(|g| !g.is_empty()) {
-        if let Err(why) = meta::validate_dns1123_subdomain(group) {
+        for why in meta::dns1123_subdomain_errors(group) {
             invalid(causes, format!("{AT}.apiGroup"), format!("{group:?}"), &why);
         }
     }
@@ -98,7 +98,7 @@ fn domain_prefixed_path(value: &str, at: &str, causes: &mut Vec<Cause>) {
             "must be a domain-prefixed path (such as \"acme.io/foo\")",
         );
     };
-    if let Err(why) = meta::validate_dns1123_subdomain(host) {
+    for why in meta::dns1123_subdomain_errors(host) {
         invalid(causes, at.to_string(), format!("{host:?}"), &why);
     }
     if !path.chars().all(|c| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:".contains(c)) {
@@ -140,7 +140,7 @@ pub(super) fn api_service(obj: &Value, causes: &mut Vec<Cause>) {
         let why = "Required value: only v1 may have an empty group and it better be legacy kube";
         push(causes, cause("FieldValueRequired", "spec.group", why));
     } else if !group.is_empty() {
-        if let Err(why) = meta::validate_dns1123_subdomain(group) {
+        for why in meta::dns1123_subdomain_errors(group) {
             invalid(causes, "spec.group".into(), format!("{group:?}"), &why);
         }
     }
@@ -249,7 +249,7 @@ pub(super) fn endpoint_slice(obj: &Value, causes: &mut Vec<Cause>) {
             endpoint_address(address_type, a.as_str().unwrap_or_default(), &at, j, causes);
         }
         if let Some(node) = e["nodeName"].as_str() {
-            if let Err(why) = meta::validate_dns1123_subdomain(node) {
+            for why in meta::dns1123_subdomain_errors(node) {
                 invalid(causes, format!("endpoints[{i}].nodeName"), format!("{node:?}"), &why);
             }
         }

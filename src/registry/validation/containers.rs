@@ -132,7 +132,7 @@ pub(super) fn pod_spec_rest(spec: &Map<String, Value>, path: &Path, pod: bool, c
         }
         for (j, host) in list_of(alias, "hostnames").iter().enumerate() {
             let host = host.as_str().unwrap_or_default();
-            if let Err(why) = meta::validate_dns1123_subdomain(host) {
+            for why in meta::dns1123_subdomain_errors(host) {
                 invalid(causes, format!("{at}.hostnames[{j}]"), format!("{host:?}"), &why);
             }
         }
@@ -326,7 +326,7 @@ fn env_from(container: &Value, at: &str, causes: &mut Vec<Cause>) {
                         true => name.get(..name.len() - 2).map_or_else(|| name.to_string(), |n| format!("{n}a")),
                         false => name.to_string(),
                     };
-                    if let Err(why) = meta::validate_dns1123_subdomain(&masked) {
+                    for why in meta::dns1123_subdomain_errors(&masked) {
                         invalid(causes, format!("{here}.{kind}.name"), format!("{name:?}"), &why);
                     }
                 }
@@ -382,7 +382,7 @@ fn pod_names(spec: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     for field in ["serviceAccountName", "nodeName", "priorityClassName"] {
         let name = s(field);
         if !name.is_empty() {
-            if let Err(why) = meta::validate_dns1123_subdomain(name) {
+            for why in meta::dns1123_subdomain_errors(name) {
                 invalid(causes, path.child(field), format!("{name:?}"), &why);
             }
         }
@@ -400,7 +400,7 @@ fn pod_names(spec: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
         }
     }
     if let Some(class) = spec.get("runtimeClassName").and_then(Value::as_str) {
-        if let Err(why) = meta::validate_dns1123_subdomain(class) {
+        for why in meta::dns1123_subdomain_errors(class) {
             invalid(causes, path.child("runtimeClassName"), format!("{class:?}"), &why);
         }
     }

@@ -138,7 +138,7 @@ pub(super) fn volume_attachment(obj: &Value, causes: &mut Vec<Cause>) {
         (Some(inline), None) => inline_volume(inline, causes),
     }
     let node = spec["nodeName"].as_str().unwrap_or_default();
-    if let Err(why) = meta::validate_dns1123_subdomain(node) {
+    for why in meta::dns1123_subdomain_errors(node) {
         invalid(causes, "spec.nodeName".into(), format!("{node:?}"), &why);
     }
     if let Some(metadata) = status["attachmentMetadata"].as_object() {
@@ -155,7 +155,7 @@ pub(super) fn volume_attachment(obj: &Value, causes: &mut Vec<Cause>) {
     }
     csi_driver_name(causes, "spec.attacher".into(), attacher);
     if let Some(name) = volume_name {
-        if let Err(why) = meta::validate_dns1123_subdomain(name) {
+        for why in meta::dns1123_subdomain_errors(name) {
             invalid(causes, "spec.source.persistentVolumeName".into(), format!("{name:?}"), &why);
         }
     }
@@ -234,7 +234,7 @@ pub(super) fn csi_storage_capacity(obj: &Value, causes: &mut Vec<Cause>) {
         under("nodeTopology", causes, |c| label_selector(selector, &Path::default(), c));
     }
     let class = obj["storageClassName"].as_str().unwrap_or_default();
-    if let Err(why) = meta::validate_dns1123_subdomain(class) {
+    for why in meta::dns1123_subdomain_errors(class) {
         invalid(causes, "storageClassName".into(), format!("{class:?}"), &why);
     }
     if let Some(capacity) = obj.get("capacity").filter(|q| !q.is_null()) {

@@ -399,8 +399,8 @@ pub(super) fn csi_driver_name(causes: &mut Vec<Cause>, at: String, name: &str) {
     if name.len() > 63 {
         push(causes, cause("FieldValueTooLong", &at, "Too long: may not be more than 63 bytes"));
     }
-    if let Err(why) = meta::validate_dns1123_subdomain(&name.to_ascii_lowercase()) {
-        invalid(causes, at, format!("{name:?}"), &why);
+    for why in meta::dns1123_subdomain_errors(&name.to_ascii_lowercase()) {
+        invalid(causes, at.clone(), format!("{name:?}"), &why);
     }
 }
 
@@ -412,7 +412,7 @@ pub(super) fn csi_volume(map: &Map<String, Value>, path: &Path, causes: &mut Vec
         match secret["name"].as_str().unwrap_or_default() {
             "" => required(causes, format!("{}.name", path.child("nodePublishSecretRef"))),
             name => {
-                if let Err(why) = meta::validate_dns1123_subdomain(name) {
+                for why in meta::dns1123_subdomain_errors(name) {
                     invalid(causes, path.child("name"), format!("{name:?}"), &why);
                 }
             }

@@ -89,7 +89,7 @@ pub(super) fn node_selector_requirement(map: &Map<String, Value>, path: &Path, c
             invalid(causes, path.child("key"), format!("{key:?}"), "not a valid field selector key");
         }
         for (i, v) in values.iter().enumerate() {
-            if let Err(why) = meta::validate_dns1123_subdomain(v) {
+            for why in meta::dns1123_subdomain_errors(v) {
                 invalid(causes, format!("{}[{i}]", path.child("values")), format!("{v:?}"), &why);
             }
         }
@@ -149,7 +149,7 @@ fn selector_keys(selector: Option<&Value>) -> impl Iterator<Item = &str> {
 pub(super) fn pod_affinity_term(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     // kube names every namespace's error at one `namespace`, without an index.
     for ns in strings(map.get("namespaces")) {
-        if let Err(why) = meta::validate_dns1123_label(ns) {
+        for why in meta::dns1123_label_errors(ns) {
             invalid(causes, path.child("namespace"), format!("{ns:?}"), &why);
         }
     }

@@ -317,7 +317,7 @@ fn windows_forbids(
 /// credential spec's name and size, and a user name `[DOMAIN\]USER` by Windows' rules.
 pub(super) fn windows_options(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     if let Some(name) = map.get("gmsaCredentialSpecName").and_then(Value::as_str) {
-        if let Err(why) = meta::validate_dns1123_subdomain(name) {
+        for why in meta::dns1123_subdomain_errors(name) {
             invalid(causes, path.child("gmsaCredentialSpecName"), format!("{name:?}"), &why);
         }
     }

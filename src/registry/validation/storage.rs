@@ -30,7 +30,7 @@ fn access_modes(spec: &Value, why: &str, causes: &mut Vec<Cause>) {
 
 fn class_and_mode(spec: &Value, causes: &mut Vec<Cause>) {
     if let Some(class) = spec["storageClassName"].as_str().filter(|c| !c.is_empty()) {
-        if let Err(why) = meta::validate_dns1123_subdomain(class) {
+        for why in meta::dns1123_subdomain_errors(class) {
             invalid(causes, "spec.storageClassName".into(), format!("{class:?}"), &why);
         }
     }
@@ -81,7 +81,7 @@ pub(super) fn claim(spec: &Value, causes: &mut Vec<Cause>) {
             }
             "" => {}
             group => {
-                if let Err(why) = meta::validate_dns1123_subdomain(group) {
+                for why in meta::dns1123_subdomain_errors(group) {
                     invalid(causes, format!("spec.{field}.apiGroup"), format!("{group:?}"), &why);
                 }
             }
@@ -226,7 +226,7 @@ pub(super) fn csi_volume_source(map: &Map<String, Value>, path: &Path, causes: &
         match reference["name"].as_str().unwrap_or_default() {
             "" => required(causes, format!("{at}.name")),
             name => {
-                if let Err(why) = meta::validate_dns1123_subdomain(name) {
+                for why in meta::dns1123_subdomain_errors(name) {
                     invalid(causes, format!("{at}.name"), format!("{name:?}"), &why);
                 }
             }

@@ -32,6 +32,17 @@ fn a_pod_spec_is_checked_wherever_it_is() {
     assert!(got
         .iter()
         .any(|g| g.starts_with("spec.containers[0].name: Invalid value: \"Web\": a lowercase RFC 1123 label")));
+    // A name too long and badly made: a cause for each problem, as kube gives them.
+    let long = format!("Sa{}", "x".repeat(260));
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}],
+        "serviceAccountName": long, "runtimeClassName": long}});
+    let got = messages("v1", "Pod", pod);
+    for field in ["spec.serviceAccountName", "spec.runtimeClassName"] {
+        let said: Vec<&String> = got.iter().filter(|g| g.starts_with(&format!("{field}: "))).collect();
+        assert_eq!(said.len(), 2, "{field}: {got:?}");
+        assert!(said[0].ends_with("must be no more than 253 characters"), "{said:?}");
+        assert!(said[1].contains("a lowercase RFC 1123 subdomain"), "{said:?}");
+    }
     let deploy = json!({"spec": {"selector": {"matchLabels": {"app": "web"}},
         "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}});
     assert_eq!(messages("apps/v1", "Deployment", deploy), ["spec.template.spec.containers: Required value"]);

@@ -543,7 +543,7 @@ fn env_source(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
         let Some(selector) = map.get(reference).filter(|s| !s.is_null()) else { continue };
         let at = path.child(reference);
         let name = text(selector, "name");
-        if let Err(why) = meta::validate_dns1123_subdomain(name) {
+        for why in meta::dns1123_subdomain_errors(name) {
             invalid(causes, format!("{at}.name"), format!("{name:?}"), &why);
         }
         match text(selector, "key") {
