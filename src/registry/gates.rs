@@ -29,7 +29,8 @@ pub enum Gate {
     MaxUnavailableStatefulSet,
     /// Deployment and ReplicaSet statuses' `terminatingReplicas`.
     DeploymentReplicaSetTerminatingReplicas,
-    /// EndpointSlice hints' `forNodes`.
+    /// EndpointSlice hints' `forNodes`, and a Service's `PreferSameZone` and `PreferSameNode` traffic
+    /// distributions (refused, not dropped).
     PreferSameTrafficDistribution,
     /// `volumeAttributesClassName` of claims and volumes, and a claim status's modification fields.
     VolumeAttributesClass,
@@ -60,7 +61,8 @@ const OFF: &[Gate] = &[
     Gate::MutableCsiNodeAllocatableCount,
 ];
 
-fn enabled(gate: Gate) -> bool {
+/// Whether `gate` is on in the kube minor served.
+pub(crate) fn enabled(gate: Gate) -> bool {
     !OFF.contains(&gate)
 }
 

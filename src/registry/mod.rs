@@ -8,7 +8,7 @@ mod defaults;
 mod eviction;
 mod follow;
 pub mod footprint;
-mod gates;
+pub(crate) mod gates;
 mod namespaces;
 mod options;
 mod publish;

@@ -1,10 +1,21 @@
 //! Services' and Ingresses' checks: service types and ports, port names, ingress paths and backends.
 
 use super::*;
+use crate::registry::gates::Gate;
 
 pub(super) fn service_spec(map: &Map<String, Value>, path: &Path, causes: &mut Vec<Cause>) {
     const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
     one_of(map, "type", path, TYPES, causes);
+    // The values a gate turns on are refused while it is off, as kube refuses them.
+    let distributions: &[&str] = match crate::registry::gates::enabled(Gate::PreferSameTrafficDistribution) {
+        true => &["PreferClose", "PreferSameZone", "PreferSameNode"],
+        false => &["PreferClose"],
+    };
+    match map.get("trafficDistribution") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if distributions.contains(&s.as_str()) => {}
+        Some(v) => not_supported(causes, path.child("trafficDistribution"), v, distributions),
+    }
     let headless = map.get("clusterIP").and_then(Value::as_str) == Some("None");
     let external = map.get("type").and_then(Value::as_str) == Some("ExternalName");
     let ports = map.get("ports").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);

@@ -431,8 +431,14 @@ fn services_and_config_keys() {
             "spec.ports[1].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
         ],
     );
-    let headless = json!({"spec": {"clusterIP": "None", "type": "ClusterIP"}});
+    let headless = json!({"spec": {"clusterIP": "None", "type": "ClusterIP", "trafficDistribution": "PreferClose"}});
     assert!(messages("v1", "Service", headless).is_empty());
+    // 1.33 refuses what its PreferSameTrafficDistribution gate, off, would allow.
+    let same_zone = json!({"spec": {"clusterIP": "None", "trafficDistribution": "PreferSameZone"}});
+    assert_eq!(
+        messages("v1", "Service", same_zone),
+        ["spec.trafficDistribution: Unsupported value: \"PreferSameZone\": supported values: \"PreferClose\""]
+    );
     let cm = json!({"data": {"ok.key_1-x": "", "bad key": "", "..x": ""}});
     let got = messages("v1", "ConfigMap", cm);
     assert_eq!(got.len(), 2, "{got:?}");
