@@ -71,15 +71,16 @@ pub fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
 
 /// Names that path segments forbid for every resource (`path segment name may not be ...`).
 pub fn validate_path_segment(s: &str) -> Result<(), String> {
+    path_segment_errors(s).into_iter().next().map_or(Ok(()), Err)
+}
+
+/// Every problem of a path segment name, as apimachinery's `IsValidPathSegmentName` gives them: a
+/// name that is `.` or `..`, else each forbidden character it holds.
+pub fn path_segment_errors(s: &str) -> Vec<String> {
     if s == "." || s == ".." {
-        return Err(format!("may not be '{s}'"));
+        return vec![format!("may not be '{s}'")];
     }
-    for bad in ["/", "%"] {
-        if s.contains(bad) {
-            return Err(format!("may not contain '{bad}'"));
-        }
-    }
-    Ok(())
+    ["/", "%"].iter().filter(|bad| s.contains(**bad)).map(|bad| format!("may not contain '{bad}'")).collect()
 }
 
 /// Which name rule a resource uses.
@@ -104,7 +105,7 @@ impl NameRule {
             NameRule::Label => dns1123_label_errors(name),
             NameRule::Label1035 => dns1035_label_errors(name),
             NameRule::PathSegment if name.is_empty() => vec!["name is required".into()],
-            NameRule::PathSegment => validate_path_segment(name).err().into_iter().collect(),
+            NameRule::PathSegment => path_segment_errors(name),
         }
     }
 }
@@ -401,7 +402,8 @@ mod tests {
         }
         assert_eq!(NameRule::Subdomain.errors(&"a".repeat(254)), ["must be no more than 253 characters"]);
         assert_eq!(NameRule::PathSegment.errors(""), ["name is required"]);
-        assert_eq!(NameRule::PathSegment.errors("a/b"), ["may not contain '/'"]);
+        assert_eq!(NameRule::PathSegment.errors("a/b%"), ["may not contain '/'", "may not contain '%'"]);
+        assert_eq!(NameRule::PathSegment.errors(".."), ["may not be '..'"]);
         // Go's `%q`, as kube's messages quote a value.
         assert_eq!(go_quote("a\"b\\c\u{7}\u{1b}\t\u{85}é"), r#""a\"b\\c\a\x1b\t\u0085é""#);
         assert!(validate_dns1123_label("team..a").unwrap_err().starts_with("a lowercase RFC 1123 label"));

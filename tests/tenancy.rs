@@ -321,6 +321,44 @@ async fn a_purge_leaves_no_key_whether_it_takes_one_transaction_or_many_pages() 
     s.stop().await;
 }
 
+/// A custom resource rewritten while a purge pass deletes its CRD is not lost with the CRD: the
+/// purge's later passes still sweep the prefixes an earlier pass found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_finds_a_custom_resource_whose_crd_went_in_an_earlier_pass() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let store = s.running_store();
+    let registry = kgate::registry::Registry::new(store.clone(), s.prefix.clone());
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+    let crds = kgate::crd::definitions(&registry, "gone");
+    store.create(&format!("{crds}widgets.example.com"), serde_json::to_vec(&crd).unwrap()).await.unwrap();
+    let widget = format!("{}/example.com/widgets/gone/default/w", s.prefix);
+    store.create(&widget, br#"{"kind":"Widget"}"#.to_vec()).await.unwrap();
+    // Rewritten after the first pass read it: that pass's deletes of it fail, its CRD's succeed.
+    let rewrites = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sweep = registry
+        .delete_cluster_prefixes("gone", std::slice::from_ref(&crds), || {
+            let (store, widget, rewrites) = (store.clone(), widget.clone(), rewrites.clone());
+            async move {
+                if rewrites.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    let kv = store.get(&widget).await.unwrap().expect("the widget");
+                    store.update(&widget, br#"{"kind":"Widget","v":2}"#.to_vec(), kv.mod_revision).await.unwrap();
+                }
+                Ok(true)
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(sweep, kgate::registry::Sweep::Empty);
+    assert!(rewrites.load(std::sync::atomic::Ordering::SeqCst) > 0, "the first pass asked before deleting");
+    assert!(store.get(&format!("{crds}widgets.example.com")).await.unwrap().is_none(), "the CRD went");
+    assert!(store.get(&widget).await.unwrap().is_none(), "the widget went too");
+    s.stop().await;
+}
+
 /// `n` ConfigMaps `cm-00000`... in `cluster`'s default namespace, written to the store directly: the
 /// same keys the API writes, thousands of times faster.
 async fn store_configmaps(store: &std::sync::Arc<dyn kgate::storage::Store>, prefix: &str, cluster: &str, n: usize) {

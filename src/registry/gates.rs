@@ -396,6 +396,43 @@ mod tests {
     }
 
     #[test]
+    fn each_field_is_kept_by_its_own_use_alone() {
+        let container = json!({"name": "c", "lifecycle": {"stopSignal": "SIGTERM"}, "volumeMounts": [{"name": "i"}]});
+        let spec = json!({"resourceClaims": [{"name": "a"}], "containers": [container],
+            "volumes": [{"name": "i", "image": {"reference": "r"}},
+                        {"name": "p", "projected": {"sources": [{"clusterTrustBundle": {"name": "b"}}]}}]});
+        let pod = json!({"spec": spec});
+        // Each stored pod uses one gated field: that one stays, the others go.
+        let fields = ["resourceClaims", "stopSignal", "image", "clusterTrustBundle"];
+        let uses = [
+            json!({"resourceClaims": [{"name": "x"}]}),
+            json!({"containers": [{"lifecycle": {"stopSignal": "SIGINT"}}]}),
+            json!({"volumes": [{"name": "j", "image": {}}]}),
+            json!({"volumes": [{"projected": {"sources": [{"clusterTrustBundle": {}}]}}]}),
+        ];
+        for (kept, old_spec) in fields.iter().zip(uses) {
+            let got = dropped("", "Pod", pod.clone(), Some(&json!({"spec": old_spec}))).to_string();
+            for field in fields {
+                let present = got.contains(&format!("\"{field}\""));
+                assert_eq!(present, field == *kept, "{field} with the stored pod using {kept}: {got}");
+            }
+        }
+        // A pod status keeps observed generations when the stored one has some, and claim statuses
+        // when the stored spec has claims.
+        let status = json!({"observedGeneration": 2, "resourceClaimStatuses": [{"name": "a"}]});
+        let old =
+            json!({"spec": {"resourceClaims": [{"name": "a"}]}, "status": {"conditions": [{"observedGeneration": 1}]}});
+        let got = dropped("", "Pod", json!({"spec": {}, "status": status.clone()}), Some(&old));
+        assert_eq!(got["status"], status);
+        let old_driver = json!({"spec": {"nodeAllocatableUpdatePeriodSeconds": 30}});
+        let driver = json!({"spec": {"nodeAllocatableUpdatePeriodSeconds": 60}});
+        assert_eq!(dropped("storage.k8s.io", "CSIDriver", driver.clone(), Some(&old_driver)), driver);
+        let pv = json!({"spec": {"volumeAttributesClassName": "gold"}});
+        assert_eq!(dropped("", "PersistentVolume", pv.clone(), None), json!({"spec": {}}));
+        assert_eq!(dropped("", "PersistentVolume", pv.clone(), Some(&pv)), pv);
+    }
+
+    #[test]
     fn other_kinds_drop_their_gated_fields_unless_already_set() {
         let hpa = json!({"spec": {"behavior": {"scaleUp": {"tolerance": "0.1"}, "scaleDown": {"stabilizationWindowSeconds": 5}}}});
         let kept = json!({"spec": {"behavior": {"scaleDown": {"tolerance": "0.2"}}}});

@@ -1622,9 +1622,11 @@ impl Registry {
 
     /// [`Registry::delete_prefixes`] for a whole cluster, whose custom resources' prefixes come from
     /// the CRDs found under `builtin` (which holds the CRDs' prefix) in each pass's first read, and go
-    /// first, ahead of their CRDs: a purge cut short and resumed must still find the CRDs. Reading the
-    /// CRDs with the other first pages spares the purge a read of its own per pass, a quarter of the
-    /// reads a deleted empty cluster costs its store.
+    /// first, ahead of their CRDs: a purge cut short and resumed must still find the CRDs. A prefix
+    /// found once is swept in every later pass, its CRD gone or not: a custom resource rewritten
+    /// while its pass deleted the CRD is found there. Reading the CRDs with the other first pages
+    /// spares the purge a read of its own per pass, a quarter of the reads a deleted empty cluster
+    /// costs its store. [`Remaining::per_prefix`] counts the custom prefixes first.
     pub async fn delete_cluster_prefixes<F, Fut>(
         &self,
         cluster: &str,
@@ -1658,6 +1660,8 @@ impl Registry {
             limit: SWEEP_PAGE,
             ..Default::default()
         };
+        // Custom resources' prefixes found so far (see `delete_cluster_prefixes`); a cluster has few.
+        let mut custom: Vec<String> = Vec::new();
         for _pass in 0..SWEEP_PASSES {
             // Every prefix's first page in one round trip (a cluster's purge reads some sixty, most of
             // them empty), checked once; later pages one by one, each checked.
@@ -1665,17 +1669,22 @@ impl Registry {
             let mut prefixes = std::borrow::Cow::Borrowed(given);
             if let Some(cluster) = custom_of {
                 let crds = crate::crd::definitions(self, cluster);
-                let custom: Vec<String> = match given.iter().zip(&firsts).find(|(p, _)| **p == crds) {
+                let defined: Vec<String> = match given.iter().zip(&firsts).find(|(p, _)| **p == crds) {
                     Some((_, page)) if !page.more => {
                         crate::crd::prefixes_defined(self, cluster, None, &page.kvs).collect()
                     }
                     // More CRDs than a page: read them all.
                     _ => crate::crd::custom_prefixes(self, cluster, None).await?,
                 };
+                for p in defined {
+                    if !custom.contains(&p) {
+                        custom.push(p);
+                    }
+                }
                 if !custom.is_empty() {
                     let pages = self.store.ranges(custom.iter().map(|p| page_of(p, None)).collect()).await?;
                     firsts.splice(0..0, pages);
-                    prefixes = std::borrow::Cow::Owned(custom.into_iter().chain(given.iter().cloned()).collect());
+                    prefixes = std::borrow::Cow::Owned(custom.iter().chain(given).cloned().collect());
                 }
             }
             let mut found = 0usize;
