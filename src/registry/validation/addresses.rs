@@ -71,7 +71,7 @@ pub(super) fn ip_address(obj: &Value, causes: &mut Vec<Cause>) {
     };
     // The core group, a Service's, is "": the group is not required.
     let group = parent["group"].as_str().unwrap_or_default();
-    if let Some(Err(why)) = Some(group).filter(|g| !g.is_empty()).map(meta::validate_dns1123_subdomain) {
+    for why in Some(group).filter(|g| !g.is_empty()).map(meta::dns1123_subdomain_errors).unwrap_or_default() {
         invalid(causes, format!("{AT}.group"), format!("{group:?}"), &why);
     }
     for (field, needed) in [("resource", true), ("name", true), ("namespace", false)] {

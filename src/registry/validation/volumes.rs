@@ -392,7 +392,7 @@ pub(super) fn ephemeral_claims(pod: &Map<String, Value>, causes: &mut Vec<Cause>
         }
         let claim = format!("{name}-{volume_name}");
         if !volume_name.is_empty() {
-            if let Err(why) = meta::validate_dns1123_subdomain(&claim) {
+            for why in meta::dns1123_subdomain_errors(&claim) {
                 let why = format!("PVC name {claim:?}: {why}");
                 invalid(causes, format!("spec.volumes[{i}].name"), format!("{volume_name:?}"), &why);
             }
