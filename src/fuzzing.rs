@@ -58,6 +58,11 @@ pub fn body(data: &[u8]) {
         let own = (own.0.unwrap_or("v1").to_string(), own.1.unwrap_or("Pod").to_string());
         for (api_version, kind) in [(own.0.as_str(), own.1.as_str()), ("apps/v1", "DaemonSet"), ("v1", "Pod")] {
             let mut v = decoded.value.clone();
+            // The fields of gates that are off, dropped as on a create, and as on an update that keeps them.
+            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            let mut dropped = v.clone();
+            crate::registry::drop_disabled(group, kind, &mut dropped, None);
+            crate::registry::drop_disabled(group, kind, &mut v, Some(&dropped));
             crate::proto::go_shape(api_version, kind, &mut v);
             // kube's type checks, and an update from nothing to it, back, and to itself (every
             // kept-field rule, the diffs they print, and lists compared with lists).

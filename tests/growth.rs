@@ -53,6 +53,23 @@ fn pod_updates_with_many_tolerations_and_gates() {
 }
 
 #[test]
+fn pods_of_many_image_volumes_each_mounted() {
+    // Image volumes are dropped (their gate is off in 1.33) with every mount of them: each mount is
+    // looked up among the volumes gone, not compared with all of them.
+    grows_linearly(
+        "pod create: n image volumes, each mounted by the container",
+        2000,
+        |n| {
+            json(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "x",
+                    "volumeMounts": (0..n).map(|i| serde_json::json!({"name": format!("v{i}"), "mountPath": format!("/m{i}")})).collect::<Vec<_>>()}],
+                    "volumes": (0..n).map(|i| serde_json::json!({"name": format!("v{i}"), "image": {"reference": "r"}})).collect::<Vec<_>>()}}))
+        },
+        kgate::fuzzing::body,
+    );
+}
+
+#[test]
 fn yaml_aliases_of_a_large_anchor() {
     grows_linearly(
         "yaml: n aliases of an n-item anchor",

@@ -157,12 +157,14 @@ fn pod_spec(spec: &mut Map<String, Value>, old: Option<&Map<String, Value>>) {
 /// A pod's volumes of an image go, and every mount of them (kube's `dropImageVolumes`).
 fn image_volumes(spec: &mut Map<String, Value>) {
     let Some(list) = spec.get_mut("volumes").and_then(Value::as_array_mut) else { return };
-    let mut gone = Vec::new();
+    // A set: a hostile pod's thousands of mounts are each looked up once, not compared with every
+    // volume gone.
+    let mut gone = std::collections::HashSet::new();
     list.retain(|v| {
         if !image_volume(v) {
             return true;
         }
-        gone.push(v.get("name").and_then(Value::as_str).unwrap_or_default().to_string());
+        gone.insert(v.get("name").and_then(Value::as_str).unwrap_or_default().to_string());
         false
     });
     if gone.is_empty() {
@@ -173,7 +175,7 @@ fn image_volumes(spec: &mut Map<String, Value>) {
     }
     for c in containers_mut(spec) {
         let Some(mounts) = c.get_mut("volumeMounts").and_then(Value::as_array_mut) else { continue };
-        mounts.retain(|m| !gone.iter().any(|g| m.get("name").and_then(Value::as_str) == Some(g.as_str())));
+        mounts.retain(|m| !gone.contains(m.get("name").and_then(Value::as_str).unwrap_or_default()));
         if mounts.is_empty() {
             c.remove("volumeMounts");
         }

@@ -17,6 +17,7 @@ mod quota;
 mod read;
 mod services;
 mod validation;
+pub use gates::drop_disabled;
 pub use validation::{errors as kind_errors, update_errors};
 mod write;
 
