@@ -1662,14 +1662,14 @@ impl Registry {
         };
         // Custom resources' prefixes found so far (see `delete_cluster_prefixes`); a cluster has few.
         let mut custom: Vec<String> = Vec::new();
+        let crds = custom_of.map(|cluster| crate::crd::definitions(self, cluster));
         for _pass in 0..SWEEP_PASSES {
             // Every prefix's first page in one round trip (a cluster's purge reads some sixty, most of
             // them empty), checked once; later pages one by one, each checked.
             let mut firsts = self.store.ranges(given.iter().map(|p| page_of(p, None)).collect()).await?;
             let mut prefixes = std::borrow::Cow::Borrowed(given);
-            if let Some(cluster) = custom_of {
-                let crds = crate::crd::definitions(self, cluster);
-                let defined: Vec<String> = match given.iter().zip(&firsts).find(|(p, _)| **p == crds) {
+            if let (Some(cluster), Some(crds)) = (custom_of, &crds) {
+                let defined: Vec<String> = match given.iter().zip(&firsts).find(|(p, _)| *p == crds) {
                     Some((_, page)) if !page.more => {
                         crate::crd::prefixes_defined(self, cluster, None, &page.kvs).collect()
                     }
