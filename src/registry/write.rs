@@ -1660,8 +1660,10 @@ impl Registry {
             limit: SWEEP_PAGE,
             ..Default::default()
         };
-        // Custom resources' prefixes found so far (see `delete_cluster_prefixes`); a cluster has few.
+        // Custom resources' prefixes found so far (see `delete_cluster_prefixes`), in the order found.
         let mut custom: Vec<String> = Vec::new();
+        // A tenant may define thousands of CRDs: membership is a lookup, not a scan.
+        let mut known = std::collections::HashSet::new();
         let crds = custom_of.map(|cluster| crate::crd::definitions(self, cluster));
         for _pass in 0..SWEEP_PASSES {
             // Every prefix's first page in one round trip (a cluster's purge reads some sixty, most of
@@ -1677,7 +1679,7 @@ impl Registry {
                     _ => crate::crd::custom_prefixes(self, cluster, None).await?,
                 };
                 for p in defined {
-                    if !custom.contains(&p) {
+                    if known.insert(p.clone()) {
                         custom.push(p);
                     }
                 }
