@@ -279,19 +279,18 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
             ));
         }
         let mut seen = std::collections::HashSet::new();
+        let mut unique = true;
         for (i, v) in versions.iter().enumerate() {
             let vn = v["name"].as_str().unwrap_or("");
-            if let Err(e) = meta::validate_dns1123_label(vn) {
+            unique &= seen.insert(vn);
+            // Version names become URL segments and Go identifiers: kube checks them as DNS-1035
+            // labels (a letter first), every problem in one cause.
+            let errs = meta::dns1035_label_errors(vn);
+            if !errs.is_empty() {
                 out.push(field(
                     &format!("spec.versions[{i}].name"),
                     "FieldValueInvalid",
-                    format!("Invalid value: {vn:?}: {e}"),
-                ));
-            } else if !seen.insert(vn.to_string()) {
-                out.push(field(
-                    &format!("spec.versions[{i}].name"),
-                    "FieldValueDuplicate",
-                    format!("Duplicate value: {vn:?}"),
+                    format!("Invalid value: {vn:?}: {}", errs.join(",")),
                 ));
             }
             match v["schema"].get("openAPIV3Schema") {
@@ -315,6 +314,13 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                     }
                 }
             }
+        }
+        if !unique {
+            out.push(field(
+                "spec.versions",
+                "FieldValueInvalid",
+                format!("Invalid value: {}: must contain unique version names", Value::Array(versions.clone())),
+            ));
         }
         if !versions.iter().any(|v| v["served"] == true) {
             out.push(field(
@@ -393,6 +399,17 @@ mod tests {
         let found = messages(&digit_first);
         assert_eq!(fields(&digit_first), ["spec.names.plural", "spec.names.singular"], "{found:?}");
         assert!(found[0].starts_with("Invalid value: \"3widgets\": a DNS-1035 label must"), "{found:?}");
+        // So are version names; two versions of one name are one cause on the list, as in kube.
+        let mut digit_version = crd("example.com", "widgets");
+        digit_version["spec"]["versions"][0]["name"] = json!("1beta1");
+        let found = messages(&digit_version);
+        assert_eq!(fields(&digit_version), ["spec.versions[0].name"], "{found:?}");
+        assert!(found[0].starts_with("Invalid value: \"1beta1\": a DNS-1035 label must"), "{found:?}");
+        let mut twice = crd("example.com", "widgets");
+        twice["spec"]["versions"][1]["name"] = twice["spec"]["versions"][0]["name"].clone();
+        let found = messages(&twice);
+        assert_eq!(fields(&twice), ["spec.versions"], "{found:?}");
+        assert!(found[0].ends_with(": must contain unique version names"), "{found:?}");
         let mut moved = crd("example.com", "widgets");
         moved["spec"]["scope"] = json!("Cluster");
         let causes = validate(&moved, Some(&crd("example.com", "widgets")));
