@@ -593,6 +593,16 @@ pub async fn is_live(registry: &Registry, name: &str) -> ApiResult<bool> {
     Ok(live_guard(registry, name).await?.is_some())
 }
 
+/// `is_live`, with the LogicalCluster as read when it is there but not live (being deleted).
+pub(crate) async fn leaving(registry: &Registry, name: &str) -> ApiResult<(bool, Option<crate::storage::KeyValue>)> {
+    let Some(kv) = registry.store.get(&object_key(registry, name)).await? else { return Ok((false, None)) };
+    let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+    if obj["metadata"].get("deletionTimestamp").is_none() {
+        return Ok((true, None));
+    }
+    Ok((false, Some(kv)))
+}
+
 /// The LogicalCluster `name` as a write guard (its key at the revision read), if it exists and is not
 /// being deleted.
 async fn live_guard(registry: &Registry, name: &str) -> ApiResult<Option<crate::storage::Guard>> {

@@ -359,6 +359,77 @@ async fn a_purge_finds_a_custom_resource_whose_crd_went_in_an_earlier_pass() {
     s.stop().await;
 }
 
+/// A replica that still takes a cluster for live while its purge runs cannot put a cluster-wide
+/// object into it once the purge has deleted its `kube-system` namespace: such creates are stored under
+/// that namespace's revision, so the purge's pass that finds the cluster empty is its last, even if the
+/// leader dies before the pass after its release. Namespaced creates are held by their namespace. A
+/// tenant cannot stop its own creates by marking `kube-system` Terminating: kube refuses that status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_a_purge_deleted_kube_system_nothing_cluster_wide_can_be_created() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let (store, prefix) = (s.running_store(), s.prefix.clone());
+    let role = |name: &str| json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}});
+    let role_key =
+        |cluster: &str, name: &str| format!("{prefix}/rbac.authorization.k8s.io/clusterroles/{cluster}/{name}");
+    // A replica whose directory still holds a cluster the purge emptied and released: its
+    // LogicalCluster and `kube-system` are gone.
+    let registry = kgate::registry::Registry::new(store.clone(), prefix.clone());
+    let def = kgate::resources::find("rbac.authorization.k8s.io", "v1", "clusterroles").unwrap();
+    let admin = kgate::auth::Identity::from_cert("admin".into(), vec!["system:masters".into()]);
+    let ctx = kgate::registry::Ctx {
+        cluster: "released",
+        def: &def,
+        namespace: None,
+        user: &admin,
+        user_agent: None,
+        admit: None,
+    };
+    let opts = kgate::registry::WriteOptions {
+        dry_run: false,
+        field_manager: None,
+        field_validation: kgate::registry::FieldValidation::Strict,
+        force: None,
+    };
+    let refused = registry.create(&ctx, role("late"), &opts).await.unwrap_err();
+    assert_eq!(refused.code, 403, "{refused:?}");
+    assert!(refused.message.contains("logical cluster \"released\" because it is being deleted"), "{refused:?}");
+    assert!(store.get(&role_key("released", "late")).await.unwrap().is_none());
+    // A live cluster without its `kube-system` (a bootstrap still running) is asked to retry instead.
+    s.create_cluster("young").await;
+    let roles = "/clusters/young/apis/rbac.authorization.k8s.io/v1/clusterroles";
+    let anchor = format!("{prefix}/core/namespaces/young/kube-system");
+    let kv = store.get(&anchor).await.unwrap().expect("kube-system of a bootstrapped cluster");
+    store.delete(&anchor, Some(kv.mod_revision)).await.unwrap();
+    let (status, body) = s.post(roles, &role("r")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("still being initialized"), "{body}");
+    assert!(store.get(&role_key("young", "r")).await.unwrap().is_none());
+    // A tenant cannot mark a live namespace Terminating (kube's namespace status check), which would
+    // stop every create in it; a status without a phase is Active, as kube defaults it.
+    s.create_cluster("staying").await;
+    let status_path = "/clusters/staying/api/v1/namespaces/kube-system/status";
+    let (_, mut ns) = s.get("/clusters/staying/api/v1/namespaces/kube-system").await;
+    ns["status"]["phase"] = json!("Terminating");
+    let (status, body) = s.put(status_path, &ns).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["details"]["causes"][0]["field"], "status.Phase", "{body}");
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty",
+        "{body}"
+    );
+    ns["status"] = json!({});
+    let (status, body) = s.put(status_path, &ns).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"]["phase"], "Active", "{body}");
+    let (status, body) = s.post("/clusters/staying/apis/rbac.authorization.k8s.io/v1/clusterroles", &role("r")).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // Root, never purged, takes cluster-wide objects as ever.
+    let (status, body) = s.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", &role("in-root")).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    s.stop().await;
+}
+
 /// `n` ConfigMaps `cm-00000`... in `cluster`'s default namespace, written to the store directly: the
 /// same keys the API writes, thousands of times faster.
 async fn store_configmaps(store: &std::sync::Arc<dyn kgate::storage::Store>, prefix: &str, cluster: &str, n: usize) {

@@ -636,6 +636,9 @@ fn same_object(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// The namespace whose revision guards a cluster-wide create (see `Registry::namespace_guard`).
+const CLUSTER_ANCHOR: &str = "kube-system";
+
 /// What a create finds of the namespace it goes into.
 enum Namespace {
     /// Taking new objects, stored under this guard.
@@ -659,9 +662,32 @@ impl Registry {
     /// The namespace must exist and not be terminating before anything is created in it. Returns the
     /// guard the create is stored under: the namespace's revision when it was seen active. `fresh`
     /// skips what this replica remembers and reads the store (after the guard failed).
+    ///
+    /// A cluster-wide object is stored under the guard of its cluster's `kube-system` namespace, which
+    /// lives as long as the cluster (kube refuses to delete it) and which a purge deletes: once it is
+    /// gone, nothing more can be created in the cluster, by whichever replica still takes it for live,
+    /// so a purge's pass that finds the cluster empty is its last whatever happens to the leader next.
+    /// (Namespaced objects are already held by their own namespace.) Root is never purged.
     async fn namespace_guard(&self, ctx: &Ctx<'_>, fresh: bool) -> ApiResult<Option<Guard>> {
         let Some(ns) = ctx.namespace.filter(|_| ctx.def.namespaced) else {
-            return Ok(None);
+            if ctx.cluster == crate::cluster::ROOT {
+                return Ok(None);
+            }
+            return match self.anchor_guard(ctx.cluster, fresh).await? {
+                Some(guard) => Ok(Some(guard)),
+                None if self.logical_cluster_live(ctx.cluster).await? => Err(ApiError::unavailable(format!(
+                    "logical cluster {:?} is still being initialized; try again",
+                    ctx.cluster
+                ))),
+                None => {
+                    let mut e = ApiError::forbidden(format!(
+                        "{} is forbidden: unable to create new content in logical cluster {:?} because it is being deleted",
+                        ctx.def.plural, ctx.cluster,
+                    ));
+                    e.kind = Some(ctx.def.plural.clone());
+                    Err(e)
+                }
+            };
         };
         match self.namespace_state(ctx.cluster, ns, fresh).await? {
             Namespace::Active(guard) => Ok(Some(guard)),
@@ -675,6 +701,36 @@ impl Registry {
                 Err(e)
             }
         }
+    }
+
+    /// The guard of `cluster`'s `kube-system` while it is there, whatever its phase (a tenant may write
+    /// any phase into a namespace's status; it cannot delete this one). Read from what this replica
+    /// saw active, else relaxed, else a quorum read; a stale revision only fails the create's compare.
+    async fn anchor_guard(&self, cluster: &str, fresh: bool) -> ApiResult<Option<Guard>> {
+        let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, CLUSTER_ANCHOR);
+        if !fresh {
+            if let Some(g) = self.namespaces.guard(&key) {
+                return Ok(Some(g));
+            }
+        }
+        let relaxed = if fresh { None } else { self.store.get_relaxed(&key).await? };
+        let found = match relaxed {
+            Some(kv) => Some(kv),
+            None => self.store.get(&key).await?,
+        };
+        Ok(found.map(|kv| Guard { key, mod_revision: kv.mod_revision }))
+    }
+
+    /// Whether `cluster`'s LogicalCluster is there and not being deleted: a cluster without its
+    /// `kube-system` is either still being bootstrapped (live) or being purged.
+    async fn logical_cluster_live(&self, cluster: &str) -> ApiResult<bool> {
+        let def = crate::resources::logical_cluster_def();
+        let key = keys::object(&self.prefix, def.storage_group(), &def.plural, crate::cluster::ROOT, None, cluster);
+        Ok(match self.store.get(&key).await? {
+            Some(kv) => serde_json::from_slice::<Value>(&kv.value)
+                .is_ok_and(|lc| lc["metadata"].get("deletionTimestamp").is_none()),
+            None => false,
+        })
     }
 
     /// Whether a namespace can take new objects, and if so the guard to store them under.
@@ -1771,9 +1827,29 @@ impl Registry {
         name: &str,
         finalizer: &str,
     ) -> ApiResult<bool> {
+        self.remove_finalizer_from(def, cluster, name, finalizer, None).await
+    }
+
+    /// `remove_finalizer`, trying first from `known`, the object as the caller last read it: a read
+    /// saved when nothing changed it since (a purge's release, after the read that let it delete),
+    /// and only a lost compare when something did.
+    pub async fn remove_finalizer_from(
+        &self,
+        def: &ResourceDef,
+        cluster: &str,
+        name: &str,
+        finalizer: &str,
+        mut known: Option<KeyValue>,
+    ) -> ApiResult<bool> {
         let key = keys::object(&self.prefix, def.storage_group(), &def.plural, cluster, None, name);
         for _ in 0..MAX_RETRIES {
-            let Some(kv) = self.store.get(&key).await? else { return Ok(false) };
+            let kv = match known.take().filter(|kv| kv.key == key) {
+                Some(kv) => kv,
+                None => match self.store.get(&key).await? {
+                    Some(kv) => kv,
+                    None => return Ok(false),
+                },
+            };
             let mut obj = self.decode(def, cluster, &kv)?;
             let finalizers = meta::finalizers(&obj);
             if meta::meta_str(&obj, "deletionTimestamp").is_none() || !finalizers.iter().any(|f| f == finalizer) {
@@ -2178,11 +2254,42 @@ fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<V
 /// What every update does once the client's object is in hand (PUT, and patches of every type): keep
 /// the server's metadata and the kind's allocated fields, refresh a CRD's status, validate, bump the
 /// generation when the spec changed, and refuse new finalizers on an object being deleted.
+/// A namespace's phase follows its deletion, as kube's namespace status strategy checks: a status
+/// write can neither mark a live namespace Terminating (which stops every create in it) nor bring a
+/// deleting one back to Active. No phase is Active, as kube defaults it.
+fn namespace_phase(desired: &mut Value) -> ApiResult<()> {
+    let deleting = meta::meta_str(desired, "deletionTimestamp").is_some();
+    let given = desired.get("status").and_then(|s| s.get("phase")).and_then(Value::as_str).unwrap_or("");
+    let phase = if given.is_empty() { "Active" } else { given }.to_string();
+    let (want, why) = if deleting {
+        ("Terminating", "may only be 'Terminating' if `deletionTimestamp` is not empty")
+    } else {
+        ("Active", "may only be 'Active' if `deletionTimestamp` is empty")
+    };
+    if phase != want {
+        let name = meta::meta_str(desired, "name").unwrap_or_default();
+        let message = format!("Invalid value: {}: {why}", meta::go_quote(&phase));
+        return Err(ApiError::invalid(
+            "Namespace",
+            "",
+            name,
+            vec![cause("FieldValueInvalid", "status.Phase", message)],
+        ));
+    }
+    if let Some(status) = desired.get_mut("status").and_then(Value::as_object_mut) {
+        status.insert("phase".into(), json!(phase));
+    }
+    Ok(())
+}
+
 fn settle_update(ctx: &Ctx<'_>, current: &Value, desired: &mut Value, subresource: Option<&str>) -> ApiResult<()> {
     let def = ctx.def;
     keep_server_meta(current, desired);
     service_update(def, current, desired, subresource)?;
     super::gates::drop_disabled(&def.group, &def.kind, desired, Some(current));
+    if def.group.is_empty() && def.kind == "Namespace" && subresource == Some("status") {
+        namespace_phase(desired)?;
+    }
     if def.group.is_empty() && def.kind == "Pod" && subresource != Some("ephemeralcontainers") {
         // As kube's pod strategy: only the ephemeralcontainers subresource changes them.
         match current["spec"].get("ephemeralContainers") {

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{defaults_revision, initialize, is_current, is_live, refresh, PHASE_READY, PURGE_FINALIZER};
+use super::{defaults_revision, initialize, is_current, refresh, PHASE_READY, PURGE_FINALIZER};
 use crate::cluster::ROOT;
 use crate::registry::{Registry, Sweep};
 use crate::resources;
@@ -261,10 +261,8 @@ impl Lifecycle {
                 // Normally the end of a purge, which makes one more pass itself once it has released
                 // the LogicalCluster (and a purge running when a finalizer is removed by hand finds
                 // it gone, and makes that pass too). A LogicalCluster whose finalizer someone removed
-                // by hand goes at once, though, and its keys still need purging; and a cluster-wide
-                // create sent as a purge ended (namespaces and cluster roles are not guarded by the
-                // LogicalCluster) must not outlive it into a new cluster of the same name. So where no
-                // purge is running, one more pass, which costs a read per resource. (A purge that
+                // by hand goes at once, though, and its keys still need purging. So where no purge is
+                // running, one more pass, which costs a read per resource. (A purge that
                 // another finalizer's holder outran, releasing during its last pass, leaves that
                 // holder's release without one.)
                 WatchEvent::Delete { key, prev, revision } => {
@@ -408,9 +406,11 @@ enum Leaving {
 
 /// Delete every key of a logical cluster that is not live (its LogicalCluster is being deleted or gone),
 /// then remove the purge finalizer, so the LogicalCluster goes last; then sweep once more, for a
-/// cluster-wide create sent as the purge ended (namespaces and cluster roles are not guarded by the
-/// LogicalCluster), which must not outlive it into a new cluster of the same name. Never touches
-/// root, nor keys of another cluster: every prefix ends with `<cluster>/`.
+/// default object a bootstrap or an RBAC reconcile wrote on a shard other than the LogicalCluster's,
+/// whose check that the cluster is live cannot join that shard's write. (API creates cannot land after
+/// the pass that found the cluster empty: namespaced ones need their namespace, cluster-wide ones its
+/// `kube-system`, both deleted by then; see `Registry::namespace_guard`.) Never touches root, nor keys
+/// of another cluster: every prefix ends with `<cluster>/`.
 ///
 /// Safe to run more than once at a time (a repeated DELETE, another replica): before each page of
 /// deletes it checks the cluster is still not live, and deletes only what it read (see
@@ -419,9 +419,11 @@ pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
     if cluster == ROOT {
         return Ok(());
     }
-    if swept(registry, cluster).await? {
-        release(registry, cluster).await?;
-        swept(registry, cluster).await?;
+    let last = Mutex::new(None);
+    if swept(registry, cluster, &last).await? {
+        let known = last.into_inner().unwrap_or_else(|e| e.into_inner());
+        release(registry, cluster, known).await?;
+        swept(registry, cluster, &Mutex::new(None)).await?;
     }
     Ok(())
 }
@@ -429,14 +431,17 @@ pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
 /// One pass of `purge` without the release, for a cluster whose LogicalCluster is gone.
 async fn sweep(registry: &Registry, cluster: &str) -> ApiResult<()> {
     if cluster != ROOT {
-        swept(registry, cluster).await?;
+        swept(registry, cluster, &Mutex::new(None)).await?;
     }
     Ok(())
 }
 
 /// Delete every key of `cluster` while it is not live: whether it found it empty (false when it
-/// stopped, the cluster live again).
-async fn swept(registry: &Registry, cluster: &str) -> ApiResult<bool> {
+/// stopped, the cluster live again). `last` gets the LogicalCluster as the last check before a
+/// delete read it, which the release starts from: on the default shard's etcd, the limit when
+/// thousands of clusters go at once, that is a read fewer per cluster. (A std `Mutex`, held for a
+/// store of the value, never across an await.)
+async fn swept(registry: &Registry, cluster: &str, last: &Mutex<Option<KeyValue>>) -> ApiResult<bool> {
     let prefixes: Vec<String> = resources::builtins()
         .iter()
         // A version stored as another shares that one's keys.
@@ -444,7 +449,11 @@ async fn swept(registry: &Registry, cluster: &str) -> ApiResult<bool> {
         .map(|d| registry.collection(d, Some(cluster), None))
         .collect();
     let sweep = registry
-        .delete_cluster_prefixes(cluster, &prefixes, move || async move { Ok(!is_live(registry, cluster).await?) })
+        .delete_cluster_prefixes(cluster, &prefixes, move || async move {
+            let (live, read) = super::leaving(registry, cluster).await?;
+            *last.lock().unwrap_or_else(|e| e.into_inner()) = read;
+            Ok(!live)
+        })
         .await?;
     match sweep {
         Sweep::Empty => Ok(true),
@@ -456,9 +465,9 @@ async fn swept(registry: &Registry, cluster: &str) -> ApiResult<bool> {
 }
 
 /// Remove the purge finalizer from a LogicalCluster being deleted; the object goes with its last one.
-async fn release(registry: &Registry, cluster: &str) -> ApiResult<()> {
+async fn release(registry: &Registry, cluster: &str, known: Option<KeyValue>) -> ApiResult<()> {
     let def = resources::logical_cluster_def();
-    if registry.remove_finalizer(&def, ROOT, cluster, PURGE_FINALIZER).await? {
+    if registry.remove_finalizer_from(&def, ROOT, cluster, PURGE_FINALIZER, known).await? {
         tracing::info!(cluster = %cluster, "logical cluster purged");
     }
     Ok(())
