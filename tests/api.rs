@@ -470,6 +470,60 @@ async fn creates_respect_namespace_changes_this_replica_did_not_see() {
     }
 }
 
+/// A status write is checked as kube's status strategies check it: a controller's counts can be
+/// neither negative nor more than the whole, a collision count only grows, a finished Job stays
+/// finished. Nothing of a refused write is kept.
+#[tokio::test]
+async fn status_writes_are_checked_as_kube_checks_them() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let base = "/apis/apps/v1/namespaces/default/deployments";
+    let (code, o) = s.post(base, &d).await;
+    assert_eq!(code, StatusCode::CREATED, "{o}");
+    let merge = "application/merge-patch+json";
+    let status = format!("{base}/d/status");
+    let good = json!({"status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 1, "collisionCount": 1}});
+    let (code, o) = s.patch(&status, merge, &good).await;
+    assert_eq!(code, StatusCode::OK, "{o}");
+    let (code, o) = s.patch(&status, merge, &json!({"status": {"readyReplicas": 3, "collisionCount": 0}})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{o}");
+    let causes: Vec<String> = o["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{}: {}", c["field"].as_str().unwrap(), c["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            "status.readyReplicas: Invalid value: 3: cannot be greater than status.replicas",
+            "status.collisionCount: Invalid value: 0: cannot be decremented",
+        ]
+    );
+    let (_, o) = s.get(&format!("{base}/d")).await;
+    assert_eq!((o["status"]["readyReplicas"].clone(), o["status"]["collisionCount"].clone()), (json!(2), json!(1)));
+    // A finished Job's terminal condition stays.
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}});
+    let (code, o) = s.post("/apis/batch/v1/namespaces/default/jobs", &job).await;
+    assert_eq!(code, StatusCode::CREATED, "{o}");
+    let job_status = "/apis/batch/v1/namespaces/default/jobs/j/status";
+    let now = "2025-01-01T00:00:00Z";
+    let done = json!({"status": {"succeeded": 1, "startTime": now, "completionTime": now, "conditions": [
+        {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now},
+        {"type": "Complete", "status": "True", "lastTransitionTime": now}]}});
+    let (code, o) = s.patch(job_status, merge, &done).await;
+    assert_eq!(code, StatusCode::OK, "{o}");
+    let (code, o) = s.patch(job_status, merge, &json!({"status": {"conditions": []}})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{o}");
+    assert_eq!(
+        o["details"]["causes"][0]["message"],
+        "Invalid value: cannot disable the terminal Complete=True condition"
+    );
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn status_and_scale_subresources() {
     let s = TestServer::start(Backend::Embedded).await;

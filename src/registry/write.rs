@@ -277,6 +277,10 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: O
         }
         None => type_errors(def, obj, old, through),
     };
+    let mut causes = causes;
+    if let (Some(old), Some("status"), None) = (old, through, &def.custom) {
+        causes.extend(super::validation::status_errors(&def.kind, old, obj));
+    }
     if causes.is_empty() {
         Ok(())
     } else {

@@ -46,6 +46,7 @@ mod rbac;
 mod scaling;
 mod scheduling;
 mod security;
+mod status;
 mod storage;
 mod update;
 mod volumes;
@@ -70,6 +71,7 @@ use storage::*;
 use volumes::*;
 use workloads::*;
 
+pub use status::status_errors;
 pub use update::update_errors;
 
 /// The kinds holding a checked struct; other kinds are not walked at all.
