@@ -72,6 +72,9 @@ pub fn body(data: &[u8]) {
             let _ = crate::registry::update_errors(kind, &empty, &v);
             let _ = crate::registry::update_errors(kind, &v, &empty);
             let _ = crate::registry::update_errors(kind, &v, &v);
+            // A status write's checks, from nothing and from itself.
+            let _ = crate::registry::status_errors(kind, &empty, &v);
+            let _ = crate::registry::status_errors(kind, &v, &v);
         }
         // As an autoscaling/v1 HorizontalPodAutoscaler: converted to the stored v2 (which reads the
         // JSON its annotations carry) and back.

@@ -18,7 +18,7 @@ mod read;
 mod services;
 mod validation;
 pub use gates::drop_disabled;
-pub use validation::{errors as kind_errors, update_errors};
+pub use validation::{errors as kind_errors, status_errors, update_errors};
 mod write;
 
 use std::sync::Arc;
