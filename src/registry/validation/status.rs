@@ -66,6 +66,17 @@ pub fn status_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
         }
         "Job" => {
             non_negative(status, &["active", "succeeded", "failed", "ready", "terminating"], &mut causes);
+            // Counts of finished pods only grow, but an Indexed Job scaled down with its parallelism
+            // equal to its completions may count fewer successes (kube's job strategy).
+            let spec = &new["spec"];
+            let shrinks = spec["completionMode"] == "Indexed" && spec["completions"] == spec["parallelism"];
+            for (field, may_shrink) in [("failed", false), ("succeeded", shrinks)] {
+                let (was, is) = (count(&old["status"], field), count(status, field));
+                if is < was && !may_shrink {
+                    let why = format!("cannot decrease the {field} counter");
+                    invalid(&mut causes, format!("status.{field}"), is.to_string(), &why);
+                }
+            }
             // A finished Job stays finished: its controller and its pods' owners rely on it.
             for kind in ["Failed", "Complete", "FailureTarget"] {
                 if condition_true(old, kind) && !condition_true(new, kind) {
@@ -210,7 +221,24 @@ mod tests {
             messages("Job", done.clone(), json!({"status": {"succeeded": 1, "conditions": []}})),
             ["status.conditions: Invalid value: cannot disable the terminal Complete=True condition"]
         );
-        assert!(messages("Job", done.clone(), done).is_empty());
+        assert!(messages("Job", done.clone(), done.clone()).is_empty());
+        let fewer =
+            json!({"status": {"succeeded": 0, "failed": 0, "conditions": [{"type": "Complete", "status": "True"}]}});
+        let was =
+            json!({"status": {"succeeded": 2, "failed": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
+        assert_eq!(
+            messages("Job", was.clone(), fewer.clone()),
+            [
+                "status.failed: Invalid value: 0: cannot decrease the failed counter",
+                "status.succeeded: Invalid value: 0: cannot decrease the succeeded counter",
+            ]
+        );
+        let mut indexed = fewer;
+        indexed["spec"] = json!({"completionMode": "Indexed", "completions": 2, "parallelism": 2});
+        assert_eq!(
+            messages("Job", was, indexed),
+            ["status.failed: Invalid value: 0: cannot decrease the failed counter"]
+        );
         assert_eq!(
             messages("Job", json!({}), json!({"status": {"active": -1}})),
             ["status.active: Invalid value: -1: must be greater than or equal to 0"]
