@@ -397,6 +397,9 @@ async fn once_a_purge_deleted_kube_system_nothing_cluster_wide_can_be_created() 
     // A live cluster without its `kube-system` (a bootstrap still running) is asked to retry instead.
     s.create_cluster("young").await;
     let roles = "/clusters/young/apis/rbac.authorization.k8s.io/v1/clusterroles";
+    // One create first, so this replica remembers `kube-system` as it was: the store still refuses.
+    let (status, body) = s.post(roles, &role("first")).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
     let anchor = format!("{prefix}/core/namespaces/young/kube-system");
     let kv = store.get(&anchor).await.unwrap().expect("kube-system of a bootstrapped cluster");
     store.delete(&anchor, Some(kv.mod_revision)).await.unwrap();

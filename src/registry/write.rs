@@ -722,7 +722,14 @@ impl Registry {
             Some(kv) => Some(kv),
             None => self.store.get(&key).await?,
         };
-        Ok(found.map(|kv| Guard { key, mod_revision: kv.mod_revision }))
+        let Some(kv) = found else { return Ok(None) };
+        // Remembered as namespaced creates remember it, so the next cluster-wide create (a chart's
+        // many cluster roles) costs no read; only while Active, as that cache means.
+        let active = serde_json::from_slice::<Value>(&kv.value).is_ok_and(|ns| ns["status"]["phase"] != "Terminating");
+        if active {
+            self.namespaces.saw_active(&key, kv.mod_revision);
+        }
+        Ok(Some(Guard { key, mod_revision: kv.mod_revision }))
     }
 
     /// Whether `cluster`'s LogicalCluster is there and not being deleted: a cluster without its
