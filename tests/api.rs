@@ -470,17 +470,25 @@ async fn creates_respect_namespace_changes_this_replica_did_not_see() {
     }
 }
 
+const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+/// Deployment `d` (two replicas) created in root's default namespace; the object as created.
+async fn created_deployment(s: &TestServer) -> serde_json::Value {
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let (code, o) = s.post(DEPLOYMENTS, &d).await;
+    assert_eq!(code, StatusCode::CREATED, "{o}");
+    o
+}
+
 /// A status write is checked as kube's status strategies check it: a controller's counts can be
 /// neither negative nor more than the whole, a collision count only grows, a finished Job stays
 /// finished. Nothing of a refused write is kept.
 #[tokio::test]
 async fn status_writes_are_checked_as_kube_checks_them() {
     let s = TestServer::start(Backend::Embedded).await;
-    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
-    let base = "/apis/apps/v1/namespaces/default/deployments";
-    let (code, o) = s.post(base, &d).await;
-    assert_eq!(code, StatusCode::CREATED, "{o}");
+    let base = DEPLOYMENTS;
+    created_deployment(&s).await;
     let merge = "application/merge-patch+json";
     let status = format!("{base}/d/status");
     let good = json!({"status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 1, "collisionCount": 1}});
@@ -527,11 +535,7 @@ async fn status_writes_are_checked_as_kube_checks_them() {
 #[tokio::test]
 async fn status_and_scale_subresources() {
     let s = TestServer::start(Backend::Embedded).await;
-    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
-    let base = "/apis/apps/v1/namespaces/default/deployments";
-    let (code, o) = s.post(base, &d).await;
-    assert_eq!(code, StatusCode::CREATED, "{o}");
+    let (base, o) = (DEPLOYMENTS, created_deployment(&s).await);
     assert_eq!(o["metadata"]["generation"], 1);
     // Status through the main resource is ignored; through /status it is taken.
     let (_, o) =
