@@ -245,7 +245,7 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: O
         // What cannot be stored is refused before anything is written, dry run or not.
         super::convert::to_storage(def, &mut obj.clone())?;
     }
-    let causes = match &def.custom {
+    let mut causes = match &def.custom {
         Some(c) => c.schema.as_deref().map(|s| crate::crd::schema::value_errors(s, obj)).unwrap_or_default(),
         None if def.group == "apiextensions.k8s.io" && def.kind == "CustomResourceDefinition" => {
             crate::crd::define::validate(obj, old)
@@ -277,7 +277,7 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: O
         }
         None => type_errors(def, obj, old, through),
     };
-    let mut causes = causes;
+    // A status write is checked by its status, as kube's status strategies check it.
     if let (Some(old), Some("status"), None) = (old, through, &def.custom) {
         causes.extend(super::validation::status_errors(&def.kind, old, obj));
     }
@@ -2262,9 +2262,6 @@ fn apply_scale(def: &ResourceDef, current: &Value, scale: &Value) -> ApiResult<V
     Ok(next)
 }
 
-/// What every update does once the client's object is in hand (PUT, and patches of every type): keep
-/// the server's metadata and the kind's allocated fields, refresh a CRD's status, validate, bump the
-/// generation when the spec changed, and refuse new finalizers on an object being deleted.
 /// A namespace's phase follows its deletion, as kube's namespace status strategy checks: a status
 /// write can neither mark a live namespace Terminating (which stops every create in it) nor bring a
 /// deleting one back to Active. No phase is Active, as kube defaults it.
@@ -2293,6 +2290,9 @@ fn namespace_phase(desired: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
+/// What every update does once the client's object is in hand (PUT, and patches of every type): keep
+/// the server's metadata and the kind's allocated fields, refresh a CRD's status, validate, bump the
+/// generation when the spec changed, and refuse new finalizers on an object being deleted.
 fn settle_update(ctx: &Ctx<'_>, current: &Value, desired: &mut Value, subresource: Option<&str>) -> ApiResult<()> {
     let def = ctx.def;
     keep_server_meta(current, desired);
