@@ -595,22 +595,20 @@ pub async fn is_live(registry: &Registry, name: &str) -> ApiResult<bool> {
 
 /// `is_live`, with the LogicalCluster as read when it is there but not live (being deleted).
 pub(crate) async fn leaving(registry: &Registry, name: &str) -> ApiResult<(bool, Option<crate::storage::KeyValue>)> {
-    let Some(kv) = registry.store.get(&object_key(registry, name)).await? else { return Ok((false, None)) };
-    let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
-    if obj["metadata"].get("deletionTimestamp").is_none() {
-        return Ok((true, None));
-    }
-    Ok((false, Some(kv)))
+    Ok(match registry.logical_cluster(name).await? {
+        Some((_, true)) => (true, None),
+        Some((kv, false)) => (false, Some(kv)),
+        None => (false, None),
+    })
 }
 
 /// The LogicalCluster `name` as a write guard (its key at the revision read), if it exists and is not
 /// being deleted.
 async fn live_guard(registry: &Registry, name: &str) -> ApiResult<Option<crate::storage::Guard>> {
-    let key = object_key(registry, name);
-    let Some(kv) = registry.store.get(&key).await? else { return Ok(None) };
-    let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
-    let live = obj["metadata"].get("deletionTimestamp").is_none();
-    Ok(live.then_some(crate::storage::Guard { key, mod_revision: kv.mod_revision }))
+    Ok(match registry.logical_cluster(name).await? {
+        Some((kv, true)) => Some(crate::storage::Guard { key: kv.key, mod_revision: kv.mod_revision }),
+        _ => None,
+    })
 }
 
 /// `status` with the phase set and the Ready condition set the way `meta.SetStatusCondition` does:

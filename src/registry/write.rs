@@ -679,10 +679,12 @@ impl Registry {
             }
             return match self.anchor_guard(ctx.cluster, fresh).await? {
                 Some(guard) => Ok(Some(guard)),
-                None if self.logical_cluster_live(ctx.cluster).await? => Err(ApiError::unavailable(format!(
-                    "logical cluster {:?} is still being initialized; try again",
-                    ctx.cluster
-                ))),
+                None if self.logical_cluster(ctx.cluster).await?.is_some_and(|(_, live)| live) => {
+                    Err(ApiError::unavailable(format!(
+                        "logical cluster {:?} is still being initialized; try again",
+                        ctx.cluster
+                    )))
+                }
                 None => {
                     let mut e = ApiError::forbidden(format!(
                         "{} is forbidden: unable to create new content in logical cluster {:?} because it is being deleted",
@@ -732,16 +734,16 @@ impl Registry {
         Ok(Some(Guard { key, mod_revision: kv.mod_revision }))
     }
 
-    /// Whether `cluster`'s LogicalCluster is there and not being deleted: a cluster without its
-    /// `kube-system` is either still being bootstrapped (live) or being purged.
-    async fn logical_cluster_live(&self, cluster: &str) -> ApiResult<bool> {
+    /// `cluster`'s LogicalCluster as stored, and whether it is live (not being deleted), if it is
+    /// there: what the purge, the bootstrap's guard and a create missing `kube-system` all ask.
+    pub async fn logical_cluster(&self, cluster: &str) -> ApiResult<Option<(KeyValue, bool)>> {
         let def = crate::resources::logical_cluster_def();
         let key = keys::object(&self.prefix, def.storage_group(), &def.plural, crate::cluster::ROOT, None, cluster);
-        Ok(match self.store.get(&key).await? {
-            Some(kv) => serde_json::from_slice::<Value>(&kv.value)
-                .is_ok_and(|lc| lc["metadata"].get("deletionTimestamp").is_none()),
-            None => false,
-        })
+        Ok(self.store.get(&key).await?.map(|kv| {
+            let live = serde_json::from_slice::<Value>(&kv.value)
+                .map_or(true, |lc| lc["metadata"].get("deletionTimestamp").is_none());
+            (kv, live)
+        }))
     }
 
     /// Whether a namespace can take new objects, and if so the guard to store them under.
@@ -2428,6 +2430,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap();
         (dir, Registry::new(std::sync::Arc::new(store), "/registry"))
+    }
+
+    /// A release that starts from a value read earlier never acts on what that value no longer is: the
+    /// object changed since (another finalizer went) still loses its finalizer, and a new object of
+    /// the same name, not being deleted, keeps its own.
+    #[tokio::test]
+    async fn a_finalizer_removed_from_a_stale_read_acts_on_the_object_as_it_is() {
+        let (_dir, r) = embedded_registry();
+        let def = crate::resources::logical_cluster_def();
+        let key = keys::object("/registry", def.storage_group(), &def.plural, "root", None, "x");
+        let deleting = |finalizers: &[&str]| json!({"metadata": {"name": "x", "deletionTimestamp": now_rfc3339(), "finalizers": finalizers}});
+        r.store.create(&key, super::super::encode(&deleting(&["a", "b"]))).await.unwrap();
+        let stale = r.store.get(&key).await.unwrap().unwrap();
+        let kv = r.store.get(&key).await.unwrap().unwrap();
+        r.store.update(&key, super::super::encode(&deleting(&["a"])), kv.mod_revision).await.unwrap();
+        assert!(r.remove_finalizer_from(&def, "root", "x", "a", Some(stale.clone())).await.unwrap());
+        assert!(r.store.get(&key).await.unwrap().is_none(), "its last finalizer went, so did it");
+        let fresh = json!({"metadata": {"name": "x", "finalizers": ["a"]}});
+        r.store.create(&key, super::super::encode(&fresh)).await.unwrap();
+        assert!(!r.remove_finalizer_from(&def, "root", "x", "a", Some(stale)).await.unwrap());
+        let kept = r.store.get(&key).await.unwrap().expect("the new object stays");
+        assert_eq!(serde_json::from_slice::<Value>(&kept.value).unwrap()["metadata"]["finalizers"], json!(["a"]));
     }
 
     /// The default ServiceAccount, like every create, lands only in a namespace that is not terminating.
