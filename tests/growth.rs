@@ -70,6 +70,23 @@ fn pods_of_many_image_volumes_each_mounted() {
 }
 
 #[test]
+fn job_statuses_of_many_conditions_and_counts() {
+    // A status write's checks look each terminal condition up among all of them: a few scans, not
+    // one per pair.
+    grows_linearly(
+        "job status: n conditions",
+        2000,
+        |n| {
+            json(serde_json::json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+                "status": {"succeeded": 1, "failed": 1, "collisionCount": 2,
+                    "conditions": (0..n).map(|i| serde_json::json!({"type": format!("T{i}"), "status": "True"})).collect::<Vec<_>>()}}))
+        },
+        kgate::fuzzing::body,
+    );
+}
+
+#[test]
 fn yaml_aliases_of_a_large_anchor() {
     grows_linearly(
         "yaml: n aliases of an n-item anchor",
