@@ -26,7 +26,9 @@ async fn events_until(path: &std::path::Path, ready: impl Fn(&[Value]) -> bool) 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
+        // Only whole lines: the writer may be part way through the last one.
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        let events: Vec<Value> = whole.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
         if ready(&events) {
             return events;
         }
