@@ -27,7 +27,7 @@ pub fn policy_revision() -> &'static str {
 
 /// Whether `have` allows everything `want` allows (kube's `Covers`, which its reconciler uses too).
 fn covered(have: &[PolicyRule], want: &PolicyRule) -> bool {
-    super::escalation::uncovered(have, std::slice::from_ref(want)).is_empty()
+    super::escalation::uncovered(have, std::slice::from_ref(want)).is_ok_and(|missing| missing.is_empty())
 }
 
 /// The object under `field`, made one if it is missing or not an object.
