@@ -1,8 +1,9 @@
 //! Authorization: `system:masters` may do anything; everyone else is judged by Kubernetes RBAC of the
 //! logical cluster the request targets, from an index built once per cluster and cached.
 //!
-//! The cache (read on every request, written on misses and invalidations) holds at most about
-//! `CAPACITY` clusters. It is sharded, each shard's lock held only for a lookup or an insert, so
+//! The cache (read on every request, written on misses and invalidations) holds about `CAPACITY`
+//! clusters and at most `CAPACITY_BYTES` of indexes: a tenant's RBAC objects decide its index's size,
+//! so a count alone would let a few large ones fill the memory every tenant shares. It is sharded, each shard's lock held only for a lookup or an insert, so
 //! requests for different clusters rarely meet; when full it evicts by S3-FIFO, so a tenant reaching
 //! many clusters once does not push out the indexes that busy clusters use on every request. One store
 //! watch per RBAC type, across every cluster, drops a cluster's entry when any of its RBAC objects
@@ -23,13 +24,25 @@ use crate::storage::{RangeRequest, WatchEvent};
 
 /// Most clusters whose RBAC index is cached at once.
 const CAPACITY: usize = 10_000;
+/// Most bytes of cached RBAC indexes: a default cluster's is about 2 KiB.
+const CAPACITY_BYTES: u64 = 128 << 20;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const RBAC_TYPES: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
+
+/// Weighs a cached index by its bytes (and its key's), never 0.
+#[derive(Clone)]
+struct IndexBytes;
+
+impl quick_cache::Weighter<String, Arc<RbacIndex>> for IndexBytes {
+    fn weight(&self, cluster: &String, index: &Arc<RbacIndex>) -> u64 {
+        (64 + cluster.len() + index.size_bytes()) as u64
+    }
+}
 
 /// Decides requests.
 pub struct Authorizer {
     registry: Registry,
-    cache: quick_cache::sync::Cache<String, Arc<RbacIndex>>,
+    cache: quick_cache::sync::Cache<String, Arc<RbacIndex>, IndexBytes>,
     /// Bumped on every invalidation; an index built across a bump is not cached (it may be stale).
     epoch: AtomicU64,
 }
@@ -37,7 +50,8 @@ pub struct Authorizer {
 impl Authorizer {
     /// An authorizer over the registry's store; run `watch_invalidations` beside it.
     pub fn new(registry: Registry) -> Self {
-        Authorizer { registry, cache: quick_cache::sync::Cache::new(CAPACITY), epoch: AtomicU64::new(0) }
+        let cache = quick_cache::sync::Cache::with_weighter(CAPACITY, CAPACITY_BYTES, IndexBytes);
+        Authorizer { registry, cache, epoch: AtomicU64::new(0) }
     }
 
     /// Allow or refuse (with kube-apiserver's forbidden message).

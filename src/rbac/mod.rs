@@ -29,6 +29,15 @@ type Rules = Arc<[PolicyRule]>;
 /// pathological chains from exhausting the stack.
 const MAX_AGGREGATION_DEPTH: usize = 32;
 
+/// The most one aggregated ClusterRole gathers, in bytes of rules: kube's aggregation controller writes
+/// the union into the role, and a write past etcd's 1.5 MiB request limit fails.
+const UNION_LIMIT: usize = 3 << 19;
+
+/// The most every aggregated ClusterRole of one cluster gathers together. Unions are copies, so without
+/// it a thousand small roles selecting one large one would multiply it a thousandfold, in a server
+/// every tenant shares; kube is bound by its stored objects, each written by the controller.
+const UNIONS_LIMIT: usize = 16 << 20;
+
 /// Username prefix the service account authenticator gives tokens of service accounts.
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 
@@ -229,8 +238,9 @@ fn resolve_cluster_roles(objs: &[Value]) -> HashMap<String, Rules> {
     }
     let (names, raws): (Vec<String>, Vec<RawClusterRole>) = by_name.into_iter().unzip();
     let mut states = vec![State::Pending; raws.len()];
+    let mut gathered = 0;
     for i in 0..raws.len() {
-        resolve(i, &raws, &mut states, 0);
+        resolve(i, &raws, &mut states, 0, &mut gathered);
     }
     names
         .into_iter()
@@ -242,7 +252,9 @@ fn resolve_cluster_roles(objs: &[Value]) -> HashMap<String, Rules> {
         .collect()
 }
 
-fn resolve(i: usize, raws: &[RawClusterRole], states: &mut [State], depth: usize) -> Rules {
+/// The rules of role `i`; `gathered` counts the bytes of every union made so far, against
+/// [`UNIONS_LIMIT`].
+fn resolve(i: usize, raws: &[RawClusterRole], states: &mut [State], depth: usize, gathered: &mut usize) -> Rules {
     match &states[i] {
         State::Done(rules) => return rules.clone(),
         // A selection cycle: the role being computed contributes nothing to itself.
@@ -259,23 +271,43 @@ fn resolve(i: usize, raws: &[RawClusterRole], states: &mut [State], depth: usize
         return Arc::from([]);
     }
     states[i] = State::InProgress;
-    let mut seen: HashSet<PolicyRule> = HashSet::new();
-    let mut out = Vec::new();
+    let mut parts: Vec<Rules> = Vec::new();
     for selector in selectors.iter().flatten() {
         for j in 0..raws.len() {
-            if j == i || !selector.matches(&raws[j].labels) {
-                continue;
-            }
-            for rule in resolve(j, raws, states, depth + 1).iter() {
-                if seen.insert(rule.clone()) {
-                    out.push(rule.clone());
-                }
+            if j != i && selector.matches(&raws[j].labels) {
+                parts.push(resolve(j, raws, states, depth + 1, gathered));
             }
         }
     }
-    let rules: Rules = out.into();
+    let rules: Rules = union(&parts, gathered).map_or_else(
+        || {
+            // As a role kube's controller failed to write: it grants nothing more, here nothing at all.
+            tracing::warn!("an aggregated ClusterRole gathers more rules than kgate holds for one; it grants nothing");
+            Arc::from([])
+        },
+        Rules::from,
+    );
     states[i] = State::Done(rules.clone());
     rules
+}
+
+/// The rules of `parts` without repeats, in order; `None` past [`UNION_LIMIT`] or, with what is
+/// `gathered` already, past [`UNIONS_LIMIT`].
+fn union(parts: &[Rules], gathered: &mut usize) -> Option<Vec<PolicyRule>> {
+    let mut seen: HashSet<&PolicyRule> = HashSet::new();
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    for rule in parts.iter().flat_map(|p| p.iter()) {
+        if seen.insert(rule) {
+            bytes += size_of::<PolicyRule>() + rule.heap_size();
+            if bytes > UNION_LIMIT || *gathered + bytes > UNIONS_LIMIT {
+                return None;
+            }
+            out.push(rule.clone());
+        }
+    }
+    *gathered += bytes;
+    Some(out)
 }
 
 /// The rules of ClusterRole `name` among `objs` (every ClusterRole of a cluster), its aggregation resolved as

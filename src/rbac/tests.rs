@@ -352,6 +352,40 @@ fn aggregation_cycles_terminate_and_duplicates_are_dropped() {
 }
 
 #[test]
+fn aggregated_roles_gather_within_a_bound_in_bytes() {
+    // One large role and many aggregated roles selecting it: copies of it would multiply its size.
+    let big: Vec<Value> = (0..5_000)
+        .map(|i| json!({ "verbs": ["get"], "apiGroups": [""], "resources": [format!("things-{i:05}")] }))
+        .collect();
+    let mut crs = vec![json!({ "metadata": { "name": "big", "labels": { "x": "1" } }, "rules": big })];
+    let gatherers = 200;
+    for i in 0..gatherers {
+        crs.push(json!({ "metadata": { "name": format!("g{i:03}") }, "aggregationRule": { "clusterRoleSelectors": [{ "matchLabels": { "x": "1" } }] } }));
+    }
+    let crbs: Vec<Value> = (0..gatherers)
+        .map(|i| cluster_role_binding(&format!("b{i}"), &format!("g{i:03}"), user_subject(&format!("u{i}"))))
+        .collect();
+    let idx = RbacIndex::build(&[], &crs, &[], &crbs);
+    let one = RbacIndex::build(&[], &crs[..2], &[], &crbs[..1]);
+    assert!(one.size_bytes() > 500_000, "one union holds the big role: {}", one.size_bytes());
+    // The first roles in name order gather it; the rest, past the cluster's bound, grant nothing.
+    assert!(idx.size_bytes() < 20 << 20, "the unions stay within their bound: {} bytes", idx.size_bytes());
+    let can = |i: usize| idx.allows(&user(&format!("u{i}"), &[]), &res("get", "", "things-00042", Some("ns")));
+    assert!(can(0));
+    assert!(!can(gatherers - 1));
+    // A union past what one role may hold (kube's controller could not write it) grants nothing.
+    let huge: Vec<Value> = (0..20_000)
+        .map(|i| json!({ "verbs": ["get"], "apiGroups": [""], "resources": [format!("things-{i:05}")] }))
+        .collect();
+    let crs = [
+        json!({ "metadata": { "name": "huge", "labels": { "x": "1" } }, "rules": huge }),
+        json!({ "metadata": { "name": "g" }, "aggregationRule": { "clusterRoleSelectors": [{ "matchLabels": { "x": "1" } }] } }),
+    ];
+    let idx = RbacIndex::build(&[], &crs, &[], &[cluster_role_binding("b", "g", user_subject("u"))]);
+    assert!(!idx.allows(&user("u", &[]), &res("get", "", "things-00042", Some("ns"))));
+}
+
+#[test]
 fn view_reads_but_cannot_write_or_see_secrets() {
     let idx = default_role_for_alice("view");
     let alice = authed("alice");
