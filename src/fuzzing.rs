@@ -199,7 +199,7 @@ pub fn crd(data: &[u8]) {
     if let Some(mut obj) = tree(object) {
         let _ = crate::crd::schema::value_errors(schema, &obj);
         let _ = crate::crd::schema::unknown_fields(schema, &obj);
-        crate::crd::schema::apply_defaults(schema, &mut obj);
+        let _ = crate::crd::schema::apply_defaults(schema, &mut obj);
         crate::crd::schema::prune(schema, &mut obj);
     }
 }

@@ -79,8 +79,24 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-/// Fill in `default`s of absent properties, depth first, where the parent object exists.
-pub fn apply_defaults(schema: &Value, obj: &mut Value) {
+/// Most bytes (as JSON, about) the defaults of a schema may add to one object: etcd's limit on what it
+/// stores. kube fills defaults into defaults it has just filled in, so a 12 KB schema of defaults
+/// nested four deep, each a list of a thousand, makes 10^12 values of a `{}`: refused before it is.
+pub const MAX_DEFAULTED_BYTES: usize = 1536 * 1024;
+
+/// Defaults that would make the object larger than [`MAX_DEFAULTED_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the defaults of the schema make the object larger than the {MAX_DEFAULTED_BYTES} bytes it may be stored as")]
+pub struct DefaultsTooLarge;
+
+/// Fill in `default`s of absent properties, depth first, where the parent object exists (into the
+/// defaults just filled in as well, as kube does).
+pub fn apply_defaults(schema: &Value, obj: &mut Value) -> Result<(), DefaultsTooLarge> {
+    let mut left = MAX_DEFAULTED_BYTES;
+    defaults_within(schema, obj, &mut left)
+}
+
+fn defaults_within(schema: &Value, obj: &mut Value, left: &mut usize) -> Result<(), DefaultsTooLarge> {
     match obj {
         Value::Object(m) => {
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
@@ -89,29 +105,55 @@ pub fn apply_defaults(schema: &Value, obj: &mut Value) {
                         continue;
                     }
                     if let Some(d) = ps.get("default") {
+                        *left = left.checked_sub(k.len() + json_bytes(d, *left)).ok_or(DefaultsTooLarge)?;
                         m.insert(k.clone(), d.clone());
                     }
                 }
                 for (k, v) in m.iter_mut() {
                     if let Some(ps) = props.get(k) {
-                        apply_defaults(ps, v);
+                        defaults_within(ps, v, left)?;
                     }
                 }
             } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
                 for v in m.values_mut() {
-                    apply_defaults(ap, v);
+                    defaults_within(ap, v, left)?;
                 }
             }
         }
         Value::Array(a) => {
             if let Some(items) = schema.get("items") {
                 for v in a {
-                    apply_defaults(items, v);
+                    defaults_within(items, v, left)?;
                 }
             }
         }
         _ => {}
     }
+    Ok(())
+}
+
+/// About the bytes `v` takes as JSON, counted no further than just past `cap`.
+fn json_bytes(v: &Value, cap: usize) -> usize {
+    let mut total = 0usize;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        if total > cap {
+            break;
+        }
+        total += match v {
+            Value::String(s) => s.len() + 3,
+            Value::Array(a) => {
+                stack.extend(a);
+                2 + a.len()
+            }
+            Value::Object(m) => {
+                stack.extend(m.values());
+                2 + m.keys().map(|k| k.len() + 4).sum::<usize>()
+            }
+            _ => 8,
+        };
+    }
+    total
 }
 
 /// Dotted paths (`spec.extra`, `spec.list[0].x`) of fields the schema does not declare.
@@ -228,6 +270,26 @@ fn type_word(v: &Value) -> &'static str {
 }
 
 /// A value as it appears in a validation message (strings quoted, like Go's `%#v`).
+/// Most bytes of an enum listed in one error: every value refused names the list, so a long enum and
+/// many values refused would make messages of their product.
+const MAX_LISTED: usize = 4096;
+
+/// An enum's values as an error lists them, as far as [`MAX_LISTED`] bytes, then `...`.
+fn listed(allowed: &[Value]) -> String {
+    let mut list = String::new();
+    for (i, v) in allowed.iter().enumerate() {
+        if list.len() > MAX_LISTED {
+            list.push_str(", ...");
+            break;
+        }
+        if i > 0 {
+            list.push_str(", ");
+        }
+        list.push_str(&shown(v));
+    }
+    list
+}
+
 fn shown(v: &Value) -> String {
     match v {
         Value::String(s) => format!("{s:?}"),
@@ -321,11 +383,10 @@ fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
     }
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
         if !allowed.contains(v) {
-            let list: Vec<String> = allowed.iter().map(shown).collect();
             out.push(cause(
                 "FieldValueNotSupported",
                 path,
-                format!("Unsupported value: {}: supported values: {}", shown(v), list.join(", ")),
+                format!("Unsupported value: {}: supported values: {}", shown(v), listed(allowed)),
             ));
         }
     }
@@ -464,9 +525,45 @@ mod tests {
         let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "a"},
             "spec": {"size": 3, "port": "http", "labels": {"a": "b"}, "free": {"any": [1]}}});
         assert!(fields(obj.clone()).is_empty());
-        apply_defaults(&schema(), &mut obj);
+        apply_defaults(&schema(), &mut obj).unwrap();
         assert_eq!(obj["spec"]["color"], "red");
         assert!(obj.get("status").is_none(), "defaults only fill existing parents");
+    }
+
+    #[test]
+    fn defaults_inside_defaults_stop_at_what_can_be_stored() {
+        // Four levels, each defaulting to a thousand objects that default the next level: 10^12 values.
+        let mut level = json!({"type": "object"});
+        for name in ["d", "c", "b", "a"] {
+            let list = vec![json!({}); 1000];
+            level = json!({"type": "object", "properties": {name: {
+                "type": "array", "default": list, "items": level,
+            }}});
+        }
+        let schema = json!({"type": "object", "properties": {"spec": level}});
+        let mut obj = json!({"spec": {}});
+        assert_eq!(apply_defaults(&schema, &mut obj), Err(DefaultsTooLarge));
+        // Two levels are a million values as well; one is a thousand, and is filled in.
+        let one = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "a": {"type": "array", "default": vec![json!({}); 1000], "items": {"type": "object",
+                "properties": {"b": {"type": "string", "default": "x"}}}},
+        }}}});
+        let mut obj = json!({"spec": {}});
+        apply_defaults(&one, &mut obj).unwrap();
+        assert_eq!(obj["spec"]["a"].as_array().unwrap().len(), 1000);
+        assert_eq!(obj["spec"]["a"][999]["b"], "x", "defaults inside a default are filled in too");
+    }
+
+    #[test]
+    fn a_long_enum_is_listed_in_part() {
+        let values: Vec<String> = (0..5000).map(|i| format!("value-{i}")).collect();
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "array",
+            "items": {"type": "string", "enum": values}}}});
+        let causes = value_errors(&schema, &json!({"spec": ["no", "no", "no"]}));
+        assert_eq!(causes.len(), 3);
+        let m = &causes[0].message;
+        assert!(m.starts_with("Unsupported value: \"no\": supported values: \"value-0\", \"value-1\""), "{m}");
+        assert!(m.ends_with(", ...") && m.len() < 4096 + 200, "{} bytes", m.len());
     }
 
     #[test]

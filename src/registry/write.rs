@@ -121,7 +121,7 @@ fn check_schema(def: &ResourceDef, obj: &mut Value, validation: FieldValidation)
         Some(custom) => {
             // A custom resource: its CRD version's structural schema (value errors come later, as a 422).
             let Some(schema) = custom.schema.as_deref() else { return Ok(Vec::new()) };
-            crate::crd::schema::apply_defaults(schema, obj);
+            crate::crd::schema::apply_defaults(schema, obj).map_err(|e| ApiError::too_large_because(e.to_string()))?;
             let unknown = crate::crd::schema::unknown_fields(schema, obj);
             if !unknown.is_empty() && validation != FieldValidation::Strict {
                 crate::crd::schema::prune(schema, obj);
