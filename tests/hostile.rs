@@ -126,6 +126,47 @@ async fn the_connection_cap_evicts_the_idle_and_refuses_when_all_are_busy() {
     }
 }
 
+/// Connections that never finish a TLS handshake (anyone can open them, with no credentials) make room
+/// for each other at the cap: a client's idle connection stays, and new clients get in.
+#[tokio::test]
+async fn a_flood_of_handshakes_never_pushes_out_the_clients() {
+    let backend = Backend::Embedded;
+    let s = server_with(backend, 10, Timeouts::default()).await;
+    let admin = common::admin_identity(s.dir.path());
+    let mut client = raw_tls(s.dir.path(), &s.url, &[b"http/1.1"], Some(&admin)).await;
+    version_on(&mut client).await;
+    let addr = s.url.trim_start_matches("https://").to_string();
+    let mut flood = Vec::new();
+    for _ in 0..30 {
+        flood.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+        // Each is accepted in turn, so the eviction order is the order they came in.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The cap is full of handshakes that go nowhere; the client's idle connection is still served.
+    version_on(&mut client).await;
+    let fresh = common::clients(s.dir.path()).0;
+    let r = fresh.get(format!("{}/version", s.url)).send().await.unwrap();
+    assert_eq!(r.status(), 200, "a new client gets in past the flood");
+    // The oldest of the flood made room; the newest is still waiting on its handshake.
+    let mut oldest = flood.remove(0);
+    assert!(closed_within(&mut oldest, Duration::from_secs(1)).await.is_some(), "the oldest handshake was kept");
+    version_on(&mut client).await;
+    s.stop().await;
+}
+
+/// `GET /version` on a raw HTTP/1.1 connection, read through to its answer.
+async fn version_on(c: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>) {
+    c.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    c.flush().await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(7).any(|w| w == b"\"minor\"") || !got.ends_with(b"}") {
+        let n = c.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the client's connection was closed");
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
 /// Open a watch of configmaps over HTTP/1.1 on a raw connection with a client certificate; returns once
 /// its status line says 200, leaving the watch open.
 async fn open_watch(c: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>) {

@@ -37,7 +37,7 @@ pub struct Activity {
 }
 
 impl Activity {
-    /// A connection that has just finished its handshake.
+    /// A connection just accepted.
     pub fn new() -> Arc<Activity> {
         Arc::new(Activity {
             epoch: Instant::now(),
@@ -48,6 +48,11 @@ impl Activity {
             progressed: AtomicU64::new(0),
             woken: tokio::sync::Notify::new(),
         })
+    }
+
+    /// The TLS handshake is done: the first request's deadline counts from now.
+    pub fn handshaken(&self) {
+        self.changed.store(self.now_ms(), Ordering::Relaxed);
     }
 
     fn now_ms(&self) -> u64 {
@@ -134,7 +139,7 @@ impl Open {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Add a connection that has finished its handshake.
+    /// Add a connection, from its accept.
     pub fn add(&self, activity: Arc<Activity>) -> Registered<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let close = Arc::new(tokio::sync::Notify::new());
@@ -142,15 +147,17 @@ impl Open {
         Registered { open: self, id, close }
     }
 
-    /// Tell the connection that has had nothing in flight the longest to close; false if every open
-    /// connection is busy.
+    /// Tell a connection with nothing in flight to close: of those that never sent a request (a
+    /// handshake included) the oldest, else the one idle longest; false if every open connection is
+    /// busy. Connections that never send anything are what a flood without credentials makes: they
+    /// make room for each other before any client's idle connection does.
     pub fn evict_idlest(&self) -> bool {
         let conns = self.lock();
         let idlest = conns
             .values()
             .filter_map(|(a, close)| {
                 let s = a.snapshot();
-                (s.in_flight == 0).then(|| (a.epoch + Duration::from_millis(s.changed), close))
+                (s.in_flight == 0).then(|| ((s.served, a.epoch + Duration::from_millis(s.changed)), close))
             })
             .min_by_key(|(since, _)| *since);
         match idlest {

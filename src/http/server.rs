@@ -250,23 +250,37 @@ struct Connection {
     server_address: String,
     timeouts: Timeouts,
     shutdown: tokio::sync::watch::Receiver<bool>,
-    /// Every open connection, this one among them once its handshake is done.
+    /// Every open connection, this one among them from its accept.
     open: Arc<super::conn::Open>,
 }
 
 impl Connection {
     async fn run(mut self, tcp: TcpStream, peer: std::net::SocketAddr) {
-        let tls = match tokio::time::timeout(self.timeouts.handshake, self.tls.accept(tcp)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
+        // Open from its accept, so that at the cap a connection still in its handshake can be told to
+        // close: else connections that never finish one (anyone can open them, no credentials asked)
+        // would hold their slots for the whole handshake deadline and push out the clients' own.
+        let activity = Activity::new();
+        let open = self.open.clone();
+        let registered = open.add(activity.clone());
+        let handshake = tokio::time::timeout(self.timeouts.handshake, self.tls.accept(tcp));
+        let tls = tokio::select! {
+            done = handshake => match done {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            },
+            _ = registered.close.notified() => {
+                tracing::debug!(%peer, "closed in its TLS handshake to make room at the connection cap");
                 return;
             }
         };
+        activity.handshaken();
         let session = tls.get_ref().1;
         let identity = session
             .peer_certificates()
@@ -276,9 +290,6 @@ impl Connection {
         // wait, with no deadline, for 24 bytes a silent client never sends.
         let h2 = session.alpn_protocol() == Some(b"h2");
         let info = Arc::new(ConnInfo { identity, peer: Some(peer), server_address: self.server_address.clone() });
-        let activity = Activity::new();
-        let open = self.open.clone();
-        let registered = open.add(activity.clone());
         let (edge, requests) = (self.edge.clone(), activity.clone());
         let svc = service_fn(move |req| {
             let (edge, info, request) = (edge.clone(), info.clone(), requests.begin());
