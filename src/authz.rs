@@ -313,6 +313,88 @@ impl Authorizer {
     }
 }
 
+/// kube's CertificateApproval and CertificateSigning admission: approving a CertificateSigningRequest
+/// through `approval` takes `approve`, and changing its certificate or conditions through `status`
+/// takes `sign`, on its signer: `signers` in `certificates.k8s.io`, named by the request's stored
+/// `signerName` or its domain's `domain/*`. Prepared before the write (the caller's index), checked
+/// on the request as stored, so a write cannot dodge it by naming another signer.
+#[derive(Debug)]
+pub struct SignerCheck {
+    user: User,
+    /// `None` for `system:masters`, who may do anything.
+    index: Option<Arc<RbacIndex>>,
+    /// `approval` or `status`.
+    subresource: &'static str,
+}
+
+/// The subresources of a CertificateSigningRequest that act for its signer.
+const SIGNER_SUBRESOURCES: [&str; 2] = ["approval", "status"];
+
+impl Authorizer {
+    /// The signer check of a write through `subresource` of a CertificateSigningRequest, if it has one.
+    pub async fn signer_check(
+        &self,
+        who: &Identity,
+        cluster: &str,
+        subresource: Option<&str>,
+    ) -> ApiResult<Option<SignerCheck>> {
+        let Some(subresource) = SIGNER_SUBRESOURCES.into_iter().find(|s| Some(*s) == subresource) else {
+            return Ok(None);
+        };
+        let index = if who.is_master() { None } else { Some(self.index(cluster).await?) };
+        Ok(Some(SignerCheck { user: user(who), index, subresource }))
+    }
+}
+
+impl crate::registry::Admit for SignerCheck {
+    fn admit(&self, old: Option<&Value>, new: &Value) -> ApiResult<()> {
+        let (Some(old), Some(index)) = (old, &self.index) else { return Ok(()) };
+        let verb = match self.subresource {
+            "approval" => "approve",
+            // Compared as kube's semantic equality does, to which an empty list is no list.
+            _ if empty_as_none(&old["status"]["certificate"]) == empty_as_none(&new["status"]["certificate"])
+                && empty_as_none(&old["status"]["conditions"]) == empty_as_none(&new["status"]["conditions"]) =>
+            {
+                return Ok(())
+            }
+            _ => "sign",
+        };
+        let signer = old["spec"]["signerName"].as_str().unwrap_or_default();
+        let domain = format!("{}/*", signer.split('/').next().unwrap_or_default());
+        let allows = |name: &str| {
+            let req = Request::Resource {
+                verb,
+                group: "certificates.k8s.io",
+                resource: "signers",
+                subresource: None,
+                namespace: None,
+                name: Some(name),
+            };
+            index.allows(&self.user, &req)
+        };
+        if allows(signer) || allows(&domain) {
+            return Ok(());
+        }
+        let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        Err(crate::status::ApiError::forbidden_object(
+            "certificatesigningrequests",
+            "certificates.k8s.io",
+            name,
+            format!("user not permitted to {verb} requests with signerName {signer:?}"),
+        ))
+    }
+}
+
+/// `None` for a value that is absent, null, or an empty list or string.
+fn empty_as_none(v: &Value) -> Option<&Value> {
+    match v {
+        Value::Null => None,
+        Value::Array(a) if a.is_empty() => None,
+        Value::String(s) if s.is_empty() => None,
+        v => Some(v),
+    }
+}
+
 /// kube's validation of a binding's roleRef: RBAC's group (empty means it), a Role or ClusterRole, a name.
 /// (The authorizer resolves a roleRef by kind and name alone: one naming another group must not be
 /// stored, or `bind` granted on that group would bind an RBAC role.)

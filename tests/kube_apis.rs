@@ -821,6 +821,106 @@ async fn field_subresources_change_only_their_fields() {
 /// once refused it (415) for every kind outside a hand-kept list, webhook configurations and
 /// APIServices among them. The server merges by the markers its OpenAPI publishes, as kubectl
 /// computed the patch from them: a webhook changed by name keeps the fields the patch does not name.
+/// Approving a CertificateSigningRequest takes `approve` on its signer and issuing one `sign`, as kube's
+/// CertificateApproval and CertificateSigning admission have it; and nothing, apply included, changes
+/// the request once made.
+#[tokio::test]
+async fn approving_and_signing_take_the_signers_verbs() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("certs").await;
+    let base = "/clusters/certs";
+    let csrs = format!("{base}/apis/certificates.k8s.io/v1/certificatesigningrequests");
+    let role = |signers: serde_json::Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "approver"},
+            "rules": [{"verbs": ["get", "update", "patch"], "apiGroups": ["certificates.k8s.io"],
+                "resources": ["certificatesigningrequests", "certificatesigningrequests/approval",
+                    "certificatesigningrequests/status"]}, signers]})
+    };
+    let roles = format!("{base}/apis/rbac.authorization.k8s.io/v1/clusterroles");
+    let other = json!({"verbs": ["approve", "sign"], "apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+        "resourceNames": ["example.com/other"]});
+    assert_eq!(s.post(&roles, &role(other)).await.0, StatusCode::CREATED);
+    let token = s.tenant_token("certs", "approver", "approver").await;
+    let auth = format!("Bearer {token}");
+    let as_approver = |path: String, body: serde_json::Value| {
+        let auth = auth.clone();
+        let s = &s;
+        async move {
+            let body = Some(serde_json::to_vec(&body).unwrap());
+            s.req_with(
+                &s.anonymous,
+                reqwest::Method::PUT,
+                &path,
+                Some("application/json"),
+                body,
+                &[("authorization", &auth)],
+            )
+            .await
+        }
+    };
+    let key = rcgen::KeyPair::generate().unwrap();
+    let pem = |name: &str| {
+        let request = rcgen::CertificateParams::new(vec![name.into()]).unwrap().serialize_request(&key).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(request.pem().unwrap())
+    };
+    let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": "c1"},
+        "spec": {"request": pem("c1.example.com"), "signerName": "example.com/signer", "usages": ["client auth"]}});
+    let (code, created) = s.post(&csrs, &csr).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let mut approve = created.clone();
+    approve["status"] =
+        json!({"conditions": [{"type": "Approved", "status": "True", "reason": "Test", "message": "ok"}]});
+    // Naming a signer the approver may approve does not help: the stored request's signer is what counts.
+    approve["spec"]["signerName"] = json!("example.com/other");
+    let (code, err) = as_approver(format!("{csrs}/c1/approval"), approve.clone()).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{err}");
+    assert_eq!(
+        err["message"],
+        "certificatesigningrequests.certificates.k8s.io \"c1\" is forbidden: user not permitted to approve requests with signerName \"example.com/signer\""
+    );
+    let mut issue = created.clone();
+    issue["status"] = json!({"certificate": "Y2VydA=="});
+    let (code, err) = as_approver(format!("{csrs}/c1/status"), issue.clone()).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("user not permitted to sign requests with signerName \"example.com/signer\""),
+        "{err}"
+    );
+    // A status write that changes neither the certificate nor the conditions is no signing.
+    let (code, r) = as_approver(format!("{csrs}/c1/status"), created.clone()).await;
+    assert_eq!(code, StatusCode::OK, "{r}");
+    // `approve` on the signer's domain, `example.com/*`, is enough to approve; signing still is not allowed.
+    let domain = json!({"verbs": ["approve"], "apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+        "resourceNames": ["example.com/*"]});
+    assert_eq!(s.put(&format!("{roles}/approver"), &role(domain)).await.0, StatusCode::OK);
+    let (code, r) = as_approver(format!("{csrs}/c1/approval"), approve).await;
+    assert_eq!(code, StatusCode::OK, "{r}");
+    assert_eq!(
+        (&r["status"]["conditions"][0]["type"], &r["spec"]["signerName"]),
+        (&json!("Approved"), &json!("example.com/signer"))
+    );
+    issue["metadata"]["resourceVersion"] = r["metadata"]["resourceVersion"].clone();
+    assert_eq!(as_approver(format!("{csrs}/c1/status"), issue).await.0, StatusCode::FORBIDDEN);
+    // A server-side apply of another request to the approved one changes nothing of it.
+    let mut changed = csr.clone();
+    changed["spec"]["request"] = json!(pem("evil.example.com"));
+    changed["spec"]["usages"] = json!(["server auth"]);
+    let (code, r) =
+        s.patch(&format!("{csrs}/c1?fieldManager=tool&force=true"), "application/apply-patch+yaml", &changed).await;
+    assert_eq!(code, StatusCode::OK, "{r}");
+    assert_eq!(
+        (&r["spec"]["request"], &r["spec"]["usages"]),
+        (&created["spec"]["request"], &json!(["client auth"])),
+        "{r}"
+    );
+    assert_eq!(r["status"]["conditions"][0]["type"], "Approved", "{r}");
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn a_second_kubectl_apply_patches_every_kind_by_its_merge_keys() {
     common::require_binary("kubectl", "kubectl (./scripts/setup.sh installs it)");

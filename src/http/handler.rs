@@ -657,7 +657,17 @@ async fn resource(
         }
         _ => None,
     };
-    ctx.admit = escalation.as_ref().map(|e| e as &dyn crate::registry::Admit);
+    let signer = match verb {
+        "update" | "patch" if def.group == "certificates.k8s.io" && def.plural == "certificatesigningrequests" => {
+            sh.authz.signer_check(who, &cluster_str, rp.subresource.as_deref()).await?
+        }
+        _ => None,
+    };
+    ctx.admit = match (&escalation, &signer) {
+        (Some(e), _) => Some(e as &dyn crate::registry::Admit),
+        (_, Some(s)) => Some(s as &dyn crate::registry::Admit),
+        _ => None,
+    };
 
     if def.is_virtual() {
         // Reviews and bindings are created at their collection's URL and nothing else: authorization

@@ -1213,6 +1213,34 @@ impl Registry {
         manager: &str,
     ) -> ApiResult<Value> {
         let def = ctx.def;
+        desired = self.keep_server_owned(ctx, current, desired, subresource)?;
+        settle_update(ctx, current, &mut desired, subresource)?;
+        // A binding is the scheduler's, recorded in no field manager's name, as in kube.
+        if !same_object(current, &desired) && subresource != Some("binding") {
+            patch::managed::record_update(
+                Some(current),
+                &mut desired,
+                manager,
+                &def.api_version(),
+                &now_rfc3339(),
+                subresource,
+                &kind_key(def),
+            );
+        }
+        Ok(desired)
+    }
+
+    /// What an update, a patch or an apply may not change, taken from the current object: the status
+    /// through the main resource, the main resource through a subresource, what is published, a
+    /// CertificateSigningRequest's request, a LogicalCluster's shard; then admission.
+    fn keep_server_owned(
+        &self,
+        ctx: &Ctx<'_>,
+        current: &Value,
+        mut desired: Value,
+        subresource: Option<&str>,
+    ) -> ApiResult<Value> {
+        let def = ctx.def;
         if let Some(next) = subresource.and_then(|s| through_subresource(s, current, &desired)) {
             desired = next;
         } else if def.status {
@@ -1240,19 +1268,6 @@ impl Registry {
                     desired["spec"]["shard"] = json!(shard);
                 }
             }
-        }
-        settle_update(ctx, current, &mut desired, subresource)?;
-        // A binding is the scheduler's, recorded in no field manager's name, as in kube.
-        if !same_object(current, &desired) && subresource != Some("binding") {
-            patch::managed::record_update(
-                Some(current),
-                &mut desired,
-                manager,
-                &def.api_version(),
-                &now_rfc3339(),
-                subresource,
-                &kind_key(def),
-            );
         }
         Ok(desired)
     }
@@ -1477,20 +1492,8 @@ impl Registry {
                     return Err(ApiError::bad_request("metadata.name cannot be changed by a patch"));
                 }
                 let desired = if patch_type == PatchType::Apply {
-                    // apply() already recorded managed fields; keep server metadata and status rules.
-                    let mut d = patched;
-                    if let Some(next) = subresource.and_then(|s| through_subresource(s, current, &d)) {
-                        d = next;
-                    } else if def.status && subresource.is_none() {
-                        if let Some(s) = current.get("status") {
-                            d["status"] = s.clone();
-                        }
-                        super::convert::keep_stored_status(def, current, &mut d);
-                    }
-                    if let Some(a) = ctx.admit {
-                        a.admit(Some(current), &d)?;
-                    }
-                    self.keep_published(def, &mut d);
+                    // apply() already recorded managed fields; keep what the server owns.
+                    let mut d = self.keep_server_owned(ctx, current, patched, subresource)?;
                     settle_update(ctx, current, &mut d, subresource)?;
                     d
                 } else {
