@@ -1931,7 +1931,8 @@ pub fn custom_columns(cols: &[Value]) -> Vec<Value> {
 }
 
 /// A cell value typed per the column, as the CRD table convertor does; mismatches are null.
-fn typed_cell(ty: &str, v: &Value, now: DateTime<Utc>) -> Value {
+/// A cell of a printer column of type `ty` showing `v`; text is cut at `cap` bytes.
+fn typed_cell(ty: &str, v: &Value, now: DateTime<Utc>, cap: usize) -> Value {
     match (ty, v) {
         (_, Value::Null) => Value::Null,
         ("integer", Value::Number(n)) => {
@@ -1944,10 +1945,61 @@ fn typed_cell(ty: &str, v: &Value, now: DateTime<Utc>) -> Value {
             None => json!("<invalid>"),
         },
         // String columns print whatever the path finds, like kubectl's jsonpath printer.
-        ("string", Value::String(x)) => json!(x),
-        ("string", other) => json!(other.to_string()),
+        ("string", Value::String(x)) => json!(within(x, cap)),
+        ("string", other) => json!(json_within(other, cap)),
         _ => Value::Null,
     }
+}
+
+/// Most bytes of text the cells of one custom resource's row hold: a CRD's printer columns are many
+/// as its author likes, each may print a whole object as text, and each row is built before it is
+/// sent, so ten thousand columns printing a 1 MiB spec would build 10 GiB for one row. A row of real
+/// columns takes some hundreds of bytes.
+const ROW_TEXT_BYTES: usize = 256 * 1024;
+
+/// `text` cut to at most `cap` bytes (at a character's edge), ending in `...` when cut.
+fn within(text: &str, cap: usize) -> String {
+    if text.len() <= cap {
+        return text.to_string();
+    }
+    let mut end = cap.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+/// `v` as JSON text, written no further than `cap` bytes (and cut as [`within`] cuts).
+fn json_within(v: &Value, cap: usize) -> String {
+    /// A writer that takes bytes up to its cap and then fails, which ends the serialization.
+    struct Capped(Vec<u8>, usize);
+    impl std::io::Write for Capped {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            let room = self.1.saturating_sub(self.0.len());
+            if data.len() > room {
+                self.0.extend_from_slice(&data[..room]);
+                return Err(std::io::Error::other("past the cap"));
+            }
+            self.0.extend_from_slice(data);
+            Ok(data.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // One byte more than the cap tells a cut text from one that fits exactly.
+    let mut out = Capped(Vec::new(), cap.saturating_add(1));
+    let _ = serde_json::to_writer(&mut out, v);
+    let text = match String::from_utf8(out.0) {
+        Ok(t) => t,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+    };
+    within(&text, cap)
 }
 
 /// One row for a custom resource: Name, then one cell per additional printer column
@@ -1962,13 +2014,16 @@ pub fn custom_row(cols: &[Value], obj: &Value, include: IncludeObject, now: Date
         cols
     };
     let mut cells = vec![name(obj)];
+    let mut left = ROW_TEXT_BYTES;
     for c in cols {
         let ty = s(c, &["type"]);
         let found = parse_path(s(c, &["jsonPath"])).map(|steps| eval_path(obj, &steps)).unwrap_or_default();
-        cells.push(match found.first() {
-            Some(v) => typed_cell(ty, v, now),
+        let cell = match found.first() {
+            Some(v) => typed_cell(ty, v, now, left),
             None => Value::Null,
-        });
+        };
+        left = left.saturating_sub(cell.as_str().map_or(8, str::len));
+        cells.push(cell);
     }
     make_row(cells, obj, include)
 }
@@ -2621,6 +2676,25 @@ mod tests {
         let t = custom_table(&cols, &[obj], json!({"resourceVersion": "5"}), IncludeObject::None, true, now());
         assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 11);
         assert_eq!(t["rows"][0]["cells"][1], json!(3));
+    }
+
+    #[test]
+    fn a_row_of_custom_columns_holds_a_bounded_text() {
+        // Ten thousand columns each printing a 400 KB spec would be 4 GB of text for one row.
+        let cols: Vec<Value> =
+            (0..10_000).map(|i| json!({"name": format!("c{i}"), "type": "string", "jsonPath": ".spec"})).collect();
+        let obj = json!({"metadata": {"name": "w"}, "spec": {"blob": "é".repeat(200_000)}});
+        let r = custom_row(&cols, &obj, IncludeObject::None, now());
+        let cells = r["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 10_001);
+        let text: usize = cells.iter().filter_map(Value::as_str).map(str::len).sum();
+        assert!(text < ROW_TEXT_BYTES + 10_001 * 3, "{text} bytes of text in one row");
+        let first = cells[1].as_str().unwrap();
+        assert!(first.starts_with("{\"blob\":\"éé") && first.ends_with("..."), "cut and marked");
+        // What fits is printed whole.
+        assert_eq!(within("short", 10), "short");
+        assert_eq!(json_within(&json!({"a": 1}), 7), "{\"a\":1}");
+        assert_eq!(json_within(&json!({"a": 12}), 7), "{\"a\"...");
     }
 
     #[test]
