@@ -4,8 +4,10 @@
 //!
 //! Memory: the index keeps what CRDs serve (names, scope, versions, printer columns), a few hundred bytes
 //! per CRD, and nothing for clusters without CRDs. Schemas, which can be large, and the discovery and
-//! OpenAPI documents built from them live in caches of at most about `CAPACITY` entries each, which evict
-//! by S3-FIFO (as the RBAC cache does), and are read again from the store when needed.
+//! OpenAPI documents built from them live in caches of about `CAPACITY` entries and at most
+//! `CAPACITY_BYTES` each (a tenant's CRDs decide their size, up to etcd's 1.5 MiB each, so a count
+//! alone would let a thousand clusters' large schemas hold gigabytes), which evict by S3-FIFO (as the
+//! RBAC cache does), and are read again from the store when needed.
 
 pub mod define;
 pub mod schema;
@@ -25,8 +27,15 @@ use crate::status::{ApiError, ApiResult};
 use crate::storage::{keys, KeyValue, RangeRequest, Revision, StoreError, WatchEvent};
 pub use define::{Crd, CLEANUP_FINALIZER};
 
-/// Most entries each bounded cache holds.
+/// About the most entries each bounded cache holds.
 const CAPACITY: usize = 1_000;
+/// The most bytes each bounded cache holds.
+const CAPACITY_BYTES: u64 = 256 << 20;
+/// The most bytes of OpenAPI documents one cluster's entry keeps; past it, a document is built again
+/// each time it is asked for (at the cost of that cluster's requests).
+const CLUSTER_DOCS_BYTES: usize = 16 << 20;
+/// What a parsed JSON tree takes for each byte of its text, about.
+const TREE_FACTOR: usize = 4;
 /// CRDs read per page while loading.
 const PAGE: usize = 500;
 /// How long a CRD write waits for the index to see it before answering anyway.
@@ -85,6 +94,8 @@ pub struct ClusterDocs {
     /// OpenAPI v3 documents by group-version path, built on first request. A std mutex: held only to
     /// look up or insert, never while a document is built.
     openapi: Mutex<HashMap<String, OpenApiDoc>>,
+    /// The bytes this entry holds, about: its discovery, and the documents kept so far.
+    bytes: std::sync::atomic::AtomicUsize,
 }
 
 impl ClusterDocs {
@@ -93,9 +104,34 @@ impl ClusterDocs {
         self.openapi.lock().expect("openapi lock").get(gv).cloned()
     }
 
-    /// Keep a built document.
-    pub fn keep_openapi(&self, gv: &str, doc: OpenApiDoc) {
-        self.openapi.lock().expect("openapi lock").insert(gv.to_string(), doc);
+    /// Keep a built document, unless the entry holds [`CLUSTER_DOCS_BYTES`] of them already; whether
+    /// it was kept (then the entry weighs more: see [`CrdIndex::docs_grew`]).
+    pub fn keep_openapi(&self, gv: &str, doc: OpenApiDoc) -> bool {
+        use std::sync::atomic::Ordering;
+        let mut kept = self.openapi.lock().expect("openapi lock");
+        let held: usize = kept.values().map(|(d, h)| d.len() + h.len()).sum();
+        if held + doc.0.len() > CLUSTER_DOCS_BYTES {
+            return false;
+        }
+        self.bytes.fetch_add(doc.0.len() + doc.1.len() + gv.len(), Ordering::Relaxed);
+        kept.insert(gv.to_string(), doc);
+        true
+    }
+}
+
+/// Weighs cache entries by the bytes they hold (never 0).
+#[derive(Clone)]
+struct Bytes;
+
+impl quick_cache::Weighter<Box<str>, Arc<ClusterDocs>> for Bytes {
+    fn weight(&self, cluster: &Box<str>, docs: &Arc<ClusterDocs>) -> u64 {
+        (64 + cluster.len() + docs.bytes.load(std::sync::atomic::Ordering::Relaxed)) as u64
+    }
+}
+
+impl quick_cache::Weighter<(Box<str>, Box<str>), Arc<Schemas>> for Bytes {
+    fn weight(&self, (cluster, crd): &(Box<str>, Box<str>), schemas: &Arc<Schemas>) -> u64 {
+        (64 + cluster.len() + crd.len() + schemas.bytes) as u64
     }
 }
 
@@ -103,6 +139,8 @@ impl ClusterDocs {
 struct Schemas {
     revision: Revision,
     by_version: HashMap<String, Arc<Value>>,
+    /// What the trees take, about.
+    bytes: usize,
 }
 
 /// Every cluster's CRDs, kept current by a store watch.
@@ -115,8 +153,8 @@ pub struct CrdIndex {
     seen: watch::Sender<Revision>,
     /// Sharded caches whose shard locks are held only for a lookup or an insert, never while a
     /// document is built or a schema read.
-    docs: quick_cache::sync::Cache<Box<str>, Arc<ClusterDocs>>,
-    schemas: quick_cache::sync::Cache<(Box<str>, Box<str>), Arc<Schemas>>,
+    docs: quick_cache::sync::Cache<Box<str>, Arc<ClusterDocs>, Bytes>,
+    schemas: quick_cache::sync::Cache<(Box<str>, Box<str>), Arc<Schemas>, Bytes>,
     /// CRDs whose objects need deleting, for the cleanup task.
     cleanup: mpsc::UnboundedSender<(String, String)>,
     cleanup_rx: Mutex<Option<mpsc::UnboundedReceiver<(String, String)>>>,
@@ -130,8 +168,8 @@ impl CrdIndex {
             registry,
             state: RwLock::new(State::default()),
             seen: watch::channel(0).0,
-            docs: quick_cache::sync::Cache::new(CAPACITY),
-            schemas: quick_cache::sync::Cache::new(CAPACITY),
+            docs: quick_cache::sync::Cache::with_weighter(CAPACITY, CAPACITY_BYTES, Bytes),
+            schemas: quick_cache::sync::Cache::with_weighter(CAPACITY, CAPACITY_BYTES, Bytes),
             cleanup: tx,
             cleanup_rx: Mutex::new(Some(rx)),
         })
@@ -328,13 +366,24 @@ impl CrdIndex {
             (stamp, custom)
         };
         let builtins: Vec<Arc<ResourceDef>> = resources::for_cluster(cluster).cloned().collect();
+        // Discovery takes some hundreds of bytes a resource.
+        let bytes = (builtins.len() + custom.len()) * 512;
         let docs = Arc::new(ClusterDocs {
             stamp,
             discovery: Discovery::build(builtins.iter().chain(custom.iter())),
             openapi: Mutex::new(HashMap::new()),
+            bytes: bytes.into(),
         });
         self.docs.insert(cluster.into(), docs.clone());
         Some(docs)
+    }
+
+    /// `docs` kept another document: weigh its entry again (an entry's weight is taken as it goes in),
+    /// if it is still the cluster's.
+    pub fn docs_grew(&self, cluster: &str, docs: &Arc<ClusterDocs>) {
+        if self.docs.get(cluster).is_some_and(|d| Arc::ptr_eq(&d, docs)) {
+            self.docs.insert(cluster.into(), docs.clone());
+        }
     }
 }
 
@@ -362,7 +411,7 @@ impl CrdIndex {
             .flatten()
             .filter_map(|v| Some((v["name"].as_str()?.to_string(), Arc::new(v["schema"]["openAPIV3Schema"].clone()))))
             .collect();
-        let s = Arc::new(Schemas { revision: kv.mod_revision, by_version });
+        let s = Arc::new(Schemas { revision: kv.mod_revision, by_version, bytes: kv.value.len() * TREE_FACTOR });
         self.schemas.insert(cache_key, s.clone());
         Ok(s.by_version.get(&def.version).cloned())
     }
@@ -530,4 +579,29 @@ pub fn prefixes_defined<'a>(
             None => Some(keys::collection(&registry.prefix, &crd.group, &crd.plural, Some(cluster), None)),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clusters_documents_are_kept_up_to_a_bound_and_weigh_what_they_hold() {
+        let docs = ClusterDocs {
+            stamp: (1, 1),
+            discovery: Discovery::build(std::iter::empty()),
+            openapi: Mutex::new(HashMap::new()),
+            bytes: 100.into(),
+        };
+        let doc = |n: usize| (Arc::new(vec![b' '; n]), "hash".to_string());
+        let weigh = |d: &Arc<ClusterDocs>| quick_cache::Weighter::weight(&Bytes, &Box::from("c"), d);
+        let docs = Arc::new(docs);
+        assert_eq!(weigh(&docs), 165);
+        assert!(docs.keep_openapi("apis/a/v1", doc(10 << 20)));
+        assert!(weigh(&docs) > 10 << 20);
+        // Past the bound a document is not kept: it is built again when asked for.
+        assert!(!docs.keep_openapi("apis/b/v1", doc(7 << 20)));
+        assert!(docs.openapi("apis/b/v1").is_none() && docs.openapi("apis/a/v1").is_some());
+        assert!(docs.keep_openapi("apis/c/v1", doc(1 << 20)));
+    }
 }

@@ -453,7 +453,11 @@ async fn openapi_bytes(state: &AppState, sh: &Serving, cluster: &str, gv: &str) 
     let hash = crate::openapi::doc_hash(&bytes);
     let entry = (Arc::new(bytes), hash);
     match &own {
-        Some(docs) => docs.keep_openapi(gv, entry.clone()),
+        Some(docs) => {
+            if docs.keep_openapi(gv, entry.clone()) {
+                sh.crds.docs_grew(cluster, docs);
+            }
+        }
         None => {
             state.openapi.insert((root, gv.to_string()), entry.clone());
         }
