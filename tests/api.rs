@@ -529,6 +529,35 @@ async fn status_writes_are_checked_as_kube_checks_them() {
         o["details"]["causes"][0]["message"],
         "Invalid value: cannot disable the terminal Complete=True condition"
     );
+    // A pod that never restarts keeps its finished containers finished; what a kubelet writes of its
+    // IPs is stored as kube stores it, the list following the single field, and the QoS class stays.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}});
+    let (code, o) = s.post("/api/v1/namespaces/default/pods", &pod).await;
+    assert_eq!(code, StatusCode::CREATED, "{o}");
+    let pod_status = "/api/v1/namespaces/default/pods/p/status";
+    let finished = json!({"status": {"phase": "Succeeded", "podIP": "10.0.0.7", "hostIP": "192.168.0.3",
+        "containerStatuses": [{"name": "c", "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0}}}]}});
+    let (code, o) = s.patch(pod_status, merge, &finished).await;
+    assert_eq!(code, StatusCode::OK, "{o}");
+    assert_eq!(
+        (&o["status"]["podIPs"], &o["status"]["hostIPs"], &o["status"]["qosClass"]),
+        (&json!([{"ip": "10.0.0.7"}]), &json!([{"ip": "192.168.0.3"}]), &json!("BestEffort"))
+    );
+    let again = json!({"status": {"containerStatuses": [{"name": "c", "image": "busybox", "imageID": "",
+        "ready": true, "restartCount": 1, "state": {"running": {}}}], "qosClass": "Guaranteed"}});
+    let (code, o) = s.patch(pod_status, merge, &again).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{o}");
+    let messages: Vec<&str> =
+        o["details"]["causes"].as_array().unwrap().iter().map(|c| c["message"].as_str().unwrap()).collect();
+    assert_eq!(
+        messages,
+        [
+            "Forbidden: may not be transitioned to non-terminated state",
+            "Invalid value: \"Guaranteed\": field is immutable"
+        ]
+    );
     s.stop().await;
 }
 

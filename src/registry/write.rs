@@ -2175,6 +2175,16 @@ fn through_subresource(subresource: &str, current: &Value, desired: &Value) -> O
                 // A signer writes the certificate and its own conditions; the decision is the approver's.
                 keep_decisions(current, &mut next);
             }
+            if current["kind"] == "Pod" && next["status"].is_object() {
+                // As kube's pod status strategy and conversion: a status without a QoS class keeps the
+                // stored one, and the IP lists follow their single fields.
+                if next["status"]["qosClass"].as_str().is_none_or(str::is_empty) {
+                    if let Some(qos) = current["status"].get("qosClass") {
+                        next["status"]["qosClass"] = qos.clone();
+                    }
+                }
+                super::validation::normalize_pod_ips(&mut next["status"]);
+            }
         }
         "ephemeralcontainers" => take(&mut next, &["spec", "ephemeralContainers"]),
         "approval" => {

@@ -71,7 +71,7 @@ use storage::*;
 use volumes::*;
 use workloads::*;
 
-pub use status::status_errors;
+pub use status::{normalize_pod_ips, status_errors};
 pub use update::update_errors;
 
 /// The kinds holding a checked struct; other kinds are not walked at all.

@@ -85,6 +85,7 @@ pub fn status_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
                 }
             }
         }
+        "Pod" => pod_status_errors(old, new, &mut causes),
         "CertificateSigningRequest" => {
             // The signer sets the certificate once; a holder of status rights may not swap it.
             let given = |v: &Value| v["status"]["certificate"].as_str().filter(|c| !c.is_empty()).map(str::to_string);
@@ -95,6 +96,160 @@ pub fn status_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
         _ => {}
     }
     causes
+}
+
+/// kube's `ValidatePodStatusUpdate`, less what a pod's status write cannot reach (its spec is the
+/// stored one): a finished container stays finished where the pod does not restart it, the QoS
+/// class stays, a nominated node is a node's name, and pod and host IPs are IPs, one a family.
+fn pod_status_errors(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    let (status, policy) = (&new["status"], old["spec"]["restartPolicy"].as_str().unwrap_or("Always"));
+    let restartable_init = |name: &str| {
+        old["spec"]["initContainers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["name"] == name)
+            .is_some_and(|c| c["restartPolicy"] == "Always")
+    };
+    for (field, policy, sidecars) in [
+        ("containerStatuses", policy, false),
+        ("initContainerStatuses", policy, true),
+        ("ephemeralContainerStatuses", "Never", false),
+    ] {
+        if policy == "Always" {
+            continue;
+        }
+        let olds = old["status"][field].as_array().map_or(&[][..], Vec::as_slice);
+        let news = status[field].as_array().map_or(&[][..], Vec::as_slice);
+        for (i, was) in olds.iter().enumerate() {
+            let Some(done) = was["state"].get("terminated").filter(|t| t.is_object()) else { continue };
+            let name = was["name"].as_str().unwrap_or_default();
+            if (policy == "OnFailure" && done["exitCode"].as_i64().unwrap_or(0) != 0)
+                || (sidecars && restartable_init(name))
+            {
+                continue;
+            }
+            // kube's path counts in the old list, and names each new status of that name left running.
+            for is in news.iter().filter(|n| n["name"] == was["name"]) {
+                if !is["state"].get("terminated").is_some_and(Value::is_object) {
+                    let at = format!("status.{field}[{i}].state");
+                    forbidden(causes, &at, "may not be transitioned to non-terminated state");
+                }
+            }
+        }
+    }
+    let qos = |v: &Value| v["status"]["qosClass"].as_str().unwrap_or_default().to_string();
+    if qos(new) != qos(old) {
+        let shown = crate::meta::go_quote(&qos(new));
+        invalid(causes, "status.qosClass".into(), shown, "field is immutable");
+    }
+    let nominated = status["nominatedNodeName"].as_str().unwrap_or_default();
+    if !nominated.is_empty() && old["status"]["nominatedNodeName"].as_str() != Some(nominated) {
+        for why in crate::meta::dns1123_subdomain_errors(nominated) {
+            invalid(causes, "status.nominatedNodeName".into(), crate::meta::go_quote(nominated), &why);
+        }
+    }
+    for (field, single) in [("podIPs", "podIP"), ("hostIPs", "hostIP")] {
+        ips_errors(&old["status"][field], status, field, single, causes);
+    }
+}
+
+/// kube's `validatePodIPs` and `validateHostIPs`: each entry an IP (as Go parses one, leading zeros
+/// and all, unless the stored status had it already), at most one of each family; and a host's first
+/// IP is its `hostIP`.
+fn ips_errors(old: &Value, status: &Value, field: &str, single: &str, causes: &mut Vec<Cause>) {
+    let ips: Vec<&str> =
+        status[field].as_array().into_iter().flatten().map(|e| e["ip"].as_str().unwrap_or_default()).collect();
+    if ips.is_empty() {
+        return;
+    }
+    let known: Vec<&str> = old.as_array().into_iter().flatten().filter_map(|e| e["ip"].as_str()).collect();
+    if field == "hostIPs" && status[single].as_str().unwrap_or_default() != ips[0] {
+        invalid(causes, format!("status.{field}[0].ip"), crate::meta::go_quote(ips[0]), "must be equal to `hostIP`");
+    }
+    let mut families = Vec::new();
+    for (i, ip) in ips.iter().enumerate() {
+        match go_ip(ip) {
+            Some(a) => families.push(a.is_ipv4()),
+            None if known.contains(ip) => {}
+            None => invalid(
+                causes,
+                format!("status.{field}[{i}]"),
+                crate::meta::go_quote(ip),
+                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+            ),
+        }
+    }
+    let dual = ips.len() == 2 && families.len() == 2 && families[0] != families[1];
+    if ips.len() > 1 && !dual && families.len() == ips.len() {
+        // Go's `%#v` of the list, as kube prints a value that is neither a string nor a number.
+        let entries: Vec<String> =
+            ips.iter().map(|ip| format!("core.{}{{IP:{}}}", go_type(field), go_str(ip))).collect();
+        let shown = format!("[]core.{}{{{}}}", go_type(field), entries.join(", "));
+        invalid(causes, format!("status.{field}"), shown, "may specify no more than one IP for each IP family");
+    }
+}
+
+/// The Go type of one entry of `podIPs` or `hostIPs`.
+fn go_type(field: &str) -> &'static str {
+    if field == "podIPs" {
+        "PodIP"
+    } else {
+        "HostIP"
+    }
+}
+
+/// Go's `%#v` of a string.
+fn go_str(s: &str) -> String {
+    crate::meta::go_quote(s)
+}
+
+/// An IP as Go's `ParseIPSloppy` reads one: IPv4 parts may have leading zeros (read as decimal), and an
+/// IPv4-mapped IPv6 address is IPv4.
+fn go_ip(s: &str) -> Option<std::net::IpAddr> {
+    use std::net::IpAddr;
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        });
+    }
+    let parts: Vec<&str> = s.split('.').collect();
+    let octets: Option<Vec<u8>> = parts
+        .iter()
+        .map(|p| {
+            (!p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit())).then(|| p.parse().ok()).flatten()
+        })
+        .collect();
+    match octets.as_deref() {
+        Some([a, b, c, d]) => Some(IpAddr::from([*a, *b, *c, *d])),
+        _ => None,
+    }
+}
+
+/// What kube's conversion of a pod status from v1 makes of its IPs, stored as kube stores them: the
+/// single field is authoritative, so `podIPs` (`hostIPs`) becomes it alone when it is set and the
+/// list is empty or starts elsewhere.
+pub fn normalize_pod_ips(status: &mut Value) {
+    if !status.is_object() {
+        return;
+    }
+    for (field, single) in [("podIPs", "podIP"), ("hostIPs", "hostIP")] {
+        let Some(one) = status[single].as_str().filter(|s| !s.is_empty()).map(str::to_string) else { continue };
+        let first = status[field].as_array().and_then(|l| l.first()).map(|e| e["ip"].clone());
+        if first.as_ref().and_then(Value::as_str) != Some(one.as_str()) {
+            status[field] = serde_json::json!([{"ip": one}]);
+        }
+    }
+    for (field, single) in [("podIPs", "podIP"), ("hostIPs", "hostIP")] {
+        // And back: the single field is the list's first.
+        if let Some(first) = status[field].as_array().and_then(|l| l.first()).and_then(|e| e["ip"].as_str()) {
+            if status.get(single).and_then(Value::as_str).is_none_or(str::is_empty) {
+                let first = first.to_string();
+                status[single] = Value::String(first);
+            }
+        }
+    }
 }
 
 /// Each of `fields` of `status` that is a negative number.
@@ -149,6 +304,97 @@ mod tests {
 
     fn messages(kind: &str, old: Value, new: Value) -> Vec<String> {
         status_errors(kind, &old, &new).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+    }
+
+    #[test]
+    fn a_finished_container_stays_finished_where_the_pod_does_not_restart_it() {
+        let terminated = |code: i64| json!({"terminated": {"exitCode": code}});
+        let running = json!({"running": {}});
+        let pod = |policy: &str, statuses: Value| {
+            json!({"spec": {"restartPolicy": policy, "initContainers": [{"name": "side", "restartPolicy": "Always"}]},
+                "status": {"qosClass": "BestEffort", "containerStatuses": statuses.clone(), "initContainerStatuses": statuses}})
+        };
+        let done = json!([{"name": "a", "state": terminated(0)}, {"name": "b", "state": terminated(1)}, {"name": "side", "state": terminated(0)}]);
+        let again = json!([{"name": "b", "state": running}, {"name": "a", "state": running}, {"name": "side", "state": running}]);
+        assert_eq!(
+            messages("Pod", pod("Never", done.clone()), pod("Never", again.clone())),
+            [
+                "status.containerStatuses[0].state: Forbidden: may not be transitioned to non-terminated state",
+                "status.containerStatuses[1].state: Forbidden: may not be transitioned to non-terminated state",
+                "status.containerStatuses[2].state: Forbidden: may not be transitioned to non-terminated state",
+                "status.initContainerStatuses[0].state: Forbidden: may not be transitioned to non-terminated state",
+                "status.initContainerStatuses[1].state: Forbidden: may not be transitioned to non-terminated state",
+            ],
+            "a sidecar init container restarts; a regular container of the same name does not"
+        );
+        // OnFailure restarts the one that failed; Always restarts every one.
+        let on_failure = messages("Pod", pod("OnFailure", done.clone()), pod("OnFailure", again.clone()));
+        assert_eq!(on_failure.len(), 3, "{on_failure:?}");
+        assert!(on_failure[0].starts_with("status.containerStatuses[0]"));
+        assert!(messages("Pod", pod("Always", done.clone()), pod("Always", again)).is_empty());
+        // Staying finished, or a status gone, is fine.
+        assert!(messages("Pod", pod("Never", done.clone()), pod("Never", done)).is_empty());
+    }
+
+    #[test]
+    fn pod_ips_qos_and_nominated_nodes_are_checked_as_kube_checks_them() {
+        let old = json!({"spec": {}, "status": {"qosClass": "Burstable", "podIPs": [{"ip": "bogus"}]}});
+        let with = |status: Value| {
+            let mut s = json!({"qosClass": "Burstable"});
+            s.as_object_mut().unwrap().extend(status.as_object().unwrap().clone());
+            json!({"spec": {}, "status": s})
+        };
+        let ok = [
+            json!({"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]}),
+            // Go reads leading zeros; an invalid IP the stored status had already is kept.
+            json!({"podIPs": [{"ip": "010.000.000.001"}]}),
+            json!({"podIPs": [{"ip": "bogus"}]}),
+            json!({"hostIP": "10.0.0.2", "hostIPs": [{"ip": "10.0.0.2"}]}),
+            json!({"nominatedNodeName": "node-1.example"}),
+        ];
+        for status in ok {
+            assert!(messages("Pod", old.clone(), with(status.clone())).is_empty(), "{status}");
+        }
+        assert_eq!(
+            messages("Pod", old.clone(), with(json!({"podIPs": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}, {"ip": "nope"}]}))),
+            ["status.podIPs[2]: Invalid value: \"nope\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"]
+        );
+        assert_eq!(
+            messages("Pod", old.clone(), with(json!({"podIPs": [{"ip": "10.0.0.1"}, {"ip": "::ffff:10.0.0.2"}]}))),
+            ["status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:\"10.0.0.1\"}, core.PodIP{IP:\"::ffff:10.0.0.2\"}}: may specify no more than one IP for each IP family"]
+        );
+        assert_eq!(
+            messages("Pod", old.clone(), with(json!({"hostIP": "10.0.0.9", "hostIPs": [{"ip": "10.0.0.2"}]}))),
+            ["status.hostIPs[0].ip: Invalid value: \"10.0.0.2\": must be equal to `hostIP`"]
+        );
+        let qos = json!({"spec": {}, "status": {"qosClass": "Guaranteed"}});
+        assert_eq!(
+            messages("Pod", old.clone(), qos),
+            ["status.qosClass: Invalid value: \"Guaranteed\": field is immutable"]
+        );
+        let nominated = messages("Pod", old, with(json!({"nominatedNodeName": "Node_1"})));
+        assert_eq!(nominated.len(), 1);
+        assert!(
+            nominated[0]
+                .starts_with("status.nominatedNodeName: Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain"),
+            "{nominated:?}"
+        );
+    }
+
+    #[test]
+    fn a_pods_ip_lists_follow_their_single_fields() {
+        let mut status = json!({"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.2"}, {"ip": "fd00::2"}], "hostIPs": [{"ip": "10.1.0.1"}]});
+        normalize_pod_ips(&mut status);
+        assert_eq!(
+            status,
+            json!({"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}], "hostIP": "10.1.0.1", "hostIPs": [{"ip": "10.1.0.1"}]})
+        );
+        let mut status = json!({"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]});
+        let same = status.clone();
+        normalize_pod_ips(&mut status);
+        assert_eq!(status, same);
+        let mut not_an_object = json!("x");
+        normalize_pod_ips(&mut not_an_object);
     }
 
     #[test]
