@@ -123,9 +123,14 @@ impl ClusterDocs {
 #[derive(Clone)]
 struct Bytes;
 
-impl quick_cache::Weighter<Box<str>, Arc<ClusterDocs>> for Bytes {
-    fn weight(&self, cluster: &Box<str>, docs: &Arc<ClusterDocs>) -> u64 {
-        (64 + cluster.len() + docs.bytes.load(std::sync::atomic::Ordering::Relaxed)) as u64
+/// A cluster's documents with what they weighed when they went into the cache: a weight must not
+/// change while its entry is in (the cache subtracts it again on the way out), and the documents
+/// grow, so a grown entry goes in again (see [`CrdIndex::docs_grew`]).
+type Weighed = (Arc<ClusterDocs>, usize);
+
+impl quick_cache::Weighter<Box<str>, Weighed> for Bytes {
+    fn weight(&self, cluster: &Box<str>, (_, bytes): &Weighed) -> u64 {
+        (64 + cluster.len() + bytes) as u64
     }
 }
 
@@ -153,7 +158,7 @@ pub struct CrdIndex {
     seen: watch::Sender<Revision>,
     /// Sharded caches whose shard locks are held only for a lookup or an insert, never while a
     /// document is built or a schema read.
-    docs: quick_cache::sync::Cache<Box<str>, Arc<ClusterDocs>, Bytes>,
+    docs: quick_cache::sync::Cache<Box<str>, Weighed, Bytes>,
     schemas: quick_cache::sync::Cache<(Box<str>, Box<str>), Arc<Schemas>, Bytes>,
     /// CRDs whose objects need deleting, for the cleanup task.
     cleanup: mpsc::UnboundedSender<(String, String)>,
@@ -359,7 +364,7 @@ impl CrdIndex {
             let st = self.read();
             let crds = st.clusters.get(cluster)?;
             let stamp = (crds.values().map(|c| c.revision).max().unwrap_or(0), crds.len());
-            if let Some(d) = self.docs.get(cluster).filter(|d| d.stamp == stamp) {
+            if let Some((d, _)) = self.docs.get(cluster).filter(|(d, _)| d.stamp == stamp) {
                 return Some(d);
             }
             let custom: Vec<Arc<ResourceDef>> = crds.values().flat_map(|c| c.defs()).map(Arc::new).collect();
@@ -374,15 +379,16 @@ impl CrdIndex {
             openapi: Mutex::new(HashMap::new()),
             bytes: bytes.into(),
         });
-        self.docs.insert(cluster.into(), docs.clone());
+        self.docs.insert(cluster.into(), (docs.clone(), bytes));
         Some(docs)
     }
 
     /// `docs` kept another document: weigh its entry again (an entry's weight is taken as it goes in),
     /// if it is still the cluster's.
     pub fn docs_grew(&self, cluster: &str, docs: &Arc<ClusterDocs>) {
-        if self.docs.get(cluster).is_some_and(|d| Arc::ptr_eq(&d, docs)) {
-            self.docs.insert(cluster.into(), docs.clone());
+        if self.docs.get(cluster).is_some_and(|(d, _)| Arc::ptr_eq(&d, docs)) {
+            let bytes = docs.bytes.load(std::sync::atomic::Ordering::Relaxed);
+            self.docs.insert(cluster.into(), (docs.clone(), bytes));
         }
     }
 }
@@ -594,7 +600,10 @@ mod tests {
             bytes: 100.into(),
         };
         let doc = |n: usize| (Arc::new(vec![b' '; n]), "hash".to_string());
-        let weigh = |d: &Arc<ClusterDocs>| quick_cache::Weighter::weight(&Bytes, &Box::from("c"), d);
+        let weigh = |d: &Arc<ClusterDocs>| {
+            let bytes = d.bytes.load(std::sync::atomic::Ordering::Relaxed);
+            quick_cache::Weighter::weight(&Bytes, &Box::from("c"), &(d.clone(), bytes))
+        };
         let docs = Arc::new(docs);
         assert_eq!(weigh(&docs), 165);
         assert!(docs.keep_openapi("apis/a/v1", doc(10 << 20)));
