@@ -173,6 +173,31 @@ pub fn qualified_name_errors(key: &str) -> Vec<String> {
     errs
 }
 
+/// The deepest nesting of objects and arrays a stored object may have: what `serde_json` reads back
+/// (its recursion limit), so every object written can be read. A request body deeper than that fails
+/// to parse; a patch or defaults could build one.
+pub const MAX_NESTING: usize = 127;
+
+/// How deeply `v` nests objects and arrays (a scalar is 0, `{}` is 1), counted no further than just
+/// past `max`, without recursion: a value too deep for the stack is what this guards against.
+pub fn nesting(v: &Value, max: usize) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(m) => Box::new(m.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth);
+        if deepest > max {
+            return deepest;
+        }
+        stack.extend(children.filter(|c| c.is_array() || c.is_object()).map(|c| (c, depth + 1)));
+    }
+    deepest
+}
+
 /// Go's `%q` of a string (`strconv.Quote`), as kube shows a refused value: quotes and backslashes
 /// escaped, C's short escapes for the control characters that have one, `\xNN` for the other ASCII
 /// ones, `\uNNNN` for other control characters; everything else, Unicode included, as it is.

@@ -132,6 +132,24 @@ pub fn json_patch(target: &Value, patch: Value) -> Result<Value, PatchError> {
     let mut doc = target.clone();
     let mut copied = 0;
     for (i, op) in ops.0.iter().enumerate() {
+        // Each op nests what it writes as deep as its path, so a copy of a value into itself doubles
+        // its depth: seventeen of them make a value deeper than any stack can clone or drop. Refused
+        // before it is made, at the depth a stored object may have.
+        use json_patch::PatchOperation::*;
+        let (path, value) = match op {
+            Add(a) => (a.path.as_str(), Some(&a.value)),
+            Replace(r) => (r.path.as_str(), Some(&r.value)),
+            Copy(c) => (c.path.as_str(), doc.pointer(c.from.as_str())),
+            Move(m) => (m.path.as_str(), doc.pointer(m.from.as_str())),
+            Remove(_) | Test(_) => ("", None),
+        };
+        let depth = path.matches('/').count() + value.map_or(0, |v| crate::meta::nesting(v, crate::meta::MAX_NESTING));
+        if depth > crate::meta::MAX_NESTING {
+            return Err(PatchError::InvalidPatch(format!(
+                "the server rejected our request due to an error in our request: operation {i} would nest the object more than {} levels deep",
+                crate::meta::MAX_NESTING
+            )));
+        }
         if let json_patch::PatchOperation::Copy(c) = op {
             let size = doc
                 .pointer(c.from.as_str())

@@ -114,6 +114,35 @@ fn json_patch_copies_are_bounded_in_bytes() {
 }
 
 #[test]
+fn json_patch_copies_and_moves_cannot_nest_deeper_than_can_be_read() {
+    // Each copy of /x into itself doubles its depth: seventeen make 131,072 levels, which no stack
+    // clones or drops. The op that would pass the limit is refused before it is made.
+    let mut ops = vec![json!({"op": "add", "path": "/x", "value": {}})];
+    for k in 0..17 {
+        // The deepest empty object after k copies is 2^k - 1 levels below /x: each copy goes in there.
+        let to = format!("/x{}", "/a".repeat(1 << k));
+        ops.push(json!({"op": "copy", "from": "/x", "path": to}));
+    }
+    // Six copies (64 levels) are fine; the seventh would make 128.
+    assert_eq!(crate::meta::nesting(&json_patch(&json!({}), Value::Array(ops[..7].to_vec())).unwrap(), 200), 65);
+    let err = json_patch(&json!({}), Value::Array(ops)).unwrap_err();
+    assert!(matches!(&err, PatchError::InvalidPatch(m) if m.contains("more than 127 levels deep")), "{err:?}");
+    // Moves deepen as copies do; an add of a deep value at a deep path is counted too.
+    let deep = (0..100).fold(json!(1), |v, _| json!([v]));
+    let ok = json_patch(&json!({}), json!([{"op": "add", "path": "/a", "value": deep.clone()}])).unwrap();
+    assert_eq!(crate::meta::nesting(&ok, 200), 101);
+    let err = json_patch(
+        &ok,
+        json!([{"op": "move", "from": "/a", "path": "/a/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/b"}]),
+    );
+    assert!(err.is_err());
+    assert!(json_patch(&ok, json!([{"op": "add", "path": "/b", "value": {"c": deep.clone()}}])).is_ok());
+    let path = format!("/a{}", "/0".repeat(29));
+    let err = json_patch(&ok, json!([{"op": "add", "path": path, "value": deep}]));
+    assert!(err.is_err(), "30 + 101 levels");
+}
+
+#[test]
 fn json_patch_operations_are_bounded_in_number() {
     let ops = |n: usize| Value::Array((0..n).map(|_| json!({"op": "test", "path": "/a", "value": 1})).collect());
     assert!(json_patch(&json!({"a": 1}), ops(MAX_JSON_PATCH_OPERATIONS)).is_ok());

@@ -409,6 +409,13 @@ fn service_update(def: &ResourceDef, current: &Value, desired: &mut Value, subre
 
 /// Metadata and type checks, on every write path.
 fn validate_object(ctx: &Ctx, obj: &Value, old: Option<&Value>, through: Option<&str>) -> ApiResult<()> {
+    // What is stored must read back: a patch or defaults can nest deeper than a body may.
+    if meta::nesting(obj, meta::MAX_NESTING) > meta::MAX_NESTING {
+        return Err(ApiError::bad_request(format!(
+            "the object nests objects and arrays more than {} levels deep",
+            meta::MAX_NESTING
+        )));
+    }
     validate_meta(ctx, obj)?;
     validate_kind(ctx.def, obj, old, through)
 }
@@ -2196,9 +2203,17 @@ fn through_subresource(subresource: &str, current: &Value, desired: &Value) -> O
         "binding" => take(&mut next, &["spec", "nodeName"]),
         "resize" => {
             // Only each container's resources and resize policy, matched by name.
-            let wanted = desired["spec"]["containers"].as_array().cloned().unwrap_or_default();
+            // By name, through a map: a pod of ten thousand containers is no reason for 10^8 compares.
+            let wanted: std::collections::HashMap<&str, &Value> = desired["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|w| Some((w.get("name")?.as_str()?, w)))
+                .collect();
             for c in next["spec"]["containers"].as_array_mut().into_iter().flatten() {
-                let Some(w) = wanted.iter().find(|w| w.get("name") == c.get("name")) else { continue };
+                let Some(w) = c.get("name").and_then(Value::as_str).and_then(|n| wanted.get(n)).copied() else {
+                    continue;
+                };
                 for f in ["resources", "resizePolicy"] {
                     match (w.get(f), c.as_object_mut()) {
                         (Some(v), Some(m)) => {

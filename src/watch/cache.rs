@@ -831,7 +831,16 @@ impl Cacher {
         let Some(cluster) = keys::parse(&self.prefix, &kv.key, self.def.namespaced).map(|k| k.cluster) else {
             return Ok(None);
         };
-        let obj = registry.decode(&self.def, cluster, kv).map_err(|e| StoreError::Internal(e.message.clone()))?;
+        // One object that does not read back (written before writes were checked for it, or by
+        // another program) is left out and logged: failing here would stop every tenant's cache of
+        // the resource, over and over, on each reload.
+        let obj = match registry.decode(&self.def, cluster, kv) {
+            Ok(obj) => obj,
+            Err(e) => {
+                tracing::error!(key = %kv.key, error = %e.message, "an object in the store does not read back; the watch cache leaves it out");
+                return Ok(None);
+            }
+        };
         Ok(Some(Entry::new(obj, kv.mod_revision).map_err(|e| StoreError::Internal(e.to_string()))?))
     }
 
