@@ -936,3 +936,29 @@ async fn answers_have_kubes_key_order_on_both_backends() {
         s.stop().await;
     }
 }
+
+/// A list that reads the store with a filter few objects pass grows its reads as kube's etcd store
+/// does, so it costs the logarithm of the objects it passes over in store reads, not half their number.
+#[tokio::test]
+async fn a_selective_list_from_the_store_doubles_its_reads() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let created = futures::future::join_all((0..1000).map(|i| {
+        let s = &s;
+        async move { s.post(cms, &json!({"metadata": {"name": format!("cm-{i:04}")}})).await.0 }
+    }))
+    .await;
+    assert!(created.iter().all(|c| *c == StatusCode::CREATED));
+    let (_, list) = s.get(cms).await;
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let reads = r#"kgate_store_request_duration_seconds_count{operation="range"}"#;
+    let before = s.metric(reads).await;
+    let (code, page) =
+        s.get(&format!("{cms}?limit=1&labelSelector=x%3Dnone&resourceVersion={rv}&resourceVersionMatch=Exact")).await;
+    assert_eq!(code, StatusCode::OK, "{page}");
+    assert_eq!(page["items"], json!([]));
+    let spent = s.metric(reads).await - before;
+    // 2, 4, 8, ... 1,024 keys: ten reads where two keys a read took five hundred.
+    assert!((1.0..=16.0).contains(&spent), "{spent} store reads for 1,000 objects");
+    s.stop().await;
+}

@@ -23,6 +23,10 @@ pub struct ListResult {
 
 /// Keys read from the store per step when a selector filters results.
 const SCAN_PAGE: usize = 500;
+/// The most keys one read of a filtered list asks for (kube's `maxLimit`).
+const MAX_SCAN_PAGE: usize = 10_000;
+/// A filtered list's reads grow only after a page smaller than this.
+const MAX_SCAN_BYTES: usize = 4 << 20;
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
 
@@ -111,8 +115,11 @@ impl Registry {
         let mut items = Vec::new();
         let mut continue_token = None;
         let mut read_at = revision;
+        // Doubled after each read, as kube's etcd store does: a selective filter over many keys costs
+        // reads of the logarithm of their number, not half of it.
+        let mut scan = SCAN_PAGE.min(opts.limit.saturating_mul(2));
         loop {
-            let want = if opts.limit == 0 { 0 } else { (opts.limit - items.len()).max(SCAN_PAGE.min(opts.limit * 2)) };
+            let want = if opts.limit == 0 { 0 } else { (opts.limit - items.len()).max(scan) };
             let page = self
                 .store
                 .range(RangeRequest { prefix: prefix.clone(), start: start.clone(), limit: want, revision: read_at })
@@ -130,6 +137,10 @@ impl Registry {
                     other => other.into(),
                 })?;
             read_at = Some(page.revision);
+            // Grown while pages are small: large objects keep their pages as they were.
+            if page.kvs.iter().map(|kv| kv.value.len()).sum::<usize>() < MAX_SCAN_BYTES {
+                scan = scan.saturating_mul(2).min(MAX_SCAN_PAGE);
+            }
             if let Some(f) = floor {
                 if page.revision < f {
                     return Err(StoreError::FutureRevision { requested: f, current: page.revision }.into());
