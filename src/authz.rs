@@ -24,6 +24,8 @@ use crate::storage::{RangeRequest, WatchEvent};
 
 /// Most clusters whose RBAC index is cached at once.
 const CAPACITY: usize = 10_000;
+/// Slots of invalidation counts (see `Authorizer::epochs`).
+const EPOCH_SLOTS: usize = 1024;
 /// Most bytes of cached RBAC indexes: a default cluster's is about 2 KiB.
 const CAPACITY_BYTES: u64 = 128 << 20;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -44,14 +46,18 @@ pub struct Authorizer {
     registry: Registry,
     cache: quick_cache::sync::Cache<String, Arc<RbacIndex>, IndexBytes>,
     /// Bumped on every invalidation; an index built across a bump is not cached (it may be stale).
-    epoch: AtomicU64,
+    ///
+    /// One per slot of clusters hashed to [`EPOCH_SLOTS`]: one tenant writing its RBAC over and over
+    /// keeps only the clusters sharing its slot from caching, not every cluster.
+    epochs: Box<[AtomicU64]>,
 }
 
 impl Authorizer {
     /// An authorizer over the registry's store; run `watch_invalidations` beside it.
     pub fn new(registry: Registry) -> Self {
         let cache = quick_cache::sync::Cache::with_weighter(CAPACITY, CAPACITY_BYTES, IndexBytes);
-        Authorizer { registry, cache, epoch: AtomicU64::new(0) }
+        let epochs = (0..EPOCH_SLOTS).map(|_| AtomicU64::new(0)).collect();
+        Authorizer { registry, cache, epochs }
     }
 
     /// Allow or refuse (with kube-apiserver's forbidden message).
@@ -100,9 +106,16 @@ impl Authorizer {
         Ok(self.index(cluster).await?.rules_for(&user(who), namespace))
     }
 
+    /// The invalidation count of `cluster`'s slot.
+    fn epoch(&self, cluster: &str) -> &AtomicU64 {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(cluster);
+        &self.epochs[(hash % EPOCH_SLOTS as u64) as usize]
+    }
+
     /// Forget a cluster's index (after a write to its RBAC objects).
     pub fn invalidate(&self, cluster: &str) {
-        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.epoch(cluster).fetch_add(1, Ordering::AcqRel);
         self.cache.remove(cluster);
     }
 
@@ -110,7 +123,7 @@ impl Authorizer {
         if let Some(hit) = self.cache.get(cluster) {
             return Ok(hit);
         }
-        let epoch = self.epoch.load(Ordering::Acquire);
+        let epoch = self.epoch(cluster).load(Ordering::Acquire);
         let mut lists: Vec<Vec<Value>> = Vec::with_capacity(4);
         for plural in RBAC_TYPES {
             let def = resources::find(RBAC_GROUP, "v1", plural).expect("RBAC types are built in");
@@ -120,7 +133,7 @@ impl Authorizer {
             lists.push(objs);
         }
         let index = Arc::new(RbacIndex::build(&lists[0], &lists[1], &lists[2], &lists[3]));
-        if self.epoch.load(Ordering::Acquire) == epoch {
+        if self.epoch(cluster).load(Ordering::Acquire) == epoch {
             self.cache.insert(cluster.to_string(), index.clone());
         }
         Ok(index)
@@ -145,7 +158,9 @@ impl Authorizer {
                         }
                     };
                     // Anything may have changed while the watch was down.
-                    this.epoch.fetch_add(1, Ordering::AcqRel);
+                    for epoch in this.epochs.iter() {
+                        epoch.fetch_add(1, Ordering::AcqRel);
+                    }
                     this.cache.clear();
                     // Which cluster changed is all it needs: no previous values.
                     let Ok(mut w) = this.registry.store.watch_current(&prefix, start).await else { continue };
