@@ -11,26 +11,54 @@ use crate::status::{cause, Cause};
 
 /// Compiled `pattern`s, shared by every cluster, since most install the same CRDs. Compiling a pattern
 /// for each string it checked cost one compilation per value, which one write with a large array
-/// multiplied on the shared cores. Read by every write of a custom resource, from any task; bounded,
-/// and evicting by S3-FIFO, so a tenant's many distinct patterns cost it recompiles, never unbounded
-/// memory, and do not push out the patterns every other tenant's writes use.
+/// multiplied on the shared cores. Read by every write of a custom resource, from any task; bounded in
+/// bytes (each pattern weighs the most its program and search cache may take: `[a-z]{29000}` is 13
+/// characters and a megabyte compiled), and evicting by S3-FIFO, so a tenant's many distinct patterns
+/// cost it recompiles, never unbounded memory, and do not push out the patterns every other tenant's
+/// writes use.
 fn compiled(pattern: &str) -> Option<regex::Regex> {
-    type Patterns = quick_cache::sync::Cache<String, Option<regex::Regex>>;
+    type Patterns = quick_cache::sync::Cache<String, (Option<regex::Regex>, u64), PatternBytes>;
     static PATTERNS: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
     const CAPACITY: usize = 1024;
-    let patterns = PATTERNS.get_or_init(|| Patterns::new(CAPACITY));
-    if let Some(re) = patterns.get(pattern) {
+    const CAPACITY_BYTES: u64 = 64 << 20;
+    let patterns = PATTERNS.get_or_init(|| Patterns::with_weighter(CAPACITY, CAPACITY_BYTES, PatternBytes));
+    if let Some((re, _)) = patterns.get(pattern) {
         return re;
     }
-    let re = build(pattern).ok();
-    patterns.insert(pattern.to_string(), re.clone());
+    let (re, bytes) = match build_weighed(pattern) {
+        Ok((re, bytes)) => (Some(re), bytes),
+        Err(_) => (None, 0),
+    };
+    patterns.insert(pattern.to_string(), (re.clone(), bytes));
     re
 }
 
-/// A schema's `pattern` compiled, with a bound on the compiled program, so one hostile pattern cannot
-/// take seconds or megabytes.
-fn build(pattern: &str) -> Result<regex::Regex, regex::Error> {
-    regex::RegexBuilder::new(pattern).size_limit(1 << 20).build()
+/// Weighs a cached pattern by the bytes it may hold (and its text's).
+#[derive(Clone)]
+struct PatternBytes;
+
+impl quick_cache::Weighter<String, (Option<regex::Regex>, u64)> for PatternBytes {
+    fn weight(&self, pattern: &String, (_, bytes): &(Option<regex::Regex>, u64)) -> u64 {
+        64 + pattern.len() as u64 + bytes
+    }
+}
+
+/// The most a pattern's compiled program may take; most take a few kilobytes, and get the small bound.
+const PROGRAM_BYTES: [usize; 2] = [64 << 10, 1 << 20];
+/// The most a pattern's search cache may grow to.
+const SEARCH_CACHE_BYTES: usize = 256 << 10;
+
+/// A schema's `pattern` compiled, with a bound on the compiled program and its search cache, so one
+/// hostile pattern cannot take seconds or megabytes; with the most bytes it may hold.
+fn build_weighed(pattern: &str) -> Result<(regex::Regex, u64), regex::Error> {
+    let with = |program: usize| {
+        regex::RegexBuilder::new(pattern).size_limit(program).dfa_size_limit(SEARCH_CACHE_BYTES).build()
+    };
+    let program = match with(PROGRAM_BYTES[0]) {
+        Err(regex::Error::CompiledTooBig(_)) => PROGRAM_BYTES[1],
+        other => return other.map(|re| (re, (PROGRAM_BYTES[0] + SEARCH_CACHE_BYTES) as u64)),
+    };
+    with(program).map(|re| (re, (program + SEARCH_CACHE_BYTES) as u64))
 }
 
 /// Every `pattern` in a schema that does not compile, as (its path below `path`, the pattern, why), for
@@ -38,7 +66,12 @@ fn build(pattern: &str) -> Result<regex::Regex, regex::Error> {
 pub fn bad_patterns(schema: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
     let Some(s) = schema.as_object() else { return };
     if let Some(p) = s.get("pattern").and_then(Value::as_str) {
-        if let Err(e) = build(p) {
+        // Through the cache: a CRD of a thousand large patterns written again compiles none of them.
+        let failed = match compiled(p) {
+            Some(_) => None,
+            None => build_weighed(p).err(),
+        };
+        if let Some(e) = failed {
             // The regex crate's message spans lines (a caret under the error); one line reads better.
             let text = e.to_string();
             let last = text.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("");
@@ -552,6 +585,15 @@ mod tests {
         apply_defaults(&one, &mut obj).unwrap();
         assert_eq!(obj["spec"]["a"].as_array().unwrap().len(), 1000);
         assert_eq!(obj["spec"]["a"][999]["b"], "x", "defaults inside a default are filled in too");
+    }
+
+    #[test]
+    fn a_pattern_weighs_what_its_program_may_take() {
+        let (_, small) = build_weighed("^[a-z0-9-]+$").unwrap();
+        let (_, large) = build_weighed("[a-z]{2900}").unwrap();
+        assert_eq!(small, (PROGRAM_BYTES[0] + SEARCH_CACHE_BYTES) as u64);
+        assert_eq!(large, (PROGRAM_BYTES[1] + SEARCH_CACHE_BYTES) as u64, "13 characters, a large program");
+        assert!(matches!(build_weighed("[a-z]{290000}"), Err(regex::Error::CompiledTooBig(_))));
     }
 
     #[test]
