@@ -295,6 +295,9 @@ fn naming(pe: &str) -> String {
     }
 }
 
+/// The most ways of naming one list's items that are indexed (see `ListIndexes::position`).
+const MAX_NAMINGS: usize = 8;
+
 /// The indexes of one list, built as its children's path elements need them.
 struct ListIndexes<'v> {
     list: &'v [Value],
@@ -306,9 +309,17 @@ impl<'v> ListIndexes<'v> {
         ListIndexes { list, by_naming: HashMap::new() }
     }
 
+    /// The item `pe` names. A list's items are named one way, by its merge keys, or two while a type
+    /// changes them; a field set naming them in more than [`MAX_NAMINGS`] ways (which only a
+    /// client writing `managedFields` itself makes) finds nothing by the others, rather than index the
+    /// whole list once for each way.
     fn position(&mut self, pe: &str) -> Option<usize> {
         let list = self.list;
-        self.by_naming.entry(naming(pe)).or_insert_with(|| ListIndex::of(list, pe)).get(pe)
+        let naming = naming(pe);
+        if self.by_naming.len() >= MAX_NAMINGS && !self.by_naming.contains_key(&naming) {
+            return None;
+        }
+        self.by_naming.entry(naming).or_insert_with(|| ListIndex::of(list, pe)).get(pe)
     }
 }
 
@@ -390,5 +401,28 @@ pub(crate) fn remove_members(root: &mut Value, set: &FieldSet) {
             });
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_list_is_indexed_in_a_bounded_number_of_ways() {
+        // Twenty ways of naming the items of a list: the first ones in key order are indexed and
+        // act; the others find nothing, where each would have cost a pass over the whole list.
+        let list: Vec<Value> = (0..20).map(|i| json!({format!("a{i:02}"): 1})).collect();
+        let mut root = Value::Array(list);
+        let mut set = FieldSet::default();
+        for i in 0..20 {
+            set.insert(&[format!("k:{{\"a{i:02}\":1}}")]);
+        }
+        remove_members(&mut root, &set);
+        let left: Vec<String> =
+            root.as_array().unwrap().iter().flat_map(|v| v.as_object().unwrap().keys().cloned()).collect();
+        assert_eq!(left.len(), 20 - MAX_NAMINGS, "{left:?}");
+        assert_eq!(left[0], format!("a{MAX_NAMINGS:02}"));
     }
 }
