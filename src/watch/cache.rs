@@ -69,6 +69,9 @@ pub const WATCHER_QUEUE_BYTES: u64 = 8 << 20;
 const LOAD_PAGE: usize = 5_000;
 /// A cache nobody watched or read for this long is dropped with its memory.
 const IDLE_EVICT: Duration = Duration::from_secs(600);
+/// The same for a custom resource's cache: any tenant can start them (a CRD and one read each), and
+/// each holds a task and a store watch until it goes.
+const IDLE_EVICT_CUSTOM: Duration = Duration::from_secs(60);
 /// How often caches are checked for idleness.
 const IDLE_CHECK: Duration = Duration::from_secs(60);
 
@@ -586,9 +589,19 @@ enum Phase {
     Stopped,
 }
 
-/// What the histories of every cache of one `WatchCache` hold together (see `ALL_HISTORIES_BYTES`).
+/// What the histories of every cache of one `WatchCache` hold together (see `ALL_HISTORIES_BYTES`),
+/// in two pools: built-in types', which every tenant watches, and custom resources'. Any tenant can
+/// start custom resources' caches (a CRD and a read each), so they share among themselves: however
+/// many a tenant starts, the built-in types' histories keep their shares.
 #[derive(Debug, Default)]
 pub struct HistoryBytes {
+    builtin: Pool,
+    custom: Pool,
+}
+
+/// One pool of histories.
+#[derive(Debug, Default)]
+struct Pool {
     /// Their bytes.
     bytes: AtomicU64,
     /// How many caches there are.
@@ -596,6 +609,16 @@ pub struct HistoryBytes {
 }
 
 impl HistoryBytes {
+    fn pool(&self, custom: bool) -> &Pool {
+        if custom {
+            &self.custom
+        } else {
+            &self.builtin
+        }
+    }
+}
+
+impl Pool {
     /// The bytes one cache's history may hold now.
     fn share(&self) -> u64 {
         HISTORY_BYTES.min(ALL_HISTORIES_BYTES / self.caches.load(Ordering::Relaxed).max(1))
@@ -627,9 +650,14 @@ pub struct Cacher {
 }
 
 impl Cacher {
+    /// The pool of histories this cache's is in.
+    fn history_pool(&self) -> &Pool {
+        self.all_history.pool(self.def.custom.is_some())
+    }
+
     fn new(def: Arc<ResourceDef>, prefix: String, metrics: CacheMetrics, all_history: Arc<HistoryBytes>) -> Arc<Self> {
         let sep = Head::of(&def).sep();
-        all_history.caches.fetch_add(1, Ordering::AcqRel);
+        all_history.pool(def.custom.is_some()).caches.fetch_add(1, Ordering::AcqRel);
         Arc::new(Cacher {
             def,
             metrics,
@@ -892,7 +920,7 @@ impl Cacher {
             let size = event.size();
             st.history.push_back(event.clone());
             st.history_bytes += size;
-            self.all_history.bytes.fetch_add(size, Ordering::AcqRel);
+            self.history_pool().bytes.fetch_add(size, Ordering::AcqRel);
             self.trim_history(&mut st);
             self.dispatch(&mut st, &event);
             st.written += 1;
@@ -906,20 +934,20 @@ impl Cacher {
 
     /// Drop the oldest events past `HISTORY` or this cache's share of the histories' bytes.
     fn trim_history(&self, st: &mut State) {
-        let share = self.all_history.share();
+        let share = self.history_pool().share();
         while st.history.len() > HISTORY || st.history_bytes > share {
             let Some(old) = st.history.pop_front() else { break };
             st.history_from = old.revision;
             let size = old.size();
             st.history_bytes -= size;
-            self.all_history.bytes.fetch_sub(size, Ordering::AcqRel);
+            self.history_pool().bytes.fetch_sub(size, Ordering::AcqRel);
         }
     }
 
     /// Empty the history, and take its bytes off every history's total.
     fn forget_history(&self, st: &mut State) {
         st.history.clear();
-        self.all_history.bytes.fetch_sub(std::mem::take(&mut st.history_bytes), Ordering::AcqRel);
+        self.history_pool().bytes.fetch_sub(std::mem::take(&mut st.history_bytes), Ordering::AcqRel);
     }
 
     fn dispatch(&self, st: &mut State, event: &Arc<Event>) {
@@ -1017,8 +1045,8 @@ impl Drop for Cacher {
     fn drop(&mut self) {
         // However the cache ended (evicted, its task aborted), its history leaves the shared total.
         let bytes = std::mem::take(&mut self.lock_write().history_bytes);
-        self.all_history.bytes.fetch_sub(bytes, Ordering::AcqRel);
-        self.all_history.caches.fetch_sub(1, Ordering::AcqRel);
+        self.history_pool().bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.history_pool().caches.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -1100,7 +1128,7 @@ impl WatchCache {
                 }
                 ticks += 1;
                 if ticks.is_multiple_of(IDLE_CHECK.as_secs() / TRIM_EVERY.as_secs()) {
-                    cache.evict_idle(IDLE_EVICT);
+                    cache.evict_idle(IDLE_EVICT, IDLE_EVICT_CUSTOM);
                 }
             }
         });
@@ -1157,9 +1185,10 @@ impl WatchCache {
         }
     }
 
-    /// Drop caches nobody watched or read for `idle`.
-    pub fn evict_idle(&self, idle: Duration) {
+    /// Drop caches nobody watched or read for `idle` (a custom resource's: `idle_custom`).
+    pub fn evict_idle(&self, idle: Duration, idle_custom: Duration) {
         self.cachers.retain(|_, c| {
+            let idle = if c.def.custom.is_some() { idle_custom } else { idle };
             let quiet =
                 c.epoch.elapsed().as_secs().saturating_sub(c.last_used.load(Ordering::Relaxed)) >= idle.as_secs();
             if quiet && c.watchers() == 0 {
@@ -1267,6 +1296,20 @@ mod tests {
     }
 
     const P: &str = "/registry/core/configmaps/";
+
+    #[test]
+    fn custom_resources_caches_share_their_own_pool_of_history() {
+        let all = Arc::new(HistoryBytes::default());
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        let metrics = crate::metrics::Metrics::new(prometheus::Registry::new()).unwrap().cache;
+        let configmaps = Cacher::new(def, P.into(), metrics, all.clone());
+        // A tenant's thousand CRDs, each read once, start a thousand caches of custom resources.
+        all.pool(true).caches.fetch_add(1000, Ordering::AcqRel);
+        assert_eq!(configmaps.history_pool().share(), HISTORY_BYTES, "built-in types keep their share");
+        assert_eq!(all.pool(true).share(), ALL_HISTORIES_BYTES / 1000);
+        drop(configmaps);
+        assert_eq!(all.pool(false).caches.load(Ordering::Acquire), 0);
+    }
 
     #[test]
     fn snapshots_hold_their_scope_in_key_order() {
