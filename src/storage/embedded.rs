@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{mpsc, Arc};
 
 use async_trait::async_trait;
@@ -24,6 +24,12 @@ const META_COMPACTED: &str = "compacted";
 
 /// Most writes committed in one transaction; bounds the latency one batch adds.
 const MAX_BATCH: usize = 512;
+/// The most log records, and bytes of them, a read at a past revision walks to find what changed
+/// since: the log holds every tenant's writes, so a read far in the past would otherwise walk them
+/// all for one small list. Past either, the revision is answered as compacted, and the client lists
+/// again from now (as it would after etcd's compaction).
+const MAX_OVERLAY_RECORDS: usize = if cfg!(test) { 1_000 } else { 100_000 };
+const MAX_OVERLAY_BYTES: usize = 256 << 20;
 /// The largest write taken: etcd's default `--max-request-bytes` (1.5 MiB), so that an object either
 /// store takes, the other takes too.
 const MAX_REQUEST: usize = 1536 * 1024;
@@ -358,7 +364,7 @@ fn apply_batch(shared: &Shared, batch: &[Cmd], rev: &mut Revision) -> Result<Out
 }
 
 /// Read a prefix at the latest revision, or at a past one by undoing logged changes newer than it.
-fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreError> {
+fn read_range(shared: &Shared, req: &RangeRequest, abandoned: &AtomicBool) -> Result<RangeResult, StoreError> {
     let txn = shared.db.begin_read().map_err(internal)?;
     // Both tables are read in this one snapshot, so the revision below matches their contents.
     let meta = txn.open_table(META).map_err(internal)?;
@@ -393,8 +399,19 @@ fn read_range(shared: &Shared, req: &RangeRequest) -> Result<RangeResult, StoreE
     // bounded walk of the current keys.
     let mut overlay: BTreeMap<String, Option<KeyValue>> = BTreeMap::new();
     let log = txn.open_table(LOG).map_err(internal)?;
+    let (mut walked, mut bytes) = (0usize, 0usize);
     for item in log.range((at as u64 + 1)..).map_err(internal)? {
         let (r, raw) = item.map_err(internal)?;
+        walked += 1;
+        bytes += raw.value().len();
+        if walked > MAX_OVERLAY_RECORDS || bytes > MAX_OVERLAY_BYTES {
+            return Err(StoreError::Compacted { requested: at, compacted: at + 1 });
+        }
+        // A read its requester gave up on (timed out, or its stream reset) stops here: a blocking
+        // task runs on after the future awaiting it is dropped.
+        if walked.is_multiple_of(256) && abandoned.load(Ordering::Relaxed) {
+            return Err(StoreError::Unavailable("the read was abandoned".into()));
+        }
         let key = event_key(raw.value())?;
         // Only a key's first event after `at` counts: later ones are not decoded.
         if !key.starts_with(&req.prefix) || key < start.as_str() || overlay.contains_key(key) {
@@ -491,7 +508,16 @@ impl Store for EmbeddedStore {
     }
 
     async fn range(&self, req: RangeRequest) -> Result<RangeResult, StoreError> {
-        self.blocking(move |s| read_range(s, &req)).await
+        /// Marks the read abandoned when the future awaiting it is dropped (or ends).
+        struct Abandon(Arc<AtomicBool>);
+        impl Drop for Abandon {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let _abandon = Abandon(abandoned.clone());
+        self.blocking(move |s| read_range(s, &req, &abandoned)).await
     }
 
     async fn create_guarded(&self, key: &str, value: Vec<u8>, guard: Option<&Guard>) -> Result<Revision, StoreError> {
@@ -614,5 +640,21 @@ mod tests {
             assert_eq!(key, "/r/a/k");
             assert!(event_key(&record[..4]).is_err());
         }
+    }
+
+    /// A read at a past revision walks the writes since, every tenant's: past a bound it answers as
+    /// compacted (the client lists again from now) rather than walk them all for one small list.
+    #[tokio::test]
+    async fn a_read_far_in_the_past_is_answered_as_compacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let first = store.create("/r/mine/a", b"{}".to_vec()).await.unwrap();
+        let keys: Vec<String> = (0..=MAX_OVERLAY_RECORDS).map(|i| format!("/r/others/{i}")).collect();
+        futures::future::try_join_all(keys.iter().map(|k| store.create(k, b"{}".to_vec()))).await.unwrap();
+        let at = |revision| RangeRequest { prefix: "/r/mine/".into(), revision: Some(revision), ..Default::default() };
+        let near = store.range(at(first + MAX_OVERLAY_RECORDS as i64 - 10)).await.unwrap();
+        assert_eq!(near.kvs.len(), 1, "a few thousand writes back is read");
+        let far = store.range(at(first)).await;
+        assert!(matches!(far, Err(StoreError::Compacted { requested, .. }) if requested == first), "{far:?}");
     }
 }
