@@ -94,6 +94,20 @@ impl Registry {
         namespace: Option<&str>,
         opts: &ListOptions,
     ) -> ApiResult<ListResult> {
+        self.list_charged(def, cluster, namespace, opts, &mut |_| Ok(())).await
+    }
+
+    /// [`Registry::list`], telling `charge` the stored bytes of the objects each page keeps before the
+    /// next page is read: a tenant's list answered from the store is held whole until it is sent, so
+    /// its caller charges it to the tenant's budget as it grows, and refuses it past the budget.
+    pub async fn list_charged(
+        &self,
+        def: &ResourceDef,
+        cluster: Option<&str>,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+        charge: &mut (dyn FnMut(usize) -> ApiResult<()> + Send),
+    ) -> ApiResult<ListResult> {
         check_fields(def, opts)?;
         let prefix = self.collection(def, cluster, namespace);
         let (mut revision, mut start) = (None, None);
@@ -147,6 +161,7 @@ impl Registry {
                 }
             }
             let mut last_key = None;
+            let mut kept = 0;
             for kv in &page.kvs {
                 let obj_cluster = match cluster {
                     Some(c) => c,
@@ -161,12 +176,14 @@ impl Registry {
                 let in_namespace =
                     cluster.is_some() || namespace.is_none() || crate::meta::meta_str(&obj, "namespace") == namespace;
                 if in_namespace && matches(def, &obj, opts) {
+                    kept += kv.value.len();
                     items.push(obj);
                     if opts.limit > 0 && items.len() == opts.limit {
                         break;
                     }
                 }
             }
+            charge(kept)?;
             let full = opts.limit > 0 && items.len() == opts.limit;
             let consumed_all = last_key.as_ref() == page.kvs.last().map(|kv| &kv.key);
             if full {
@@ -198,5 +215,42 @@ mod tests {
         let evil =
             base64::engine::general_purpose::URL_SAFE.encode(r#"{"v":"meta.k8s.io/v1","rv":3,"start":"../other/x"}"#);
         assert_eq!(decode_continue(&evil).unwrap_err().code, 400);
+    }
+
+    /// A list read from the store tells its caller what each page keeps before reading the next, and
+    /// stops when the caller refuses (its tenant over budget).
+    #[tokio::test]
+    async fn a_list_is_charged_page_by_page_and_stops_when_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: std::sync::Arc<dyn crate::storage::Store> =
+            std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let registry = Registry::new(store.clone(), "/registry");
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        for i in 0..50 {
+            let obj = serde_json::json!({"metadata": {"name": format!("c{i:02}"), "labels": {"keep": (i % 10 == 0).to_string()}}});
+            let key = format!("{}c{i:02}", registry.collection(&def, Some("t"), Some("default")));
+            store.create(&key, serde_json::to_vec(&obj).unwrap()).await.unwrap();
+        }
+        let query = crate::request::Query::parse(Some("labelSelector=keep%3Dtrue&limit=3"));
+        let opts = ListOptions::from_query(&query, false).unwrap();
+        let mut pages = Vec::new();
+        let list = registry
+            .list_charged(&def, Some("t"), Some("default"), &opts, &mut |bytes| {
+                pages.push(bytes);
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!(list.items.len(), 3);
+        assert!(pages.len() > 1, "{pages:?}");
+        assert!(pages.iter().all(|b| *b > 0));
+        let mut calls = 0;
+        let refused = registry
+            .list_charged(&def, Some("t"), Some("default"), &opts, &mut |_| {
+                calls += 1;
+                Err(ApiError::too_many_requests("over budget"))
+            })
+            .await;
+        assert_eq!((refused.unwrap_err().code, calls), (429, 1));
     }
 }
