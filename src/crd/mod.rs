@@ -33,7 +33,7 @@ const CAPACITY: usize = 1_000;
 const CAPACITY_BYTES: u64 = 256 << 20;
 /// The most bytes of OpenAPI documents one cluster's entry keeps; past it, a document is built again
 /// each time it is asked for (at the cost of that cluster's requests).
-const CLUSTER_DOCS_BYTES: usize = 16 << 20;
+const CLUSTER_DOCS_BYTES: usize = 64 << 20;
 /// What a parsed JSON tree takes for each byte of its text, about.
 const TREE_FACTOR: usize = 4;
 /// CRDs read per page while loading.
@@ -606,10 +606,10 @@ mod tests {
         };
         let docs = Arc::new(docs);
         assert_eq!(weigh(&docs), 165);
-        assert!(docs.keep_openapi("apis/a/v1", doc(10 << 20)));
-        assert!(weigh(&docs) > 10 << 20);
+        assert!(docs.keep_openapi("apis/a/v1", doc(60 << 20)));
+        assert!(weigh(&docs) > 60 << 20);
         // Past the bound a document is not kept: it is built again when asked for.
-        assert!(!docs.keep_openapi("apis/b/v1", doc(7 << 20)));
+        assert!(!docs.keep_openapi("apis/b/v1", doc(5 << 20)));
         assert!(docs.openapi("apis/b/v1").is_none() && docs.openapi("apis/a/v1").is_some());
         assert!(docs.keep_openapi("apis/c/v1", doc(1 << 20)));
     }
