@@ -24,6 +24,8 @@ const META_COMPACTED: &str = "compacted";
 
 /// Most writes committed in one transaction; bounds the latency one batch adds.
 const MAX_BATCH: usize = 512;
+/// The most bytes of values a batch brings (one write larger than it goes alone).
+const MAX_BATCH_BYTES: usize = 16 << 20;
 /// The most log records, and bytes of them, a read at a past revision walks to find what changed
 /// since: the log holds every tenant's writes, so a read far in the past would otherwise walk them
 /// all for one small list. Past either, the revision is answered as compacted, and the client lists
@@ -62,6 +64,17 @@ enum Done {
     Written(Revision),
     Deleted(Revision, KeyValue),
     Compacted,
+}
+
+impl Op {
+    /// What the write brings (a value, and a key for each).
+    fn bytes(&self) -> usize {
+        match self {
+            Op::Create { key, value, .. } | Op::Update { key, value, .. } => key.len() + value.len(),
+            Op::Delete { key, .. } => key.len(),
+            Op::Compact { .. } => 0,
+        }
+    }
 }
 
 struct Cmd {
@@ -249,10 +262,16 @@ impl EmbeddedStore {
 
 fn writer_loop(shared: Arc<Shared>, rx: mpsc::Receiver<Cmd>, rev_tx: watch::Sender<Revision>) {
     while let Ok(first) = rx.recv() {
+        let mut bytes = first.op.bytes();
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        // Bounded in bytes as well: 512 writes of 1.5 MiB, each logged with the value it replaced,
+        // would be gigabytes of dirty pages in one transaction.
+        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(c) => batch.push(c),
+                Ok(c) => {
+                    bytes += c.op.bytes();
+                    batch.push(c);
+                }
                 Err(_) => break,
             }
         }
