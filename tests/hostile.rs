@@ -840,3 +840,30 @@ async fn wrong_but_safe_answers_are_kubes() {
         s.stop().await;
     }
 }
+
+/// A JSON patch copying a value into itself doubles its depth with each copy; seventeen would nest it
+/// 131,072 levels deep, past any stack that clones or drops it. It is refused, and the server, every
+/// tenant's, answers on.
+#[tokio::test]
+async fn a_patch_that_nests_without_end_is_refused_and_the_server_lives() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let (code, b) = s.post(cm, &serde_json::json!({"metadata": {"name": "deep"}})).await;
+    assert_eq!(code, 201, "{b}");
+    let mut ops = vec![
+        serde_json::json!({"op": "add", "path": "/metadata/annotations", "value": {}}),
+        serde_json::json!({"op": "add", "path": "/x", "value": {}}),
+    ];
+    for k in 0..17 {
+        ops.push(serde_json::json!({"op": "copy", "from": "/x", "path": format!("/x{}", "/a".repeat(1 << k))}));
+    }
+    let (code, b) = s.patch(&format!("{cm}/deep"), "application/json-patch+json", &serde_json::Value::Array(ops)).await;
+    assert!(code.is_client_error(), "{code}: {b}");
+    assert!(b["message"].as_str().unwrap_or_default().contains("more than 127 levels deep"), "{b}");
+    let (code, v) = s.get("/version").await;
+    assert_eq!((code.as_u16(), v["minor"].as_str()), (200, Some("33")));
+    let (code, b) = s.get(&format!("{cm}/deep")).await;
+    assert_eq!(code, 200, "{b}");
+    assert!(b.get("x").is_none(), "nothing of the patch was stored: {b}");
+    s.stop().await;
+}
