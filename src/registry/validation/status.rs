@@ -99,10 +99,19 @@ pub fn status_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
 }
 
 /// kube's `ValidatePodStatusUpdate`, less what a pod's status write cannot reach (its spec is the
-/// stored one): a finished container stays finished where the pod does not restart it, the QoS
-/// class stays, a nominated node is a node's name, and pod and host IPs are IPs, one a family.
+/// stored one): a finished container stays finished where the pod does not restart it, a nominated
+/// node is a node's name, and pod and host IPs are IPs, one a family.
 fn pod_status_errors(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     let (status, policy) = (&new["status"], old["spec"]["restartPolicy"].as_str().unwrap_or("Always"));
+    // In kube's order: the nominated node, container states, then IPs. (kube also keeps the QoS class
+    // it computed at create; kgate records every new pod as BestEffort, so the class a status write
+    // brings is taken, not refused.)
+    let nominated = status["nominatedNodeName"].as_str().unwrap_or_default();
+    if !nominated.is_empty() && old["status"]["nominatedNodeName"].as_str() != Some(nominated) {
+        for why in crate::meta::dns1123_subdomain_errors(nominated) {
+            invalid(causes, "status.nominatedNodeName".into(), crate::meta::go_quote(nominated), &why);
+        }
+    }
     let restartable_init = |name: &str| {
         old["spec"]["initContainers"]
             .as_array()
@@ -119,8 +128,12 @@ fn pod_status_errors(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
         if policy == "Always" {
             continue;
         }
+        // The new statuses by name, so that many containers cost their number, not its square.
+        let mut news: std::collections::HashMap<&str, Vec<&Value>> = std::collections::HashMap::new();
+        for n in status[field].as_array().into_iter().flatten() {
+            news.entry(n["name"].as_str().unwrap_or_default()).or_default().push(n);
+        }
         let olds = old["status"][field].as_array().map_or(&[][..], Vec::as_slice);
-        let news = status[field].as_array().map_or(&[][..], Vec::as_slice);
         for (i, was) in olds.iter().enumerate() {
             let Some(done) = was["state"].get("terminated").filter(|t| t.is_object()) else { continue };
             let name = was["name"].as_str().unwrap_or_default();
@@ -130,23 +143,12 @@ fn pod_status_errors(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
                 continue;
             }
             // kube's path counts in the old list, and names each new status of that name left running.
-            for is in news.iter().filter(|n| n["name"] == was["name"]) {
+            for is in news.get(name).into_iter().flatten() {
                 if !is["state"].get("terminated").is_some_and(Value::is_object) {
                     let at = format!("status.{field}[{i}].state");
                     forbidden(causes, &at, "may not be transitioned to non-terminated state");
                 }
             }
-        }
-    }
-    let qos = |v: &Value| v["status"]["qosClass"].as_str().unwrap_or_default().to_string();
-    if qos(new) != qos(old) {
-        let shown = crate::meta::go_quote(&qos(new));
-        invalid(causes, "status.qosClass".into(), shown, "field is immutable");
-    }
-    let nominated = status["nominatedNodeName"].as_str().unwrap_or_default();
-    if !nominated.is_empty() && old["status"]["nominatedNodeName"].as_str() != Some(nominated) {
-        for why in crate::meta::dns1123_subdomain_errors(nominated) {
-            invalid(causes, "status.nominatedNodeName".into(), crate::meta::go_quote(nominated), &why);
         }
     }
     for (field, single) in [("podIPs", "podIP"), ("hostIPs", "hostIP")] {
@@ -367,11 +369,8 @@ mod tests {
             messages("Pod", old.clone(), with(json!({"hostIP": "10.0.0.9", "hostIPs": [{"ip": "10.0.0.2"}]}))),
             ["status.hostIPs[0].ip: Invalid value: \"10.0.0.2\": must be equal to `hostIP`"]
         );
-        let qos = json!({"spec": {}, "status": {"qosClass": "Guaranteed"}});
-        assert_eq!(
-            messages("Pod", old.clone(), qos),
-            ["status.qosClass: Invalid value: \"Guaranteed\": field is immutable"]
-        );
+        // kgate records every new pod as BestEffort: the class a kubelet computes is taken.
+        assert!(messages("Pod", old.clone(), json!({"spec": {}, "status": {"qosClass": "Guaranteed"}})).is_empty());
         let nominated = messages("Pod", old, with(json!({"nominatedNodeName": "Node_1"})));
         assert_eq!(nominated.len(), 1);
         assert!(
