@@ -27,7 +27,9 @@ const CAPACITY: usize = 10_000;
 /// Slots of invalidation counts (see `Authorizer::epochs`).
 const EPOCH_SLOTS: usize = 1024;
 /// Most bytes of cached RBAC indexes: a default cluster's is about 2 KiB.
-const CAPACITY_BYTES: u64 = 128 << 20;
+const CAPACITY_BYTES: u64 = 256 << 20;
+/// Shards of the cache of indexes.
+const CACHE_SHARDS: usize = 8;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const RBAC_TYPES: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
 
@@ -55,7 +57,15 @@ pub struct Authorizer {
 impl Authorizer {
     /// An authorizer over the registry's store; run `watch_invalidations` beside it.
     pub fn new(registry: Registry) -> Self {
-        let cache = quick_cache::sync::Cache::with_weighter(CAPACITY, CAPACITY_BYTES, IndexBytes);
+        // Few shards: an entry heavier than its shard's part of the capacity is never cached, and a
+        // large tenant's index must fit (each shard takes 32 MiB).
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(CAPACITY)
+            .weight_capacity(CAPACITY_BYTES)
+            .shards(CACHE_SHARDS)
+            .build()
+            .expect("the cache's options are valid");
+        let cache = quick_cache::sync::Cache::with_options(options, IndexBytes, Default::default(), Default::default());
         let epochs = (0..EPOCH_SLOTS).map(|_| AtomicU64::new(0)).collect();
         Authorizer { registry, cache, epochs }
     }

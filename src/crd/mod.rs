@@ -32,8 +32,11 @@ const CAPACITY: usize = 1_000;
 /// The most bytes each bounded cache holds.
 const CAPACITY_BYTES: u64 = 256 << 20;
 /// The most bytes of OpenAPI documents one cluster's entry keeps; past it, a document is built again
-/// each time it is asked for (at the cost of that cluster's requests).
-const CLUSTER_DOCS_BYTES: usize = 64 << 20;
+/// each time it is asked for (at the cost of that cluster's requests). Within what one shard of the
+/// documents' cache takes (an entry heavier than that is never cached).
+const CLUSTER_DOCS_BYTES: usize = 48 << 20;
+/// Shards of the documents' cache: few, so that each takes a large cluster's entry whole.
+const DOCS_SHARDS: usize = 4;
 /// What a parsed JSON tree takes for each byte of its text, about.
 const TREE_FACTOR: usize = 4;
 /// CRDs read per page while loading.
@@ -109,12 +112,15 @@ impl ClusterDocs {
     pub fn keep_openapi(&self, gv: &str, doc: OpenApiDoc) -> bool {
         use std::sync::atomic::Ordering;
         let mut kept = self.openapi.lock().expect("openapi lock");
-        let held: usize = kept.values().map(|(d, h)| d.len() + h.len()).sum();
+        let held: usize = kept.iter().filter(|(k, _)| *k != gv).map(|(_, (d, h))| d.len() + h.len()).sum();
         if held + doc.0.len() > CLUSTER_DOCS_BYTES {
             return false;
         }
         self.bytes.fetch_add(doc.0.len() + doc.1.len() + gv.len(), Ordering::Relaxed);
-        kept.insert(gv.to_string(), doc);
+        // Two requests may build one document at once: the second replaces the first, not adds to it.
+        if let Some((d, h)) = kept.insert(gv.to_string(), doc) {
+            self.bytes.fetch_sub(d.len() + h.len() + gv.len(), Ordering::Relaxed);
+        }
         true
     }
 }
@@ -173,7 +179,17 @@ impl CrdIndex {
             registry,
             state: RwLock::new(State::default()),
             seen: watch::channel(0).0,
-            docs: quick_cache::sync::Cache::with_weighter(CAPACITY, CAPACITY_BYTES, Bytes),
+            docs: quick_cache::sync::Cache::with_options(
+                quick_cache::OptionsBuilder::new()
+                    .estimated_items_capacity(CAPACITY)
+                    .weight_capacity(CAPACITY_BYTES)
+                    .shards(DOCS_SHARDS)
+                    .build()
+                    .expect("the cache's options are valid"),
+                Bytes,
+                Default::default(),
+                Default::default(),
+            ),
             schemas: quick_cache::sync::Cache::with_weighter(CAPACITY, CAPACITY_BYTES, Bytes),
             cleanup: tx,
             cleanup_rx: Mutex::new(Some(rx)),
@@ -606,10 +622,13 @@ mod tests {
         };
         let docs = Arc::new(docs);
         assert_eq!(weigh(&docs), 165);
-        assert!(docs.keep_openapi("apis/a/v1", doc(60 << 20)));
-        assert!(weigh(&docs) > 60 << 20);
+        assert!(docs.keep_openapi("apis/a/v1", doc(40 << 20)));
+        assert!(weigh(&docs) > 40 << 20);
+        // The same document built twice at once weighs once.
+        assert!(docs.keep_openapi("apis/a/v1", doc(40 << 20)));
+        assert!(weigh(&docs) < 41 << 20);
         // Past the bound a document is not kept: it is built again when asked for.
-        assert!(!docs.keep_openapi("apis/b/v1", doc(5 << 20)));
+        assert!(!docs.keep_openapi("apis/b/v1", doc(9 << 20)));
         assert!(docs.openapi("apis/b/v1").is_none() && docs.openapi("apis/a/v1").is_some());
         assert!(docs.keep_openapi("apis/c/v1", doc(1 << 20)));
     }
