@@ -815,12 +815,6 @@ async fn field_subresources_change_only_their_fields() {
     s.stop().await;
 }
 
-/// `../shared/corpus`: real manifests from public projects (CRDs of operators, webhook configurations,
-/// admission policies), applied server-side by kubectl to a logical cluster, every CRD Established.
-/// `kubectl apply` without `--server-side` sends a strategic merge patch on its second run; kgate
-/// once refused it (415) for every kind outside a hand-kept list, webhook configurations and
-/// APIServices among them. The server merges by the markers its OpenAPI publishes, as kubectl
-/// computed the patch from them: a webhook changed by name keeps the fields the patch does not name.
 /// Approving a CertificateSigningRequest takes `approve` on its signer and issuing one `sign`, as kube's
 /// CertificateApproval and CertificateSigning admission have it; and nothing, apply included, changes
 /// the request once made.
@@ -921,6 +915,12 @@ async fn approving_and_signing_take_the_signers_verbs() {
     s.stop().await;
 }
 
+/// `../shared/corpus`: real manifests from public projects (CRDs of operators, webhook configurations,
+/// admission policies), applied server-side by kubectl to a logical cluster, every CRD Established.
+/// `kubectl apply` without `--server-side` sends a strategic merge patch on its second run; kgate
+/// once refused it (415) for every kind outside a hand-kept list, webhook configurations and
+/// APIServices among them. The server merges by the markers its OpenAPI publishes, as kubectl
+/// computed the patch from them: a webhook changed by name keeps the fields the patch does not name.
 #[tokio::test]
 async fn a_second_kubectl_apply_patches_every_kind_by_its_merge_keys() {
     common::require_binary("kubectl", "kubectl (./scripts/setup.sh installs it)");

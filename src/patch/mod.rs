@@ -131,19 +131,38 @@ pub fn json_patch(target: &Value, patch: Value) -> Result<Value, PatchError> {
         serde_json::from_value(patch).map_err(|e| PatchError::InvalidPatch(format!("error decoding patch: {e}")))?;
     let mut doc = target.clone();
     let mut copied = 0;
+    // At least as deep as the document is: a move within it is checked against this, not by walking
+    // what it moves (moves are not bounded in bytes, and a thousand of a large subtree would walk it a
+    // thousand times).
+    let mut deepest = crate::meta::nesting(&doc, usize::MAX);
     for (i, op) in ops.0.iter().enumerate() {
         // Each op nests what it writes as deep as its path, so a copy of a value into itself doubles
         // its depth: seventeen of them make a value deeper than any stack can clone or drop. Refused
         // before it is made, at the depth a stored object may have.
         use json_patch::PatchOperation::*;
-        let (path, value) = match op {
-            Add(a) => (a.path.as_str(), Some(&a.value)),
-            Replace(r) => (r.path.as_str(), Some(&r.value)),
-            Copy(c) => (c.path.as_str(), doc.pointer(c.from.as_str())),
-            Move(m) => (m.path.as_str(), doc.pointer(m.from.as_str())),
-            Remove(_) | Test(_) => ("", None),
+        let levels = |path: &str| path.matches('/').count();
+        let nests = |v: Option<&Value>| v.map_or(0, |v| crate::meta::nesting(v, crate::meta::MAX_NESTING));
+        let depth = match op {
+            Add(a) => levels(a.path.as_str()) + nests(Some(&a.value)),
+            Replace(r) => levels(r.path.as_str()) + nests(Some(&r.value)),
+            // Copies are bounded in bytes (below), and so is walking them.
+            Copy(c) => levels(c.path.as_str()) + nests(doc.pointer(c.from.as_str())),
+            // What is moved nests at most as deep as the document below where it was; only when that
+            // bound is too deep is the value walked, and the walk spends the copies' budget.
+            Move(m) => match levels(m.path.as_str()) + deepest.saturating_sub(levels(m.from.as_str())) {
+                bound if bound <= crate::meta::MAX_NESTING => bound,
+                _ => {
+                    let moved = doc.pointer(m.from.as_str());
+                    match moved.map_or(Some(0), |v| json_size_within(v, MAX_JSON_PATCH_COPY_BYTES - copied)) {
+                        Some(n) => copied += n,
+                        None => return Err(PatchError::Rejected),
+                    }
+                    levels(m.path.as_str()) + nests(moved)
+                }
+            },
+            Remove(_) | Test(_) => 0,
         };
-        let depth = path.matches('/').count() + value.map_or(0, |v| crate::meta::nesting(v, crate::meta::MAX_NESTING));
+        deepest = deepest.max(depth);
         if depth > crate::meta::MAX_NESTING {
             return Err(PatchError::InvalidPatch(format!(
                 "the server rejected our request due to an error in our request: operation {i} would nest the object more than {} levels deep",

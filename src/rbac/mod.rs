@@ -29,9 +29,10 @@ type Rules = Arc<[PolicyRule]>;
 /// pathological chains from exhausting the stack.
 const MAX_AGGREGATION_DEPTH: usize = 32;
 
-/// The most one aggregated ClusterRole gathers, in bytes of rules: kube's aggregation controller writes
-/// the union into the role, and a write past etcd's 1.5 MiB request limit fails.
-const UNION_LIMIT: usize = 3 << 19;
+/// The most one aggregated ClusterRole gathers, in bytes of rules in memory: kube's aggregation
+/// controller writes the union into the role, and a write past etcd's 1.5 MiB request limit fails; a
+/// rule takes about three times its JSON in memory.
+const UNION_LIMIT: usize = 9 << 19;
 
 /// The most every aggregated ClusterRole of one cluster gathers together. Unions are copies, so without
 /// it a thousand small roles selecting one large one would multiply it a thousandfold, in a server

@@ -374,7 +374,7 @@ fn aggregated_roles_gather_within_a_bound_in_bytes() {
     assert!(can(0));
     assert!(!can(gatherers - 1));
     // A union past what one role may hold (kube's controller could not write it) grants nothing.
-    let huge: Vec<Value> = (0..20_000)
+    let huge: Vec<Value> = (0..40_000)
         .map(|i| json!({ "verbs": ["get"], "apiGroups": [""], "resources": [format!("things-{i:05}")] }))
         .collect();
     let crs = [

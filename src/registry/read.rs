@@ -25,7 +25,7 @@ pub struct ListResult {
 const SCAN_PAGE: usize = 500;
 /// The most keys one read of a filtered list asks for (kube's `maxLimit`).
 const MAX_SCAN_PAGE: usize = 10_000;
-/// A filtered list's reads grow only after a page smaller than this.
+/// A filtered list's reads grow no further than objects the size of the last page's fill this.
 const MAX_SCAN_BYTES: usize = 4 << 20;
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
@@ -151,10 +151,11 @@ impl Registry {
                     other => other.into(),
                 })?;
             read_at = Some(page.revision);
-            // Grown while pages are small: large objects keep their pages as they were.
-            if page.kvs.iter().map(|kv| kv.value.len()).sum::<usize>() < MAX_SCAN_BYTES {
-                scan = scan.saturating_mul(2).min(MAX_SCAN_PAGE);
-            }
+            // Grown as far as objects the size of this page's fill `MAX_SCAN_BYTES`: large objects keep
+            // their pages as they were.
+            let bytes: usize = page.kvs.iter().map(|kv| kv.value.len()).sum();
+            let fit = MAX_SCAN_BYTES / (bytes / page.kvs.len().max(1)).max(1);
+            scan = scan.max(scan.saturating_mul(2).min(MAX_SCAN_PAGE).min(fit));
             if let Some(f) = floor {
                 if page.revision < f {
                     return Err(StoreError::FutureRevision { requested: f, current: page.revision }.into());

@@ -408,12 +408,17 @@ fn service_update(def: &ResourceDef, current: &Value, desired: &mut Value, subre
 }
 
 /// Metadata and type checks, on every write path.
+/// How much deeper than an object its managedFields' `fieldsV1` nests (`metadata`, the list, an entry,
+/// `fieldsV1`), and one more to spare.
+const MANAGED_FIELDS_DEPTH: usize = 5;
+
 fn validate_object(ctx: &Ctx, obj: &Value, old: Option<&Value>, through: Option<&str>) -> ApiResult<()> {
-    // What is stored must read back: a patch or defaults can nest deeper than a body may.
-    if meta::nesting(obj, meta::MAX_NESTING) > meta::MAX_NESTING {
+    // What is stored must read back: a patch or defaults can nest deeper than a body may, and the
+    // managedFields recorded after this check mirror the object four levels further down.
+    let deepest = meta::MAX_NESTING - MANAGED_FIELDS_DEPTH;
+    if meta::nesting(obj, deepest) > deepest {
         return Err(ApiError::bad_request(format!(
-            "the object nests objects and arrays more than {} levels deep",
-            meta::MAX_NESTING
+            "the object nests objects and arrays more than {deepest} levels deep"
         )));
     }
     validate_meta(ctx, obj)?;

@@ -30,7 +30,7 @@ const MAX_BATCH_BYTES: usize = 16 << 20;
 /// since: the log holds every tenant's writes, so a read far in the past would otherwise walk them
 /// all for one small list. Past either, the revision is answered as compacted, and the client lists
 /// again from now (as it would after etcd's compaction).
-const MAX_OVERLAY_RECORDS: usize = if cfg!(test) { 1_000 } else { 100_000 };
+const MAX_OVERLAY_RECORDS: usize = if cfg!(test) { 1_000 } else { 500_000 };
 const MAX_OVERLAY_BYTES: usize = 256 << 20;
 /// The largest write taken: etcd's default `--max-request-bytes` (1.5 MiB), so that an object either
 /// store takes, the other takes too.
