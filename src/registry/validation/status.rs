@@ -186,7 +186,7 @@ fn ips_errors(old: &Value, status: &Value, field: &str, single: &str, causes: &m
     if ips.len() > 1 && !dual && families.len() == ips.len() {
         // Go's `%#v` of the list, as kube prints a value that is neither a string nor a number.
         let entries: Vec<String> =
-            ips.iter().map(|ip| format!("core.{}{{IP:{}}}", go_type(field), go_str(ip))).collect();
+            ips.iter().map(|ip| format!("core.{}{{IP:{}}}", go_type(field), crate::meta::go_quote(ip))).collect();
         let shown = format!("[]core.{}{{{}}}", go_type(field), entries.join(", "));
         invalid(causes, format!("status.{field}"), shown, "may specify no more than one IP for each IP family");
     }
@@ -199,11 +199,6 @@ fn go_type(field: &str) -> &'static str {
     } else {
         "HostIP"
     }
-}
-
-/// Go's `%#v` of a string.
-fn go_str(s: &str) -> String {
-    crate::meta::go_quote(s)
 }
 
 /// An IP as Go's `ParseIPSloppy` reads one: IPv4 parts may have leading zeros (read as decimal), and an
@@ -339,7 +334,7 @@ mod tests {
     }
 
     #[test]
-    fn pod_ips_qos_and_nominated_nodes_are_checked_as_kube_checks_them() {
+    fn pod_ips_and_nominated_nodes_are_checked_and_a_qos_class_is_taken() {
         let old = json!({"spec": {}, "status": {"qosClass": "Burstable", "podIPs": [{"ip": "bogus"}]}});
         let with = |status: Value| {
             let mut s = json!({"qosClass": "Burstable"});
