@@ -899,17 +899,13 @@ impl Cacher {
         let revision = ev.revision();
         let built = match ev {
             WatchEvent::Progress(_) => None,
-            WatchEvent::Put { kv, .. } => {
-                self.entry_of(registry, &kv)?.map(|entry| (Arc::from(kv.key.as_str()), entry, false))
-            }
-            WatchEvent::Delete { key, revision, .. } => {
-                let last = self.lock_read().objects.get(key.as_str()).cloned();
-                match last {
-                    // Stamped with the delete's revision, as kube-apiserver sends deleted objects.
-                    Some(last) => Some((Arc::from(key), restamp(&self.def, &last, revision)?, true)),
-                    None => None,
-                }
-            }
+            WatchEvent::Put { kv, .. } => match self.entry_of(registry, &kv)? {
+                Some(entry) => Some((Arc::from(kv.key.as_str()), entry, false)),
+                // A key this cache holds whose new value does not read back: the version held is
+                // not the object any more, so it goes, as if deleted, rather than be served as current.
+                None => self.gone(&kv.key, revision)?,
+            },
+            WatchEvent::Delete { key, revision, .. } => self.gone(&key, revision)?,
         };
         let mut st = self.lock_write();
         if let Some((key, object, deleted)) = built {
@@ -930,6 +926,16 @@ impl Cacher {
         drop(st);
         self.progress.send_replace((Phase::Serving, now));
         Ok(())
+    }
+
+    /// The deletion of `key` at `revision`, if this cache holds it: its last version, stamped with
+    /// the delete's revision, as kube-apiserver sends deleted objects.
+    fn gone(&self, key: &str, revision: Revision) -> Result<Option<(Arc<str>, Entry, bool)>, StoreError> {
+        let last = self.lock_read().objects.get(key).cloned();
+        match last {
+            Some(last) => Ok(Some((Arc::from(key), restamp(&self.def, &last, revision)?, true))),
+            None => Ok(None),
+        }
     }
 
     /// Drop the oldest events past `HISTORY` or this cache's share of the histories' bytes.
@@ -1296,6 +1302,30 @@ mod tests {
     }
 
     const P: &str = "/registry/core/configmaps/";
+
+    /// An update the cache cannot read back takes the object out (watchers see it deleted) rather than
+    /// leave the old version served as current.
+    #[test]
+    fn an_update_that_does_not_read_back_takes_the_object_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn crate::storage::Store> =
+            Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let registry = Registry::new(store, "/registry");
+        let c = cacher_with(&[]);
+        let key = format!("{P}a/default/x");
+        let put = |value: &[u8], revision| WatchEvent::Put {
+            kv: KeyValue { key: key.clone(), value: value.to_vec(), mod_revision: revision },
+            prev: None,
+            created: revision == 2,
+        };
+        c.apply(&registry, put(br#"{"metadata":{"name":"x","namespace":"default"}}"#, 2)).unwrap();
+        assert!(c.lock_read().objects.get(key.as_str()).is_some());
+        c.apply(&registry, put(b"{not json", 3)).unwrap();
+        let st = c.lock_read();
+        assert!(st.objects.get(key.as_str()).is_none(), "the old version is not served as current");
+        let last = st.history.back().unwrap();
+        assert!(last.deleted && last.revision == 3);
+    }
 
     #[test]
     fn custom_resources_caches_share_their_own_pool_of_history() {
