@@ -3,11 +3,12 @@
 //!
 //! The cache (read on every request, written on misses and invalidations) holds about `CAPACITY`
 //! clusters and at most `CAPACITY_BYTES` of indexes: a tenant's RBAC objects decide its index's size,
-//! so a count alone would let a few large ones fill the memory every tenant shares. It is sharded, each shard's lock held only for a lookup or an insert, so
-//! requests for different clusters rarely meet; when full it evicts by S3-FIFO, so a tenant reaching
-//! many clusters once does not push out the indexes that busy clusters use on every request. One store
-//! watch per RBAC type, across every cluster, drops a cluster's entry when any of its RBAC objects
-//! changes, so writes through other replicas count too.
+//! so a count alone would let a few large ones fill the memory every tenant shares. It is sharded,
+//! each shard's lock held only for a lookup or an insert, so requests for different clusters rarely
+//! meet; when full it evicts by S3-FIFO, so a tenant reaching many clusters once does not push out the
+//! indexes that busy clusters use on every request. One store watch per RBAC type, across every
+//! cluster, drops a cluster's entry when any of its RBAC objects changes, so writes through other
+//! replicas count too.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

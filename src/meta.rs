@@ -173,6 +173,35 @@ pub fn qualified_name_errors(key: &str) -> Vec<String> {
     errs
 }
 
+/// About how many bytes `v` takes as JSON, if no more than `budget`; `None` as soon as it is more, so
+/// that sizing a large value costs no more than the budget.
+pub fn json_size_within(v: &Value, budget: usize) -> Option<usize> {
+    let mut total = 0usize;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        total += match v {
+            Value::Null | Value::Bool(_) => 5,
+            Value::Number(_) => 8,
+            Value::String(s) => s.len() + 2,
+            Value::Array(a) => {
+                stack.extend(a.iter());
+                a.len() + 2
+            }
+            Value::Object(m) => {
+                for (k, v) in m {
+                    total += k.len() + 4;
+                    stack.push(v);
+                }
+                2
+            }
+        };
+        if total > budget {
+            return None;
+        }
+    }
+    Some(total)
+}
+
 /// The deepest nesting of objects and arrays a stored object may have: what `serde_json` reads back
 /// (its recursion limit), so every object written can be read. A request body deeper than that fails
 /// to parse; a patch or defaults could build one.

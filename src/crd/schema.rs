@@ -138,7 +138,8 @@ fn defaults_within(schema: &Value, obj: &mut Value, left: &mut usize) -> Result<
                         continue;
                     }
                     if let Some(d) = ps.get("default") {
-                        *left = left.checked_sub(k.len() + json_bytes(d, *left)).ok_or(DefaultsTooLarge)?;
+                        let size = crate::meta::json_size_within(d, *left).ok_or(DefaultsTooLarge)?;
+                        *left = left.checked_sub(k.len() + size).ok_or(DefaultsTooLarge)?;
                         m.insert(k.clone(), d.clone());
                     }
                 }
@@ -163,30 +164,6 @@ fn defaults_within(schema: &Value, obj: &mut Value, left: &mut usize) -> Result<
         _ => {}
     }
     Ok(())
-}
-
-/// About the bytes `v` takes as JSON, counted no further than just past `cap`.
-fn json_bytes(v: &Value, cap: usize) -> usize {
-    let mut total = 0usize;
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        if total > cap {
-            break;
-        }
-        total += match v {
-            Value::String(s) => s.len() + 3,
-            Value::Array(a) => {
-                stack.extend(a);
-                2 + a.len()
-            }
-            Value::Object(m) => {
-                stack.extend(m.values());
-                2 + m.keys().map(|k| k.len() + 4).sum::<usize>()
-            }
-            _ => 8,
-        };
-    }
-    total
 }
 
 /// Dotted paths (`spec.extra`, `spec.list[0].x`) of fields the schema does not declare.
@@ -576,7 +553,7 @@ mod tests {
         let schema = json!({"type": "object", "properties": {"spec": level}});
         let mut obj = json!({"spec": {}});
         assert_eq!(apply_defaults(&schema, &mut obj), Err(DefaultsTooLarge));
-        // Two levels are a million values as well; one is a thousand, and is filled in.
+        // One level of a thousand is filled in, and the defaults inside it too.
         let one = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
             "a": {"type": "array", "default": vec![json!({}); 1000], "items": {"type": "object",
                 "properties": {"b": {"type": "string", "default": "x"}}}},

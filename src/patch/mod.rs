@@ -153,7 +153,9 @@ pub fn json_patch(target: &Value, patch: Value) -> Result<Value, PatchError> {
                 bound if bound <= crate::meta::MAX_NESTING => bound,
                 _ => {
                     let moved = doc.pointer(m.from.as_str());
-                    match moved.map_or(Some(0), |v| json_size_within(v, MAX_JSON_PATCH_COPY_BYTES - copied)) {
+                    match moved
+                        .map_or(Some(0), |v| crate::meta::json_size_within(v, MAX_JSON_PATCH_COPY_BYTES - copied))
+                    {
                         Some(n) => copied += n,
                         None => return Err(PatchError::Rejected),
                     }
@@ -172,7 +174,7 @@ pub fn json_patch(target: &Value, patch: Value) -> Result<Value, PatchError> {
         if let json_patch::PatchOperation::Copy(c) = op {
             let size = doc
                 .pointer(c.from.as_str())
-                .map_or(Some(0), |v| json_size_within(v, MAX_JSON_PATCH_COPY_BYTES - copied));
+                .map_or(Some(0), |v| crate::meta::json_size_within(v, MAX_JSON_PATCH_COPY_BYTES - copied));
             match size {
                 Some(n) => copied += n,
                 // As kube-apiserver, whose copy limit error is not passed on.
@@ -193,35 +195,6 @@ pub fn json_patch(target: &Value, patch: Value) -> Result<Value, PatchError> {
         })?;
     }
     Ok(doc)
-}
-
-/// About how many bytes `v` takes as JSON, if no more than `budget`; `None` as soon as it is more, so
-/// that sizing a large value costs no more than the budget.
-fn json_size_within(v: &Value, budget: usize) -> Option<usize> {
-    let mut total = 0usize;
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        total += match v {
-            Value::Null | Value::Bool(_) => 5,
-            Value::Number(_) => 8,
-            Value::String(s) => s.len() + 2,
-            Value::Array(a) => {
-                stack.extend(a.iter());
-                a.len() + 2
-            }
-            Value::Object(m) => {
-                for (k, v) in m {
-                    total += k.len() + 4;
-                    stack.push(v);
-                }
-                2
-            }
-        };
-        if total > budget {
-            return None;
-        }
-    }
-    Some(total)
 }
 
 /// Applies an RFC 7386 JSON merge patch (`patch` must be an object).
