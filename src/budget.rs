@@ -39,6 +39,10 @@ impl Default for Limits {
     }
 }
 
+/// What a list read from the store holds for each stored byte until it is sent: the objects as trees
+/// (stored objects are mostly strings, a few times their JSON as a tree) and the answer rendered.
+pub const LIST_TREE_FACTOR: u64 = 8;
+
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
@@ -175,6 +179,13 @@ impl Account {
             }
         }
         (limits.server > 0 && self.budgets.server.get() >= limits.server).then_some(Refused::Server)
+    }
+
+    /// Charge a page of a list read from the store, `stored` bytes as stored, to `held`: such a list is
+    /// held whole, as trees, until it is sent, so it is charged as it grows and refused once over.
+    pub fn charge_read(self: &Arc<Self>, held: &mut Vec<Charge>, stored: usize) -> Result<(), Refused> {
+        held.push(self.try_charge(stored as u64 * LIST_TREE_FACTOR)?);
+        Ok(())
     }
 
     /// Charge `bytes` until the returned charge is dropped.

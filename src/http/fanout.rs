@@ -104,6 +104,7 @@ async fn list_one(
     namespace: Option<&str>,
     opts: &ListOptions,
     account: &Arc<crate::budget::Account>,
+    held: &mut Vec<crate::budget::Charge>,
 ) -> ApiResult<(Part, usize, Revision, Option<String>)> {
     let stored = crate::registry::stored_def(def);
     let cached = crate::watch::read::list(&sh.cache, &sh.registry, &stored, None, namespace, opts, Some(account));
@@ -116,7 +117,9 @@ async fn list_one(
         };
         return Ok((Part::Cached(Box::new(l.items)), count, l.revision, l.continue_token));
     }
-    let l = sh.registry.list(def, None, namespace, opts).await?;
+    // Held whole until the answer is rendered: charged as it is read, refused past the budget.
+    let mut charge = |bytes: usize| -> ApiResult<()> { Ok(account.charge_read(held, bytes)?) };
+    let l = sh.registry.list_charged(def, None, namespace, opts, &mut charge).await?;
     let count = l.items.len();
     Ok((Part::Read(l.items), count, l.revision, l.continue_token))
 }
@@ -145,6 +148,8 @@ pub async fn list(
     };
     let mut warnings = Vec::new();
     let mut parts = Vec::new();
+    // What the pages read from stores hold until the answer is rendered.
+    let mut held = Vec::new();
     let (mut taken, mut next_at) = (0usize, None);
     for i in start..n {
         let (sh, name) = (&state.shards[i], &shards.names()[i]);
@@ -179,7 +184,7 @@ pub async fn list(
         } else if asked.is_some() {
             o.resource_version = Some(revs[i].to_string());
         }
-        match tokio::time::timeout(PATIENCE, list_one(sh, def, namespace, &o, account)).await {
+        match tokio::time::timeout(PATIENCE, list_one(sh, def, namespace, &o, account, &mut held)).await {
             Ok(Ok((part, count, rev, cont))) => {
                 revs[i] = rev;
                 taken += count;

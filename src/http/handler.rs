@@ -828,10 +828,7 @@ async fn resource(
             }
             // Held whole until rendered and sent: charged as it is read, refused past the budget.
             let mut held = Vec::new();
-            let mut charge = |bytes: usize| -> ApiResult<()> {
-                held.push(account.try_charge(bytes as u64 * LIST_TREE_FACTOR)?);
-                Ok(())
-            };
+            let mut charge = |bytes: usize| -> ApiResult<()> { Ok(account.charge_read(&mut held, bytes)?) };
             let list = reg.list_charged(&def, cluster.as_deref(), ns, &opts, &mut charge).await?;
             let mut meta = json!({"resourceVersion": list.revision.to_string()});
             if let Some(c) = list.continue_token {
@@ -1071,9 +1068,6 @@ async fn binding_role_ref(
 /// How many times its size a request body may take once decoded, for its charge (`budget`): JSON of
 /// small objects, the worst case, takes about thirty.
 const DECODE_FACTOR: u64 = 32;
-/// What a list read from the store holds for each stored byte until it is sent: the objects as trees
-/// (stored objects are mostly strings, a few times their JSON as a tree) and the answer rendered.
-const LIST_TREE_FACTOR: u64 = 8;
 
 /// `work`, off the async workers when its body is large enough to cost a while to decode and check.
 async fn heavy_if<T>(state: &AppState, cluster: &str, body: usize, work: impl std::future::Future<Output = T>) -> T {

@@ -221,9 +221,19 @@ pub async fn start(
             lo.limit = 0;
             lo.continue_token = None;
             lo.rv_match = requested.map(|_| RvMatch::NotOlderThan);
-            let list = registry.list(&def, req.cluster.as_deref(), scope.namespace.as_deref(), &lo).await?;
+            // Charged as it is read, refused past the budget; once encoded, the charge below holds it.
+            let mut held = Vec::new();
+            let mut charge = |bytes: usize| -> ApiResult<()> {
+                match &account {
+                    Some(a) => Ok(a.charge_read(&mut held, bytes)?),
+                    None => Ok(()),
+                }
+            };
+            let (cluster, ns) = (req.cluster.as_deref(), scope.namespace.as_deref());
+            let list = registry.list_charged(&def, cluster, ns, &lo, &mut charge).await?;
             let json = list.items.iter().map(|v| Bytes::from(crate::proto::order::to_vec(v)));
             pending = Initial::Read(json.collect::<Vec<_>>().into_iter());
+            drop(held);
             resume(&cacher, &registry, &def, &scope, opts, list.revision, &account).await?
         }
     } else {
