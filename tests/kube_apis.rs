@@ -331,6 +331,46 @@ async fn pods_are_bound_and_evicted_and_what_needs_a_kubelet_is_refused_clearly(
     s.stop().await;
 }
 
+/// A pod's QoS class is kube's, from its containers' requests and limits (requests defaulted from
+/// limits first), and a resize that would change it is refused, as kube refuses it.
+#[tokio::test]
+async fn a_pods_qos_class_is_computed_and_no_resize_changes_it() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str, resources: serde_json::Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+               "spec": {"containers": [{"name": "c", "image": "nginx", "resources": resources}]}})
+    };
+    let limits = json!({"limits": {"cpu": "500m", "memory": "256Mi"}});
+    for (name, resources, class) in [
+        ("none", json!({}), "BestEffort"),
+        ("limited", limits.clone(), "Guaranteed"),
+        ("requested", json!({"requests": {"cpu": "100m"}}), "Burstable"),
+    ] {
+        let (code, created) = s.post(pods, &pod(name, resources)).await;
+        assert_eq!(code, StatusCode::CREATED, "{created}");
+        assert_eq!(created["status"]["qosClass"], class, "{name}");
+        assert_eq!(s.get(&format!("{pods}/{name}")).await.1["status"]["qosClass"], class, "{name}: as stored");
+    }
+    let merge = "application/strategic-merge-patch+json";
+    let resize = |cpu: &str, memory: &str| json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}}}]}});
+    let (code, st) = s.patch(&format!("{pods}/limited/resize"), merge, &resize("1", "512Mi")).await;
+    assert_eq!(code, StatusCode::OK, "still Guaranteed: {st}");
+    let only_requests = json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "250m"}}}]}});
+    let (code, st) = s.patch(&format!("{pods}/limited/resize"), merge, &only_requests).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
+    let says = "spec: Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing";
+    assert!(st["message"].as_str().unwrap().contains(says), "{st}");
+    let stored = s.get(&format!("{pods}/limited")).await.1;
+    assert_eq!(
+        stored["spec"]["containers"][0]["resources"]["requests"]["cpu"], "1",
+        "the refused resize changed nothing"
+    );
+    let (code, st) = s.patch(&format!("{pods}/none/resize"), merge, &resize("1", "1Gi")).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "a BestEffort pod gains no resources: {st}");
+    s.stop().await;
+}
+
 /// An eviction asks the pod's PodDisruptionBudget, as kube's eviction subresource does: a running, ready
 /// pod goes only while its budget allows a disruption, which the eviction spends; pods not running, or
 /// not ready while the application is healthy, go without spending; two budgets over one pod refuse.

@@ -12,6 +12,7 @@ pub(crate) mod gates;
 mod namespaces;
 mod options;
 mod publish;
+mod qos;
 mod quantity;
 mod quota;
 mod read;

@@ -67,13 +67,54 @@ fn exact(q: &Value) -> Option<Exact> {
     Some(Exact { m: if negative { -m } else { m }, e })
 }
 
+/// A sum of quantities, exact while it fits (kube adds `resource.Quantity`s exactly), else as `f64`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Total {
+    exact: Option<Exact>,
+    approx: f64,
+}
+
+impl Total {
+    /// The quantity `q` as a total; `None` when it is no quantity.
+    pub(super) fn of(q: &Value) -> Option<Total> {
+        Some(Total { exact: exact(q), approx: value(q)? })
+    }
+
+    /// This total and `other`.
+    pub(super) fn plus(self, other: Total) -> Total {
+        let exact = match (self.exact, other.exact) {
+            (Some(x), Some(y)) => {
+                let e = x.e.min(y.e);
+                aligned(x, e).zip(aligned(y, e)).and_then(|(a, b)| a.checked_add(b)).map(|m| Exact { m, e })
+            }
+            _ => None,
+        };
+        Total { exact, approx: self.approx + other.approx }
+    }
+
+    /// Whether this total equals `other`: exactly where both are exact, else as `f64`s.
+    pub(super) fn same(self, other: Total) -> bool {
+        if let (Some(x), Some(y)) = (self.exact, other.exact) {
+            let e = x.e.min(y.e);
+            if let (Some(a), Some(b)) = (aligned(x, e), aligned(y, e)) {
+                return a == b;
+            }
+        }
+        self.approx == other.approx
+    }
+}
+
+/// The mantissa of `q` at exponent `e` (at most `q.e`); `None` past an `i128`.
+fn aligned(q: Exact, e: i32) -> Option<i128> {
+    q.m.checked_mul(10i128.checked_pow(u32::try_from(q.e - e).ok()?)?)
+}
+
 /// How quantity `a` compares with `b`: exactly where both fit an exact form, else as `value`s;
 /// `None` when either is no quantity.
 pub(super) fn compare(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
     if let (Some(x), Some(y)) = (exact(a), exact(b)) {
         let e = x.e.min(y.e);
-        let scaled = |q: Exact| q.m.checked_mul(10i128.checked_pow(u32::try_from(q.e - e).ok()?)?);
-        if let (Some(x), Some(y)) = (scaled(x), scaled(y)) {
+        if let (Some(x), Some(y)) = (aligned(x, e), aligned(y, e)) {
             return Some(x.cmp(&y));
         }
     }
@@ -106,5 +147,15 @@ mod tests {
         assert_eq!(cmp(json!("-1"), json!("0")), Some(Less));
         assert_eq!(cmp(json!("1e3"), json!("1k")), Some(Equal));
         assert_eq!(cmp(json!("x"), json!("1")), None);
+    }
+
+    #[test]
+    fn totals_add_exactly() {
+        let t = |q: &str| Total::of(&json!(q)).unwrap();
+        assert!(t("100m").plus(t("200m")).same(t("0.3")), "0.1 + 0.2 is 0.3 as decimals");
+        assert!(t("1Gi").plus(t("1Gi")).same(t("2Gi")));
+        assert!(!t("1G").plus(t("1G")).same(t("2Gi")));
+        assert!(t("1e100").plus(t("1n")).same(t("1e100")), "past an i128, as f64");
+        assert!(Total::of(&json!("ten")).is_none());
     }
 }

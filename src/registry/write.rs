@@ -281,6 +281,9 @@ fn validate_kind(def: &ResourceDef, obj: &Value, old: Option<&Value>, through: O
     if let (Some(old), Some("status"), None) = (old, through, &def.custom) {
         causes.extend(super::validation::status_errors(&def.kind, old, obj));
     }
+    if let (Some(old), Some("resize")) = (old, through) {
+        causes.extend(super::qos::resize_errors(old, obj));
+    }
     if causes.is_empty() {
         Ok(())
     } else {
@@ -568,7 +571,9 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             m.insert("status".into(), json!({"loadBalancer": {}}));
         }
         ("", "Pod") => {
-            m.insert("status".into(), json!({"phase": "Pending", "qosClass": "BestEffort"}));
+            let qos = super::qos::class(obj);
+            let m = obj.as_object_mut().expect("checked object");
+            m.insert("status".into(), json!({"phase": "Pending", "qosClass": qos}));
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             let now = now_rfc3339();
