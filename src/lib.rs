@@ -37,5 +37,6 @@ pub mod storage;
 pub mod table;
 pub mod tenancy;
 pub mod token;
+pub mod turns;
 pub mod usage;
 pub mod watch;

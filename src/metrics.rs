@@ -28,6 +28,8 @@ pub struct Metrics {
     pub connections_refused: prometheus::IntCounter,
     /// Connections cut because their client stopped reading what was sent to it.
     pub connections_stalled: prometheus::IntCounter,
+    /// Writes run off the async workers (see `http::heavy`).
+    pub heavy: prometheus::IntCounter,
     /// Audit events written and dropped.
     pub audit: crate::audit::AuditMetrics,
     /// Store call latency and errors.
@@ -142,6 +144,11 @@ impl Metrics {
             "kgate_connections_stalled_total",
             "Connections cut because their client did not read what waited for it within the stall timeout.",
         )?;
+        let heavy = prometheus::IntCounter::new(
+            "kgate_heavy_requests_total",
+            "Writes run off the async workers, a bounded number at a time, because their body or the object they change is large.",
+        )?;
+        register(&registry, &mut names, Box::new(heavy.clone()))?;
         let audit = crate::audit::AuditMetrics {
             events: prometheus::IntCounter::new(
                 "apiserver_audit_event_total",
@@ -181,6 +188,7 @@ impl Metrics {
             bytes_in_flight,
             connections_refused,
             connections_stalled,
+            heavy,
             audit,
             store,
         })

@@ -605,55 +605,62 @@ pub fn supported_field(group: &str, plural: &str, field: &str) -> bool {
     resource_field(group, plural, field).is_some()
 }
 
+/// A supported extra field of a type: its group and resource, the field's name in a selector, the JSON
+/// path it reads, and the default the API server would have filled in.
+type FieldRow = (&'static str, &'static str, &'static str, &'static [&'static str], Option<&'static str>);
+
+/// Every type's extra fields (`events.k8s.io/v1` names some of core events' stored fields differently).
+const FIELDS: &[FieldRow] = &[
+    ("", "pods", "spec.nodeName", &["spec", "nodeName"], None),
+    ("", "pods", "spec.restartPolicy", &["spec", "restartPolicy"], Some("Always")),
+    ("", "pods", "spec.schedulerName", &["spec", "schedulerName"], Some("default-scheduler")),
+    ("", "pods", "spec.serviceAccountName", &["spec", "serviceAccountName"], None),
+    ("", "pods", "spec.hostNetwork", &["spec", "hostNetwork"], Some("false")),
+    ("", "pods", "status.phase", &["status", "phase"], Some("Pending")),
+    ("", "pods", "status.podIP", &["status", "podIP"], None),
+    ("", "pods", "status.nominatedNodeName", &["status", "nominatedNodeName"], None),
+    ("", "events", "involvedObject.kind", &["involvedObject", "kind"], None),
+    ("", "events", "involvedObject.namespace", &["involvedObject", "namespace"], None),
+    ("", "events", "involvedObject.name", &["involvedObject", "name"], None),
+    ("", "events", "involvedObject.uid", &["involvedObject", "uid"], None),
+    ("", "events", "involvedObject.apiVersion", &["involvedObject", "apiVersion"], None),
+    ("", "events", "involvedObject.resourceVersion", &["involvedObject", "resourceVersion"], None),
+    ("", "events", "involvedObject.fieldPath", &["involvedObject", "fieldPath"], None),
+    ("", "events", "reason", &["reason"], None),
+    ("", "events", "reportingComponent", &["reportingComponent"], None),
+    ("", "events", "source", &["source", "component"], None),
+    ("", "events", "type", &["type"], None),
+    ("events.k8s.io", "events", "regarding.kind", &["regarding", "kind"], None),
+    ("events.k8s.io", "events", "regarding.namespace", &["regarding", "namespace"], None),
+    ("events.k8s.io", "events", "regarding.name", &["regarding", "name"], None),
+    ("events.k8s.io", "events", "regarding.uid", &["regarding", "uid"], None),
+    ("events.k8s.io", "events", "regarding.apiVersion", &["regarding", "apiVersion"], None),
+    ("events.k8s.io", "events", "regarding.resourceVersion", &["regarding", "resourceVersion"], None),
+    ("events.k8s.io", "events", "regarding.fieldPath", &["regarding", "fieldPath"], None),
+    ("events.k8s.io", "events", "reason", &["reason"], None),
+    ("events.k8s.io", "events", "reportingController", &["reportingController"], None),
+    ("events.k8s.io", "events", "type", &["type"], None),
+    ("", "secrets", "type", &["type"], Some("Opaque")),
+    ("", "namespaces", "status.phase", &["status", "phase"], Some("Active")),
+    ("", "services", "spec.clusterIP", &["spec", "clusterIP"], None),
+    ("", "services", "spec.type", &["spec", "type"], Some("ClusterIP")),
+    ("", "replicationcontrollers", "status.replicas", &["status", "replicas"], Some("0")),
+    ("apps", "replicasets", "status.replicas", &["status", "replicas"], Some("0")),
+    ("batch", "jobs", "status.successful", &["status", "succeeded"], Some("0")),
+];
+
 /// Per-type extra fields: the JSON path to read, and a default the API server would have filled in.
 fn resource_field(group: &str, plural: &str, field: &str) -> Option<(&'static [&'static str], Option<&'static str>)> {
-    let spec: (&'static [&'static str], Option<&'static str>) = match (group, plural, field) {
-        ("", "pods", "spec.nodeName") => (&["spec", "nodeName"], None),
-        ("", "pods", "spec.restartPolicy") => (&["spec", "restartPolicy"], Some("Always")),
-        ("", "pods", "spec.schedulerName") => (&["spec", "schedulerName"], Some("default-scheduler")),
-        ("", "pods", "spec.serviceAccountName") => (&["spec", "serviceAccountName"], None),
-        ("", "pods", "spec.hostNetwork") => (&["spec", "hostNetwork"], Some("false")),
-        ("", "pods", "status.phase") => (&["status", "phase"], Some("Pending")),
-        ("", "pods", "status.podIP") => (&["status", "podIP"], None),
-        ("", "pods", "status.nominatedNodeName") => (&["status", "nominatedNodeName"], None),
-        ("", "events", f) => match f {
-            "involvedObject.kind" => (&["involvedObject", "kind"], None),
-            "involvedObject.namespace" => (&["involvedObject", "namespace"], None),
-            "involvedObject.name" => (&["involvedObject", "name"], None),
-            "involvedObject.uid" => (&["involvedObject", "uid"], None),
-            "involvedObject.apiVersion" => (&["involvedObject", "apiVersion"], None),
-            "involvedObject.resourceVersion" => (&["involvedObject", "resourceVersion"], None),
-            "involvedObject.fieldPath" => (&["involvedObject", "fieldPath"], None),
-            "reason" => (&["reason"], None),
-            "reportingComponent" => (&["reportingComponent"], None),
-            "source" => (&["source", "component"], None),
-            "type" => (&["type"], None),
-            _ => return None,
-        },
-        // events.k8s.io/v1 names the same stored fields differently.
-        ("events.k8s.io", "events", f) => match f {
-            "regarding.kind" => (&["regarding", "kind"], None),
-            "regarding.namespace" => (&["regarding", "namespace"], None),
-            "regarding.name" => (&["regarding", "name"], None),
-            "regarding.uid" => (&["regarding", "uid"], None),
-            "regarding.apiVersion" => (&["regarding", "apiVersion"], None),
-            "regarding.resourceVersion" => (&["regarding", "resourceVersion"], None),
-            "regarding.fieldPath" => (&["regarding", "fieldPath"], None),
-            "reason" => (&["reason"], None),
-            "reportingController" => (&["reportingController"], None),
-            "type" => (&["type"], None),
-            _ => return None,
-        },
-        ("", "secrets", "type") => (&["type"], Some("Opaque")),
-        ("", "namespaces", "status.phase") => (&["status", "phase"], Some("Active")),
-        ("", "services", "spec.clusterIP") => (&["spec", "clusterIP"], None),
-        ("", "services", "spec.type") => (&["spec", "type"], Some("ClusterIP")),
-        ("", "replicationcontrollers", "status.replicas") => (&["status", "replicas"], Some("0")),
-        ("apps", "replicasets", "status.replicas") => (&["status", "replicas"], Some("0")),
-        ("batch", "jobs", "status.successful") => (&["status", "succeeded"], Some("0")),
-        _ => return None,
-    };
-    Some(spec)
+    FIELDS
+        .iter()
+        .find(|(g, p, f, _, _)| (*g, *p, *f) == (group, plural, field))
+        .map(|(_, _, _, path, default)| (*path, *default))
+}
+
+/// The JSON paths any type's extra fields read (some twice), and `status.podIPs`, which a pod's
+/// `status.podIP` falls back to.
+pub fn field_paths() -> impl Iterator<Item = &'static [&'static str]> {
+    FIELDS.iter().map(|row| row.3).chain(std::iter::once(&["status", "podIPs"][..]))
 }
 
 /// The value of a supported field selector path for an object, or None when the field is not

@@ -867,3 +867,29 @@ async fn a_patch_that_nests_without_end_is_refused_and_the_server_lives() {
     assert!(b.get("x").is_none(), "nothing of the patch was stored: {b}");
     s.stop().await;
 }
+
+/// A small patch of a large object costs what the object does (decoding, merging, checking and encoding
+/// it): it runs off the async workers with the large writes, never on the workers every tenant's
+/// requests and watches share.
+#[tokio::test]
+async fn a_small_patch_of_a_large_object_runs_with_the_heavy_writes() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let heavy = || s.metric("kgate_heavy_requests_total");
+    let (code, b) = s.post(cm, &big_configmap("big")).await;
+    assert_eq!(code, 201, "{b}");
+    assert_eq!(heavy().await, 1.0, "the large create");
+    // The type's watch cache is running (as it is once anyone lists or watches it).
+    assert_eq!(s.get(&format!("{cm}?resourceVersion=0")).await.0, 200);
+    let merge = "application/merge-patch+json";
+    let small = serde_json::json!({"metadata": {"labels": {"a": "b"}}});
+    let (code, b) = s.patch(&format!("{cm}/big"), merge, &small).await;
+    assert_eq!((code.as_u16(), &b["metadata"]["labels"]["a"]), (200, &serde_json::json!("b")), "{b}");
+    assert_eq!(heavy().await, 2.0, "the small patch of the large object");
+    let (code, b) = s.post(cm, &serde_json::json!({"metadata": {"name": "small"}})).await;
+    assert_eq!(code, 201, "{b}");
+    let (code, b) = s.patch(&format!("{cm}/small"), merge, &small).await;
+    assert_eq!(code, 200, "{b}");
+    assert_eq!(heavy().await, 2.0, "small writes of small objects stay where they are");
+    s.stop().await;
+}

@@ -899,8 +899,12 @@ async fn resource(
             let opts = WriteOptions::from_query(&q)?;
             // Only a server with shards hands out composites: a patch elsewhere is not read twice.
             let body = if sharded { own_patch_revision(pt, body, &sh.registry.shard) } else { body };
+            // A small patch of a large object costs what the object does: weighed by both, the object
+            // as the watch cache holds it when it does (no store read to decide).
+            let held = sh.cache.existing(&crate::registry::stored_def(&def)).and_then(|c| c.get(&reg.key(&ctx, n)).0);
+            let weight = body.len().max(held.map_or(0, |e| e.len()));
             written(
-                heavy_if(state, &cluster_str, body.len(), reg.patch(&ctx, n, pt, &body, &opts, sub)).await?,
+                heavy_if(state, &cluster_str, weight, reg.patch(&ctx, n, pt, &body, &opts, sub)).await?,
                 &mut last_rev,
                 view,
             )
@@ -925,7 +929,10 @@ async fn resource(
         ("deletecollection", None, None) => {
             let dopts = delete_options(&body, &q)?;
             let lopts = ListOptions::from_query(&q, false)?;
-            let w = reg.delete_collection(&ctx, &lopts, &dopts).await?;
+            // Held whole (the objects, then the answer listing them): charged as read, as a list is.
+            let mut held = Vec::new();
+            let mut charge = |bytes: usize| -> ApiResult<()> { Ok(account.charge_read(&mut held, bytes)?) };
+            let w = reg.delete_collection(&ctx, &lopts, &dopts, &mut charge).await?;
             if def.group == resources::TENANCY_GROUP {
                 for item in w.body["items"].as_array().into_iter().flatten() {
                     state.directory.refresh(crate::meta::meta_str(item, "name").unwrap_or_default()).await;
@@ -1069,9 +1076,11 @@ async fn binding_role_ref(
 /// small objects, the worst case, takes about thirty.
 const DECODE_FACTOR: u64 = 32;
 
-/// `work`, off the async workers when its body is large enough to cost a while to decode and check.
-async fn heavy_if<T>(state: &AppState, cluster: &str, body: usize, work: impl std::future::Future<Output = T>) -> T {
-    if body >= super::heavy::HEAVY_BODY {
+/// `work`, off the async workers when its body (or the object it changes) is large enough to cost a
+/// while to decode and check.
+async fn heavy_if<T>(state: &AppState, cluster: &str, weight: usize, work: impl std::future::Future<Output = T>) -> T {
+    if weight >= super::heavy::HEAVY_BODY {
+        state.metrics.heavy.inc();
         state.heavy.run(cluster, work).await
     } else {
         work.await

@@ -4,12 +4,11 @@
 //! else's behind them.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use tokio::runtime::{Handle, RuntimeFlavor};
-use tokio::sync::Semaphore;
+
+use crate::turns::Turns;
 
 /// A write body at least this large is decoded and checked off the async workers.
 pub const HEAVY_BODY: usize = 64 * 1024;
@@ -19,44 +18,27 @@ pub const HEAVY_BODY: usize = 64 * 1024;
 /// would leave what no client asked for, and every step of one is bounded on its own.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Where heavy requests run.
+/// Where heavy requests run: each takes a turn (see `turns`) and its own thread while it runs.
 pub struct Heavy {
-    /// One permit per heavy request running. A tokio `Semaphore`: waiting for a permit is waiting in
-    /// the async world, before the request leaves it.
-    permits: Semaphore,
-    /// Most heavy requests of one cluster running or holding a place at once.
-    per_cluster: usize,
-    /// Each cluster's own permits, for the clusters with heavy requests now. A `DashMap` because every
-    /// heavy request looks its cluster up once; an entry goes with the last request holding it.
-    clusters: DashMap<Box<str>, Arc<Semaphore>>,
+    turns: Turns,
 }
 
 impl Heavy {
     /// At most `concurrency` heavy requests at once (each takes a thread while it runs), and at most half
     /// of them (at least one) of one cluster.
     pub fn new(concurrency: usize) -> Heavy {
-        let concurrency = concurrency.max(1);
-        Heavy { permits: Semaphore::new(concurrency), per_cluster: (concurrency / 2).max(1), clusters: DashMap::new() }
+        Heavy { turns: Turns::new(concurrency) }
     }
 
     /// Run `work` of `cluster` to its end on a thread of its own (the worker it was polled on hands its
-    /// other tasks to the runtime first), once its cluster's and then the server's permit are free. On a
-    /// runtime with one thread (tests) it runs in place.
+    /// other tasks to the runtime first), once its turn comes. On a runtime with one thread (tests) it
+    /// runs in place.
     pub async fn run<F: Future>(&self, cluster: &str, work: F) -> F::Output {
-        let own =
-            self.clusters.entry(cluster.into()).or_insert_with(|| Arc::new(Semaphore::new(self.per_cluster))).clone();
-        let out = {
-            let _own = own.acquire().await.expect("the semaphore is never closed");
-            let _permit = self.permits.acquire().await.expect("the semaphore is never closed");
-            match Handle::current().runtime_flavor() {
-                RuntimeFlavor::MultiThread => tokio::task::block_in_place(|| Handle::current().block_on(work)),
-                _ => work.await,
-            }
-        };
-        drop(own);
-        // Under the entry's lock: a request that took the semaphore meanwhile holds a clone, and keeps it.
-        self.clusters.remove_if(cluster, |_, s| Arc::strong_count(s) == 1);
-        out
+        let _turn = self.turns.take(cluster).await;
+        match Handle::current().runtime_flavor() {
+            RuntimeFlavor::MultiThread => tokio::task::block_in_place(|| Handle::current().block_on(work)),
+            _ => work.await,
+        }
     }
 }
 
@@ -100,7 +82,7 @@ mod tests {
         }
         assert!(ticks.load(Ordering::Relaxed) - before >= 20, "the timer task was starved");
         ticking.abort();
-        assert!(heavy.clusters.is_empty(), "entries go with their last request");
+        assert_eq!(heavy.turns.clusters(), 0, "entries go with their last request");
     }
 
     /// One cluster holds at most half of the permits: another's request starts while it waits.

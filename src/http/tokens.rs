@@ -69,8 +69,7 @@ pub async fn authenticate(
     if cluster != Some(claims.cluster.as_str()) {
         return Ok(Err(Unauthenticated::OtherCluster));
     }
-    let matched: Vec<String> =
-        claims.audiences(&state.audiences).iter().filter(|a| audiences.contains(a)).cloned().collect();
+    let matched = matching(claims.audiences(&state.audiences), audiences);
     if matched.is_empty() {
         let token = claims.audiences(&state.audiences).to_vec();
         return Ok(Err(Unauthenticated::Audience { token, wanted: audiences.to_vec() }));
@@ -95,6 +94,13 @@ pub async fn authenticate(
         ],
     };
     Ok(Ok((identity, matched)))
+}
+
+/// The token's audiences that are wanted, in the token's order: through a set, as both lists are the
+/// requester's to make long (a TokenRequest's and a TokenReview's).
+fn matching(token: &[String], wanted: &[String]) -> Vec<String> {
+    let wanted: std::collections::HashSet<&String> = wanted.iter().collect();
+    token.iter().filter(|a| wanted.contains(a)).cloned().collect()
 }
 
 /// The stored core object `plural`/`name` of `cluster`, read from the store itself: a token's checks
@@ -309,6 +315,16 @@ pub async fn review(state: &AppState, cluster: &str, mut obj: Value) -> ApiResul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn audiences_match_in_the_tokens_order() {
+        let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(matching(&v(&["b", "a", "c"]), &v(&["c", "b", "x"])), v(&["b", "c"]));
+        assert!(matching(&v(&["a"]), &v(&[])).is_empty());
+        // A hundred thousand against a hundred thousand, none alike: a pass over each, not their product.
+        let many = |p: &str| (0..100_000).map(|i| format!("{p}{i}")).collect::<Vec<_>>();
+        assert!(matching(&many("t"), &many("w")).is_empty());
+    }
 
     #[test]
     fn the_bearer_scheme_is_read_in_any_case_with_one_space() {

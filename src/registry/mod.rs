@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 
 pub use convert::{converts, from_storage, stored_def, to_storage};
 pub use options::{ClusterFilter, DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
-pub use read::{check_fields, matches, ListResult};
+pub use read::{check_fields, matches, selectable, ListResult};
 pub(crate) use read::{decode_continue, encode_continue};
 pub use write::{scale_of, Finalizers, Sweep, FIELD_SUBRESOURCES};
 
@@ -55,6 +55,9 @@ pub struct Registry {
     /// repeat must not add a task that sweeps every prefix again. One entry per terminating namespace,
     /// gone when its task ends.
     cleaning: Claims,
+    /// Turns at the sweeps of namespace cleanups, shared by every clone: a tenant that deletes a
+    /// hundred thousand namespaces at once gets a few sweeps at a time, and no more than half of them.
+    sweeps: Arc<crate::turns::Turns>,
     /// The namespaces holding ResourceQuotas, shared by the clones of one registry (see `quota`).
     quota_index: Arc<quota::QuotaIndex>,
     /// What the server publishes into every cluster (its CA, its address), when it is serving; `None`
@@ -150,6 +153,10 @@ pub struct Written {
     pub warnings: Vec<String>,
 }
 
+/// Namespace cleanup sweeps at once (each a few dozen store reads and its deletes), as kube's
+/// namespace controller runs ten workers for a whole cluster.
+const NAMESPACE_SWEEPS: usize = 8;
+
 impl Registry {
     /// A registry over `store`, with every key under `prefix`.
     pub fn new(store: Arc<dyn Store>, prefix: impl Into<String>) -> Self {
@@ -160,6 +167,7 @@ impl Registry {
             namespaces: Default::default(),
             closing,
             cleaning: Default::default(),
+            sweeps: Arc::new(crate::turns::Turns::new(NAMESPACE_SWEEPS)),
             quota_index: Default::default(),
             published: None,
             footprint: Default::default(),

@@ -267,11 +267,31 @@ pub struct ListOptions {
     pub clusters: Option<ClusterFilter>,
 }
 
+/// The most terms the selectors of one request may have in all: far more than any selector written by
+/// hand or by a controller, and few enough that testing them on an object costs microseconds.
+pub const MAX_SELECTOR_TERMS: usize = 256;
+
 impl ListOptions {
+    /// About the memory the parsed selectors hold, for a watch that keeps them as long as it runs.
+    pub fn selectors_size(&self) -> usize {
+        let text = |s: &String| std::mem::size_of::<String>() + s.len();
+        let labels =
+            self.labels.requirements.iter().map(|r| 32 + text(&r.key) + r.values.iter().map(text).sum::<usize>());
+        let fields = self.fields.terms.iter().map(|t| 8 + text(&t.field) + text(&t.value));
+        labels.sum::<usize>() + fields.sum::<usize>()
+    }
+
     /// Read and validate (WIRE.md section 5).
     pub fn from_query(q: &Query, watch_path: bool) -> ApiResult<Self> {
         let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?;
         let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""))?;
+        // Each term is tested on every object listed or watched, by every watch that holds it.
+        let terms = labels.requirements.len() + fields.terms.len();
+        if terms > MAX_SELECTOR_TERMS {
+            return Err(ApiError::bad_request(format!(
+                "labelSelector and fieldSelector have {terms} terms, more than {MAX_SELECTOR_TERMS}"
+            )));
+        }
         let limit = match q.int("limit")? {
             Some(l) if l < 0 => return Err(ApiError::bad_request("limit must be non-negative")),
             Some(l) => l as usize,
@@ -411,6 +431,18 @@ mod tests {
         assert!(lo("limit=-1").is_err());
         assert!(lo("resourceVersion=abc").is_err());
         assert_eq!(lo("&limit=500").unwrap().limit, 500);
+    }
+
+    #[test]
+    fn selectors_have_at_most_so_many_terms() {
+        let terms = |n: usize| (0..n).map(|i| format!("k{i}")).collect::<Vec<_>>().join(",");
+        let ok =
+            lo(&format!("labelSelector={}&fieldSelector=metadata.name%3Dx", terms(MAX_SELECTOR_TERMS - 1))).unwrap();
+        assert!(ok.selectors_size() > MAX_SELECTOR_TERMS * 32);
+        let err =
+            lo(&format!("labelSelector={}&fieldSelector=metadata.name%3Dx", terms(MAX_SELECTOR_TERMS))).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(err.message.contains("257 terms, more than 256"), "{}", err.message);
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub struct ListResult {
 
 /// Keys read from the store per step when a selector filters results.
 const SCAN_PAGE: usize = 500;
+/// Keys of the first read of a list without a limit: at most 96 MiB of the largest objects etcd takes.
+const FIRST_WHOLE_PAGE: usize = 64;
 /// The most keys one read of a filtered list asks for (kube's `maxLimit`).
 const MAX_SCAN_PAGE: usize = 10_000;
 /// A filtered list's reads grow no further than objects the size of the last page's fill this.
@@ -74,6 +76,30 @@ pub fn matches(def: &ResourceDef, obj: &Value, opts: &ListOptions) -> bool {
         && (opts.labels.is_empty() || opts.labels.matches(crate::meta::labels(obj)))
         && (opts.fields.is_empty()
             || opts.fields.matches(&|f: &str| selector::field_value(&def.group, &def.plural, obj, f)))
+}
+
+/// What [`matches`] reads of an object, and nothing else: what a watch's selectors are tested against,
+/// worked out once per event for every watcher with selectors rather than by each.
+pub fn selectable(obj: &Value) -> Value {
+    let mut out = json!({});
+    let mut copy = |path: &[&str]| {
+        let Some(v) = path.iter().try_fold(obj, |at, seg| at.get(seg)) else { return };
+        let Some((last, parents)) = path.split_last() else { return };
+        let mut at = &mut out;
+        for seg in parents {
+            let Some(m) = at.as_object_mut() else { return };
+            at = m.entry(*seg).or_insert_with(|| json!({}));
+        }
+        if let Some(m) = at.as_object_mut() {
+            m.insert((*last).to_string(), v.clone());
+        }
+    };
+    for path in [&["metadata", "name"][..], &["metadata", "namespace"], &["metadata", "labels"]] {
+        copy(path);
+    }
+    copy(&["metadata", "annotations", crate::cluster::CLUSTER_ANNOTATION]);
+    selector::field_paths().for_each(copy);
+    out
 }
 
 impl Registry {
@@ -130,10 +156,15 @@ impl Registry {
         let mut continue_token = None;
         let mut read_at = revision;
         // Doubled after each read, as kube's etcd store does: a selective filter over many keys costs
-        // reads of the logarithm of their number, not half of it.
-        let mut scan = SCAN_PAGE.min(opts.limit.saturating_mul(2));
+        // reads of the logarithm of their number, not half of it. A list of everything is read in such
+        // pages too (at the first page's revision), so that each is charged before the next is read:
+        // concurrent lists of a large collection are refused once over the budget, not all held whole.
+        let mut scan = match opts.limit {
+            0 => FIRST_WHOLE_PAGE,
+            limit => SCAN_PAGE.min(limit.saturating_mul(2)),
+        };
         loop {
-            let want = if opts.limit == 0 { 0 } else { (opts.limit - items.len()).max(scan) };
+            let want = if opts.limit == 0 { scan } else { (opts.limit - items.len()).max(scan) };
             let page = self
                 .store
                 .range(RangeRequest { prefix: prefix.clone(), start: start.clone(), limit: want, revision: read_at })
@@ -218,6 +249,52 @@ mod tests {
         assert_eq!(decode_continue(&evil).unwrap_err().code, 400);
     }
 
+    /// An object's selectable part passes every selector the object does, and fails every one it fails.
+    #[test]
+    fn the_selectable_part_selects_as_the_object() {
+        let cases = [
+            (
+                "",
+                "v1",
+                "pods",
+                json!({"metadata": {"name": "p", "namespace": "n", "labels": {"a": "b"}, "annotations": {"x": "y"}},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}, "status": {"podIPs": [{"ip": "10.0.0.1"}]}}),
+            ),
+            (
+                "",
+                "v1",
+                "events",
+                json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "k"}, "type": "Normal"}),
+            ),
+            ("", "v1", "secrets", json!({"metadata": {"name": "s"}, "data": {"k": "dg=="}})),
+        ];
+        let selectors = [
+            "labelSelector=a%3Db",
+            "labelSelector=a%3Dc",
+            "labelSelector=!a",
+            "fieldSelector=metadata.name%3Dp",
+            "fieldSelector=spec.nodeName%3Dn1",
+            "fieldSelector=status.podIP%3D10.0.0.1",
+            "fieldSelector=status.phase%3DPending",
+            "fieldSelector=source%3Dk",
+            "fieldSelector=involvedObject.name%3Dq",
+            "fieldSelector=type%3DOpaque",
+            "fieldSelector=metadata.namespace%21%3Dn",
+        ];
+        for (group, version, plural, obj) in cases {
+            let def = crate::resources::find(group, version, plural).unwrap();
+            let part = selectable(&obj);
+            assert!(part.get("spec").is_none_or(|s| s.get("containers").is_none()), "{part}");
+            for sel in selectors {
+                let opts = ListOptions::from_query(&crate::request::Query::parse(Some(sel)), false).unwrap();
+                if check_fields(&def, &opts).is_err() {
+                    continue;
+                }
+                assert_eq!(matches(&def, &part, &opts), matches(&def, &obj, &opts), "{plural} {sel}");
+            }
+        }
+    }
+
     /// A list read from the store tells its caller what each page keeps before reading the next, and
     /// stops when the caller refuses (its tenant over budget).
     #[tokio::test]
@@ -227,9 +304,9 @@ mod tests {
             std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
         let registry = Registry::new(store.clone(), "/registry");
         let def = crate::resources::find("", "v1", "configmaps").unwrap();
-        for i in 0..50 {
-            let obj = serde_json::json!({"metadata": {"name": format!("c{i:02}"), "labels": {"keep": (i % 10 == 0).to_string()}}});
-            let key = format!("{}c{i:02}", registry.collection(&def, Some("t"), Some("default")));
+        for i in 0..200 {
+            let obj = serde_json::json!({"metadata": {"name": format!("c{i:03}"), "labels": {"keep": (i % 10 == 0).to_string()}}});
+            let key = format!("{}c{i:03}", registry.collection(&def, Some("t"), Some("default")));
             store.create(&key, serde_json::to_vec(&obj).unwrap()).await.unwrap();
         }
         let query = crate::request::Query::parse(Some("labelSelector=keep%3Dtrue&limit=3"));
@@ -253,5 +330,20 @@ mod tests {
             })
             .await;
         assert_eq!((refused.unwrap_err().code, calls), (429, 1));
+        // A list of everything too: every object, at one revision, charged a page at a time.
+        let everything = ListOptions::from_query(&crate::request::Query::parse(None), false).unwrap();
+        let mut pages = Vec::new();
+        let list = registry
+            .list_charged(&def, Some("t"), Some("default"), &everything, &mut |bytes| {
+                pages.push(bytes);
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!((list.items.len(), list.continue_token), (200, None));
+        assert!(pages.len() > 1, "{pages:?}");
+        let names: Vec<&str> = list.items.iter().filter_map(|o| crate::meta::meta_str(o, "name")).collect();
+        assert_eq!(names.first().copied(), Some("c000"));
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "in key order, none twice");
     }
 }

@@ -1653,12 +1653,13 @@ impl Registry {
         ctx: &Ctx<'_>,
         list: &ListOptions,
         opts: &DeleteOptions,
+        charge: &mut (dyn FnMut(usize) -> ApiResult<()> + Send),
     ) -> ApiResult<Written> {
         let def = ctx.def;
         let mut all = list.clone();
         all.limit = 0;
         all.continue_token = None;
-        let found = self.list(def, Some(ctx.cluster), ctx.namespace, &all).await?;
+        let found = self.list_charged(def, Some(ctx.cluster), ctx.namespace, &all, charge).await?;
         let mut deleted = Vec::new();
         for obj in found.items {
             let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
@@ -1907,15 +1908,6 @@ impl Registry {
     /// Delete everything in a namespace, then the namespace itself. Passes repeat until one finds
     /// nothing, so objects created by requests that raced the termination are removed too.
     pub async fn finalize_namespace(&self, cluster: &str, namespace: &str) -> ApiResult<()> {
-        // Custom resources too, as the namespace controller deletes them: their prefixes come from the
-        // cluster's CRDs in the store.
-        let mut prefixes = crate::crd::custom_prefixes(self, cluster, Some(namespace)).await?;
-        prefixes.extend(
-            crate::resources::for_cluster(cluster)
-                .filter(|d| d.namespaced && !d.is_virtual() && !super::converts(d))
-                .map(|d| self.collection(d, Some(cluster), Some(namespace))),
-        );
-        let resources: Vec<String> = prefixes.iter().map(|p| self.group_resource(p)).collect();
         let key = crate::storage::keys::object(&self.prefix, "core", "namespaces", cluster, None, namespace);
         // Only while the namespace is still the terminating one: another replica's cleanup of the same
         // namespace may outlive this one, and it must not empty a namespace re-created since.
@@ -1933,11 +1925,25 @@ impl Registry {
         let mut pause = HELD_PAUSE;
         let mut closing = self.closing.subscribe();
         loop {
-            match self.delete_prefixes(&prefixes, Finalizers::Honor, &still).await? {
+            // Each sweep a turn (given back while it pauses), its prefixes read in it: a task waiting for
+            // its turn holds no more than its names.
+            let turn = self.sweeps.take(cluster).await;
+            // Custom resources too, as the namespace controller deletes them: their prefixes come from
+            // the cluster's CRDs in the store.
+            let mut prefixes = crate::crd::custom_prefixes(self, cluster, Some(namespace)).await?;
+            prefixes.extend(
+                crate::resources::for_cluster(cluster)
+                    .filter(|d| d.namespaced && !d.is_virtual() && !super::converts(d))
+                    .map(|d| self.collection(d, Some(cluster), Some(namespace))),
+            );
+            let swept = self.delete_prefixes(&prefixes, Finalizers::Honor, &still).await?;
+            drop(turn);
+            match swept {
                 Sweep::Stopped => return Ok(()),
                 Sweep::Empty => break,
                 Sweep::Held(remaining) => {
                     tracing::debug!(cluster, namespace, ?remaining, "namespace waits for finalizers");
+                    let resources: Vec<String> = prefixes.iter().map(|p| self.group_resource(p)).collect();
                     // Only a report: the wait goes on whether or not it could be written.
                     if let Err(e) = self.report_remaining(&key, &resources, &remaining).await {
                         tracing::warn!(cluster, namespace, error = %e, "could not say what holds the namespace");

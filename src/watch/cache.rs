@@ -321,9 +321,58 @@ pub struct Event {
     pub prev: Option<Entry>,
     /// Whether the object was deleted.
     pub deleted: bool,
+    /// What selectors read of `prev` and `object`, worked out by the first watcher with selectors that
+    /// needs it and shared by the others (see [`Event::selectable`]).
+    pub selectable: std::sync::OnceLock<Option<Selectable>>,
+}
+
+/// What selectors read of an event's two states (`registry::selectable`). Without it every watcher
+/// with selectors parsed the whole object twice for each event (a thousand watchers, a 1 MiB object:
+/// seconds of CPU for one small patch); kube's cacher likewise keeps each event's labels and fields.
+#[derive(Debug)]
+pub struct Selectable {
+    /// Of the state before, if any.
+    pub prev: Option<Value>,
+    /// Of the new state (for a delete, the last).
+    pub object: Value,
+    /// What it is counted as in [`SELECTABLE_BYTES`].
+    weight: u64,
+}
+
+/// The bytes all events' [`Selectable`]s hold, at most [`SELECTABLE_LIMIT`]: they live as long as their
+/// events' history, which is bounded by the objects' bytes, not these.
+static SELECTABLE_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Past this, each watcher works out an event's selectable parts for itself again.
+const SELECTABLE_LIMIT: u64 = 64 << 20;
+
+impl Drop for Selectable {
+    fn drop(&mut self) {
+        SELECTABLE_BYTES.fetch_sub(self.weight, Ordering::AcqRel);
+    }
 }
 
 impl Event {
+    /// What selectors read of this event's states, worked out at most once (by the first caller);
+    /// `None` when [`SELECTABLE_LIMIT`] was reached, and the caller works them out for itself.
+    pub fn selectable(&self, head: &Head) -> ApiResult<Option<&Selectable>> {
+        if let Some(s) = self.selectable.get() {
+            return Ok(s.as_ref());
+        }
+        let prev = self.prev.as_ref().map(|p| p.value(head)).transpose()?.map(|v| crate::registry::selectable(&v));
+        let object = crate::registry::selectable(&self.object.value(head)?);
+        // Values hold a few times their JSON text.
+        let size = |v: &Value| 3 * crate::meta::json_size_within(v, usize::MAX).unwrap_or(0) as u64;
+        let weight = prev.as_ref().map_or(0, size) + size(&object);
+        let kept = if SELECTABLE_BYTES.fetch_add(weight, Ordering::AcqRel) + weight <= SELECTABLE_LIMIT {
+            Some(Selectable { prev, object, weight })
+        } else {
+            SELECTABLE_BYTES.fetch_sub(weight, Ordering::AcqRel);
+            None
+        };
+        // A caller that got here first keeps its own; this one, dropped, gives its weight back.
+        Ok(self.selectable.get_or_init(|| kept).as_ref())
+    }
+
     /// What it keeps alive: its object and the state it replaced (each in an allocation of its own).
     pub fn size(&self) -> u64 {
         (self.object.block.len() + self.prev.as_ref().map_or(0, |p| p.block.len()) + self.key.len()) as u64
@@ -912,7 +961,7 @@ impl Cacher {
             let prev = if deleted { st.delete(&key) } else { st.set(key.clone(), object.clone()) };
             // The history keeps it long after the map let it go: in a block, it would keep the block.
             let prev = if st.packed { prev.map(|p| p.detached()) } else { prev };
-            let event = Arc::new(Event { key, revision, object, prev, deleted });
+            let event = Arc::new(Event { key, revision, object, prev, deleted, selectable: Default::default() });
             let size = event.size();
             st.history.push_back(event.clone());
             st.history_bytes += size;
@@ -1254,6 +1303,29 @@ mod tests {
 
     /// One cached object is served in whatever version and kind each request's definition names, with
     /// every other field as stored, and a delete's restamp keeps it so.
+    #[test]
+    fn an_events_selectable_parts_are_worked_out_once_and_hold_only_what_selectors_read() {
+        let cm = crate::resources::find("", "v1", "configmaps").unwrap();
+        let obj = |labels: Value| serde_json::json!({"metadata": {"name": "x", "labels": labels}, "data": {"big": "x".repeat(100_000)}});
+        let (prev, object) =
+            (Entry::new(obj(serde_json::json!({"a": "1"})), 2), Entry::new(obj(serde_json::json!({})), 3));
+        let ev = Event {
+            key: Arc::from("/k"),
+            revision: 3,
+            object: object.unwrap(),
+            prev: Some(prev.unwrap()),
+            deleted: false,
+            selectable: Default::default(),
+        };
+        let head = Head::of(&cm);
+        let first = ev.selectable(&head).unwrap().expect("within the limit") as *const Selectable;
+        let again = ev.selectable(&head).unwrap().unwrap();
+        assert!(std::ptr::eq(first, again), "worked out once");
+        assert_eq!(again.prev.as_ref().unwrap()["metadata"]["labels"], serde_json::json!({"a": "1"}));
+        assert!(again.object.get("data").is_none(), "{}", again.object);
+        assert!(SELECTABLE_BYTES.load(Ordering::Acquire) >= again.weight);
+    }
+
     #[test]
     fn an_entry_is_served_with_each_requests_head() {
         let cm = crate::resources::find("", "v1", "configmaps").unwrap();

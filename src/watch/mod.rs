@@ -277,6 +277,8 @@ pub async fn start(
         Some(a) => Some(a.try_charge(pending.holds())?),
         None => None,
     };
+    // Kept as long as the watch runs.
+    let selectors = account.as_ref().map(|a| a.charge(req.opts.selectors_size() as u64));
     let pump = Pump {
         def,
         served,
@@ -289,6 +291,7 @@ pub async fn start(
         last: start_rev,
         initial: pending,
         charge,
+        _selectors: selectors,
         account,
         replay: replay.into_iter(),
         initial_end,
@@ -353,28 +356,30 @@ fn translate(
         };
         return Ok(Some((kind, Payload::Cached(ev.object.body_bytes()))));
     }
-    let passes = |e: &Entry| -> ApiResult<Option<Value>> {
-        let v = e.value(head)?;
-        Ok(crate::registry::matches(def, &v, opts).then_some(v))
-    };
-    let old = match &ev.prev {
-        Some(p) => passes(p)?,
-        None => None,
+    // Tested on what selectors read of each state, worked out once for every watcher of the event.
+    let passes = |v: &Value| crate::registry::matches(def, v, opts);
+    let (old, new) = match ev.selectable(head)? {
+        Some(s) => (s.prev.as_ref().is_some_and(passes), passes(&s.object)),
+        None => {
+            let part = |e: &Entry| e.value(head).map(|v| crate::registry::selectable(&v));
+            let old = ev.prev.as_ref().map(part).transpose()?;
+            (old.as_ref().is_some_and(passes), passes(&part(&ev.object)?))
+        }
     };
     if ev.deleted {
-        return Ok(old.map(|_| ("DELETED", Payload::Cached(ev.object.body_bytes()))));
+        return Ok(old.then(|| ("DELETED", Payload::Cached(ev.object.body_bytes()))));
     }
-    let new = passes(&ev.object)?;
     Ok(match (old, new) {
-        (None, Some(n)) => Some(("ADDED", Payload::Value(n))),
-        (Some(_), Some(n)) => Some(("MODIFIED", Payload::Value(n))),
+        (false, true) => Some(("ADDED", Payload::Cached(ev.object.body_bytes()))),
+        (true, true) => Some(("MODIFIED", Payload::Cached(ev.object.body_bytes()))),
         // Leaving the selection: DELETED with the last state that matched, at the new resourceVersion,
         // as kube-apiserver's cacher sends it.
-        (Some(mut last), None) => {
+        (true, false) => {
+            let mut last = ev.prev.as_ref().expect("it passed").value(head)?;
             crate::meta::metadata_mut(&mut last).insert("resourceVersion".into(), json!(ev.revision.to_string()));
             Some(("DELETED", Payload::Value(last)))
         }
-        (None, None) => None,
+        (false, false) => None,
     })
 }
 
@@ -397,6 +402,8 @@ struct Pump {
     served: Option<Arc<ResourceDef>>,
     /// What `initial` keeps alive, charged to `account` until sent.
     charge: Option<Charge>,
+    /// What the parsed selectors hold, charged to `account` for as long as the watch runs.
+    _selectors: Option<Charge>,
     /// Who pays for this watcher's memory (its queue, when it registers again).
     account: Option<Arc<Account>>,
     /// Events from history still to send (a resume, or a catch-up after falling behind).
@@ -561,6 +568,8 @@ impl Pump {
             if let Some(b) = self.event_line(&ev) {
                 return Some(b);
             }
+            // Events filtered out send nothing, yet took work: the worker is given up now and then.
+            tokio::task::coop::consume_budget().await;
         }
         if std::mem::take(&mut self.initial_end) {
             return Some(self.bookmark_line(self.last, true));
@@ -587,6 +596,7 @@ impl Pump {
                     if let Some(b) = self.event_line(&ev) {
                         return Some(b);
                     }
+                    tokio::task::coop::consume_budget().await;
                 }
                 Next::Stored(Ok(Some((kind, obj, rev)))) => {
                     self.last = self.last.max(rev);
