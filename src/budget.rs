@@ -155,7 +155,7 @@ impl std::fmt::Debug for Account {
 impl Account {
     /// Refused if this account's cluster or the server is at its limit (never when exempt).
     pub fn check(&self) -> Result<(), Refused> {
-        match self.at_limit() {
+        match self.at_limit(0) {
             None => Ok(()),
             Some(why) => Err(self.budgets.refuse(why)),
         }
@@ -164,27 +164,36 @@ impl Account {
     /// Whether this account's cluster or the server is at its limit (never when exempt); unlike
     /// `check`, not counted as a refusal (a watcher cut off for it resumes later).
     pub fn over(&self) -> bool {
-        self.at_limit().is_some()
+        self.at_limit(0).is_some()
     }
 
-    /// Which limit this account is at, if any (none when exempt).
-    fn at_limit(&self) -> Option<Refused> {
+    /// Which limit this account is at, if any (none when exempt), not counting `own` bytes of the
+    /// request asking.
+    fn at_limit(&self, own: u64) -> Option<Refused> {
         if self.exempt {
             return None;
         }
         let limits = self.budgets.limits;
         if let Some(tally) = &self.cluster {
-            if limits.per_cluster > 0 && tally.get() >= limits.per_cluster {
+            if limits.per_cluster > 0 && tally.get().saturating_sub(own) >= limits.per_cluster {
                 return Some(Refused::Cluster(tally.name.to_string(), limits.per_cluster));
             }
         }
-        (limits.server > 0 && self.budgets.server.get() >= limits.server).then_some(Refused::Server)
+        let server = self.budgets.server.get().saturating_sub(own);
+        (limits.server > 0 && server >= limits.server).then_some(Refused::Server)
     }
 
     /// Charge a page of a list read from the store, `stored` bytes as stored, to `held`: such a list is
     /// held whole, as trees, until it is sent, so it is charged as it grows and refused once over.
+    /// Refused for what the rest of the cluster (and server) holds, not for what this list holds
+    /// already: a list larger than the budget still goes when nothing else is in flight, as one answer
+    /// does, while lists read at once are refused once together they are over it.
     pub fn charge_read(self: &Arc<Self>, held: &mut Vec<Charge>, stored: usize) -> Result<(), Refused> {
-        held.push(self.try_charge(stored as u64 * LIST_TREE_FACTOR)?);
+        let own = held.iter().map(|c| c.bytes).sum();
+        if let Some(why) = self.at_limit(own) {
+            return Err(self.budgets.refuse(why));
+        }
+        held.push(self.charge(stored as u64 * LIST_TREE_FACTOR));
         Ok(())
     }
 
@@ -296,6 +305,25 @@ mod tests {
         drop(big);
         assert_eq!(b.in_flight_of("a"), 0);
         assert!(b.account(Some("a"), false).is_ok());
+    }
+
+    #[test]
+    fn a_list_read_in_pages_is_refused_for_what_others_hold_not_for_itself() {
+        let b = budgets(1 << 30, 100 * LIST_TREE_FACTOR);
+        let a = b.account(Some("a"), false).unwrap();
+        // Alone, a list of three times the budget reads every page.
+        let mut alone = Vec::new();
+        for _ in 0..3 {
+            a.charge_read(&mut alone, 100).unwrap();
+        }
+        drop(alone);
+        // Two at once: once the other holds the budget, a list's next page is refused.
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        a.charge_read(&mut first, 60).unwrap();
+        a.charge_read(&mut second, 110).unwrap();
+        assert_eq!(a.charge_read(&mut first, 10), Err(Refused::Cluster("a".into(), 100 * LIST_TREE_FACTOR)));
+        drop(second);
+        a.charge_read(&mut first, 10).unwrap();
     }
 
     #[test]

@@ -657,8 +657,9 @@ fn resource_field(group: &str, plural: &str, field: &str) -> Option<(&'static [&
         .map(|(_, _, _, path, default)| (*path, *default))
 }
 
-/// The JSON paths any type's extra fields read (some twice), and `status.podIPs`, which a pod's
-/// `status.podIP` falls back to.
+/// The JSON paths every type's extra fields read (some twice), and `status.podIPs`, which a pod's
+/// `status.podIP` falls back to: all of them, as one cache may serve a type under two groups (core and
+/// `events.k8s.io` events), whose fields differ.
 pub fn field_paths() -> impl Iterator<Item = &'static [&'static str]> {
     FIELDS.iter().map(|row| row.3).chain(std::iter::once(&["status", "podIPs"][..]))
 }

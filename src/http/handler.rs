@@ -901,8 +901,8 @@ async fn resource(
             let body = if sharded { own_patch_revision(pt, body, &sh.registry.shard) } else { body };
             // A small patch of a large object costs what the object does: weighed by both, the object
             // as the watch cache holds it when it does (no store read to decide).
-            let held = sh.cache.existing(&crate::registry::stored_def(&def)).and_then(|c| c.get(&reg.key(&ctx, n)).0);
-            let weight = body.len().max(held.map_or(0, |e| e.len()));
+            let held = sh.cache.existing(&crate::registry::stored_def(&def)).and_then(|c| c.size_of(&reg.key(&ctx, n)));
+            let weight = body.len().max(held.unwrap_or(0));
             written(
                 heavy_if(state, &cluster_str, weight, reg.patch(&ctx, n, pt, &body, &opts, sub)).await?,
                 &mut last_rev,

@@ -4,6 +4,7 @@
 //! else's behind them.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::runtime::{Handle, RuntimeFlavor};
@@ -20,14 +21,14 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where heavy requests run: each takes a turn (see `turns`) and its own thread while it runs.
 pub struct Heavy {
-    turns: Turns,
+    turns: Arc<Turns>,
 }
 
 impl Heavy {
     /// At most `concurrency` heavy requests at once (each takes a thread while it runs), and at most half
     /// of them (at least one) of one cluster.
     pub fn new(concurrency: usize) -> Heavy {
-        Heavy { turns: Turns::new(concurrency) }
+        Heavy { turns: Arc::new(Turns::new(concurrency)) }
     }
 
     /// Run `work` of `cluster` to its end on a thread of its own (the worker it was polled on hands its
@@ -54,7 +55,6 @@ impl Default for Heavy {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
 
     /// Heavy work holds its thread, yet the workers go on serving other tasks meanwhile.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

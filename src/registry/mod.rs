@@ -55,8 +55,8 @@ pub struct Registry {
     /// repeat must not add a task that sweeps every prefix again. One entry per terminating namespace,
     /// gone when its task ends.
     cleaning: Claims,
-    /// Turns at the sweeps of namespace cleanups, shared by every clone: a tenant that deletes a
-    /// hundred thousand namespaces at once gets a few sweeps at a time, and no more than half of them.
+    /// Turns at the pages of namespace cleanups' sweeps, shared by every clone: a tenant that deletes
+    /// a hundred thousand namespaces at once sweeps a few pages at a time, no more than half of them.
     sweeps: Arc<crate::turns::Turns>,
     /// The namespaces holding ResourceQuotas, shared by the clones of one registry (see `quota`).
     quota_index: Arc<quota::QuotaIndex>,
@@ -153,7 +153,7 @@ pub struct Written {
     pub warnings: Vec<String>,
 }
 
-/// Namespace cleanup sweeps at once (each a few dozen store reads and its deletes), as kube's
+/// Pages of namespace cleanup sweeps at once (a page is one store read and its deletes), as kube's
 /// namespace controller runs ten workers for a whole cluster.
 const NAMESPACE_SWEEPS: usize = 8;
 

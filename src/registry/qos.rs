@@ -67,7 +67,12 @@ fn add_positive(sums: &mut BTreeMap<&'static str, Total>, list: &Value) -> usize
 /// kube's check of a resize (`ValidatePodResize`) that needs the class: it is the stored one, and the
 /// resized spec must compute to it.
 pub(super) fn resize_errors(old: &Value, new: &Value) -> Vec<crate::status::Cause> {
-    let stored = old["status"]["qosClass"].as_str().filter(|c| !c.is_empty()).unwrap_or_else(|| class(old));
+    let stored = match old["status"]["qosClass"].as_str() {
+        // kgate recorded every pod as BestEffort before it computed classes; no pod with CPU or memory
+        // requests or limits is one, so such a pod's class is what its spec says.
+        Some(c) if !c.is_empty() && c != "BestEffort" => c,
+        _ => class(old),
+    };
     if class(new) == stored {
         return Vec::new();
     }
@@ -135,5 +140,9 @@ mod tests {
             errs[0].message,
             "Invalid value: \"Guaranteed\": Pod QOS Class may not change as a result of resizing"
         );
+        // A pod stored by an older kgate as BestEffort, whatever its resources: its class is its spec's.
+        old["status"] = json!({"qosClass": "BestEffort"});
+        let bigger = json!({"cpu": "1", "memory": "2Gi"});
+        assert!(resize_errors(&old, &pod(json!([res(bigger.clone(), bigger)]), json!([]))).is_empty());
     }
 }

@@ -78,8 +78,9 @@ pub fn matches(def: &ResourceDef, obj: &Value, opts: &ListOptions) -> bool {
             || opts.fields.matches(&|f: &str| selector::field_value(&def.group, &def.plural, obj, f)))
 }
 
-/// What [`matches`] reads of an object, and nothing else: what a watch's selectors are tested against,
-/// worked out once per event for every watcher with selectors rather than by each.
+/// What [`matches`] may read of an object (of any type: see `selector::field_paths`): what a watch's
+/// selectors are tested against, worked out once per event for every watcher with selectors rather
+/// than by each. Small: the labels, the name, and a few scalar fields.
 pub fn selectable(obj: &Value) -> Value {
     let mut out = json!({});
     let mut copy = |path: &[&str]| {
@@ -163,24 +164,29 @@ impl Registry {
             0 => FIRST_WHOLE_PAGE,
             limit => SCAN_PAGE.min(limit.saturating_mul(2)),
         };
+        // Whether the list was begun again, once, after its store compacted the revision the list chose.
+        let mut restarted = false;
         loop {
             let want = if opts.limit == 0 { scan } else { (opts.limit - items.len()).max(scan) };
-            let page = self
-                .store
-                .range(RangeRequest { prefix: prefix.clone(), start: start.clone(), limit: want, revision: read_at })
-                .await
-                .map_err(|e| match e {
-                    StoreError::Compacted { .. } if opts.continue_token.is_some() => {
-                        ApiError::expired(CONTINUE_EXPIRED)
-                    }
-                    StoreError::Compacted { .. } => {
-                        ApiError::expired("The resourceVersion for the provided list is too old.")
-                    }
-                    StoreError::FutureRevision { requested, current } => {
-                        StoreError::FutureRevision { requested, current }.into()
-                    }
-                    other => other.into(),
-                })?;
+            let read = RangeRequest { prefix: prefix.clone(), start: start.clone(), limit: want, revision: read_at };
+            let page = self.store.range(read).await;
+            // A later page at the revision this list chose, not the client: compacted meanwhile (or, in
+            // the embedded store, too far behind), the list begins again at the store's revision of now,
+            // as a list read at once would have been.
+            if let (Err(StoreError::Compacted { .. }), None, false) = (&page, revision, restarted) {
+                (restarted, items, start, read_at) = (true, Vec::new(), None, None);
+                continue;
+            }
+            let page = page.map_err(|e| match e {
+                StoreError::Compacted { .. } if opts.continue_token.is_some() => ApiError::expired(CONTINUE_EXPIRED),
+                StoreError::Compacted { .. } => {
+                    ApiError::expired("The resourceVersion for the provided list is too old.")
+                }
+                StoreError::FutureRevision { requested, current } => {
+                    StoreError::FutureRevision { requested, current }.into()
+                }
+                other => other.into(),
+            })?;
             read_at = Some(page.revision);
             // Grown as far as objects the size of this page's fill `MAX_SCAN_BYTES`: large objects keep
             // their pages as they were.
@@ -293,6 +299,43 @@ mod tests {
                 assert_eq!(matches(&def, &part, &opts), matches(&def, &obj, &opts), "{plural} {sel}");
             }
         }
+    }
+
+    /// A list without a limit is read in pages at the revision of its first; if that revision is
+    /// compacted before its last page, it begins again at the store's revision of now, as one read of
+    /// the whole would have been served, never 410 for a revision the client did not ask for.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_whose_revision_is_compacted_between_pages_begins_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: std::sync::Arc<dyn crate::storage::Store> =
+            std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let registry = Registry::new(store.clone(), "/registry");
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        let collection = registry.collection(&def, Some("t"), Some("default"));
+        for i in 0..200 {
+            let obj = serde_json::json!({"metadata": {"name": format!("c{i:03}")}});
+            store.create(&format!("{collection}c{i:03}"), serde_json::to_vec(&obj).unwrap()).await.unwrap();
+        }
+        let everything = ListOptions::from_query(&crate::request::Query::parse(None), false).unwrap();
+        let mut compacted = false;
+        let list = registry
+            .list_charged(&def, Some("t"), Some("default"), &everything, &mut |_| {
+                if !std::mem::replace(&mut compacted, true) {
+                    let (store, key) = (store.clone(), format!("{collection}late"));
+                    tokio::task::block_in_place(|| {
+                        tokio::runtime::Handle::current().block_on(async move {
+                            let obj = serde_json::json!({"metadata": {"name": "late"}});
+                            store.create(&key, serde_json::to_vec(&obj).unwrap()).await.unwrap();
+                            store.compact(store.revision().await.unwrap()).await.unwrap();
+                        })
+                    });
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!(list.items.len(), 201, "the whole list, as of after the compaction");
+        assert!(list.items.iter().any(|o| crate::meta::meta_str(o, "name") == Some("late")));
     }
 
     /// A list read from the store tells its caller what each page keeps before reading the next, and

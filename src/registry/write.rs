@@ -1915,9 +1915,17 @@ impl Registry {
             serde_json::from_slice::<Value>(&kv.value).is_ok_and(|o| meta::meta_str(&o, "deletionTimestamp").is_some())
         };
         let store = self.store.clone();
+        // A turn (see `sweeps`) for each page of a sweep: given back and taken again before the next
+        // page's deletes, so that other clusters' sweeps go between pages, and never held in a pause.
+        let turn: std::sync::Mutex<Option<crate::turns::Turn>> = Default::default();
+        let hold = |t: Option<crate::turns::Turn>| *turn.lock().unwrap_or_else(|e| e.into_inner()) = t;
         let still = || {
-            let (store, key) = (store.clone(), key.clone());
-            async move { Ok(store.get(&key).await?.is_some_and(|kv| terminating(&kv))) }
+            let (store, key, hold) = (store.clone(), key.clone(), &hold);
+            async move {
+                hold(None);
+                hold(Some(self.sweeps.take(cluster).await));
+                Ok(store.get(&key).await?.is_some_and(|kv| terminating(&kv)))
+            }
         };
         // Objects with finalizers hold the namespace in Terminating until their owners release them, and
         // objects still being updated hold it until a pass removes them, as kube's namespace controller
@@ -1925,9 +1933,8 @@ impl Registry {
         let mut pause = HELD_PAUSE;
         let mut closing = self.closing.subscribe();
         loop {
-            // Each sweep a turn (given back while it pauses), its prefixes read in it: a task waiting for
-            // its turn holds no more than its names.
-            let turn = self.sweeps.take(cluster).await;
+            // The prefixes read in a turn too: a task waiting for one holds no more than its names.
+            hold(Some(self.sweeps.take(cluster).await));
             // Custom resources too, as the namespace controller deletes them: their prefixes come from
             // the cluster's CRDs in the store.
             let mut prefixes = crate::crd::custom_prefixes(self, cluster, Some(namespace)).await?;
@@ -1936,9 +1943,9 @@ impl Registry {
                     .filter(|d| d.namespaced && !d.is_virtual() && !super::converts(d))
                     .map(|d| self.collection(d, Some(cluster), Some(namespace))),
             );
-            let swept = self.delete_prefixes(&prefixes, Finalizers::Honor, &still).await?;
-            drop(turn);
-            match swept {
+            let swept = self.delete_prefixes(&prefixes, Finalizers::Honor, &still).await;
+            hold(None);
+            match swept? {
                 Sweep::Stopped => return Ok(()),
                 Sweep::Empty => break,
                 Sweep::Held(remaining) => {

@@ -323,27 +323,32 @@ pub struct Event {
     pub deleted: bool,
     /// What selectors read of `prev` and `object`, worked out by the first watcher with selectors that
     /// needs it and shared by the others (see [`Event::selectable`]).
-    pub selectable: std::sync::OnceLock<Option<Selectable>>,
+    pub selectable: std::sync::OnceLock<Selectable>,
 }
 
 /// What selectors read of an event's two states (`registry::selectable`). Without it every watcher
 /// with selectors parsed the whole object twice for each event (a thousand watchers, a 1 MiB object:
 /// seconds of CPU for one small patch); kube's cacher likewise keeps each event's labels and fields.
-#[derive(Debug)]
-pub struct Selectable {
+#[derive(Debug, Clone)]
+pub struct Parts {
     /// Of the state before, if any.
     pub prev: Option<Value>,
     /// Of the new state (for a delete, the last).
     pub object: Value,
-    /// What it is counted as in [`SELECTABLE_BYTES`].
+}
+
+/// An event's [`Parts`] as kept with it, counted in [`SELECTABLE_BYTES`] while kept.
+#[derive(Debug)]
+pub struct Selectable {
+    parts: Parts,
     weight: u64,
 }
 
 /// The bytes all events' [`Selectable`]s hold, at most [`SELECTABLE_LIMIT`]: they live as long as their
 /// events' history, which is bounded by the objects' bytes, not these.
 static SELECTABLE_BYTES: AtomicU64 = AtomicU64::new(0);
-/// Past this, each watcher works out an event's selectable parts for itself again.
-const SELECTABLE_LIMIT: u64 = 64 << 20;
+/// Past this, an event's parts are worked out by each watcher for itself, until some are let go.
+const SELECTABLE_LIMIT: u64 = 128 << 20;
 
 impl Drop for Selectable {
     fn drop(&mut self) {
@@ -352,25 +357,25 @@ impl Drop for Selectable {
 }
 
 impl Event {
-    /// What selectors read of this event's states, worked out at most once (by the first caller);
-    /// `None` when [`SELECTABLE_LIMIT`] was reached, and the caller works them out for itself.
-    pub fn selectable(&self, head: &Head) -> ApiResult<Option<&Selectable>> {
+    /// What selectors read of this event's states: as kept with the event, worked out by the first
+    /// caller; or the caller's own when the kept ones are at [`SELECTABLE_LIMIT`].
+    pub fn selectable(&self, head: &Head) -> ApiResult<std::borrow::Cow<'_, Parts>> {
         if let Some(s) = self.selectable.get() {
-            return Ok(s.as_ref());
+            return Ok(std::borrow::Cow::Borrowed(&s.parts));
         }
-        let prev = self.prev.as_ref().map(|p| p.value(head)).transpose()?.map(|v| crate::registry::selectable(&v));
-        let object = crate::registry::selectable(&self.object.value(head)?);
+        let part = |v: Value| crate::registry::selectable(&v);
+        let prev = self.prev.as_ref().map(|p| p.value(head)).transpose()?.map(part);
+        let parts = Parts { prev, object: part(self.object.value(head)?) };
         // Values hold a few times their JSON text.
         let size = |v: &Value| 3 * crate::meta::json_size_within(v, usize::MAX).unwrap_or(0) as u64;
-        let weight = prev.as_ref().map_or(0, size) + size(&object);
-        let kept = if SELECTABLE_BYTES.fetch_add(weight, Ordering::AcqRel) + weight <= SELECTABLE_LIMIT {
-            Some(Selectable { prev, object, weight })
-        } else {
+        let weight = parts.prev.as_ref().map_or(0, size) + size(&parts.object);
+        if SELECTABLE_BYTES.fetch_add(weight, Ordering::AcqRel) + weight > SELECTABLE_LIMIT {
             SELECTABLE_BYTES.fetch_sub(weight, Ordering::AcqRel);
-            None
-        };
+            return Ok(std::borrow::Cow::Owned(parts));
+        }
         // A caller that got here first keeps its own; this one, dropped, gives its weight back.
-        Ok(self.selectable.get_or_init(|| kept).as_ref())
+        let kept = self.selectable.get_or_init(|| Selectable { parts, weight });
+        Ok(std::borrow::Cow::Borrowed(&kept.parts))
     }
 
     /// What it keeps alive: its object and the state it replaced (each in an allocation of its own).
@@ -825,6 +830,12 @@ impl Cacher {
             _ => None,
         };
         Snapshot { objects, runs, start, end, namespace, revision }
+    }
+
+    /// The size of one object by key, without counting as a use (a cache only written through does not
+    /// stay for it).
+    pub fn size_of(&self, key: &str) -> Option<usize> {
+        self.lock_read().objects.get(key).map(Entry::len)
     }
 
     /// One object by key.
@@ -1301,8 +1312,7 @@ mod tests {
         assert!(c.register(scope, Start::After(5), None).is_err(), "a stopped one does not");
     }
 
-    /// One cached object is served in whatever version and kind each request's definition names, with
-    /// every other field as stored, and a delete's restamp keeps it so.
+    /// What selectors read of an event is worked out by its first watcher with selectors, for all.
     #[test]
     fn an_events_selectable_parts_are_worked_out_once_and_hold_only_what_selectors_read() {
         let cm = crate::resources::find("", "v1", "configmaps").unwrap();
@@ -1318,14 +1328,16 @@ mod tests {
             selectable: Default::default(),
         };
         let head = Head::of(&cm);
-        let first = ev.selectable(&head).unwrap().expect("within the limit") as *const Selectable;
-        let again = ev.selectable(&head).unwrap().unwrap();
-        assert!(std::ptr::eq(first, again), "worked out once");
+        let std::borrow::Cow::Borrowed(first) = ev.selectable(&head).unwrap() else { panic!("not kept") };
+        let again = ev.selectable(&head).unwrap();
+        assert!(std::ptr::eq(first, &*again), "worked out once");
         assert_eq!(again.prev.as_ref().unwrap()["metadata"]["labels"], serde_json::json!({"a": "1"}));
         assert!(again.object.get("data").is_none(), "{}", again.object);
-        assert!(SELECTABLE_BYTES.load(Ordering::Acquire) >= again.weight);
+        assert!(SELECTABLE_BYTES.load(Ordering::Acquire) >= ev.selectable.get().unwrap().weight);
     }
 
+    /// One cached object is served in whatever version and kind each request's definition names, with
+    /// every other field as stored, and a delete's restamp keeps it so.
     #[test]
     fn an_entry_is_served_with_each_requests_head() {
         let cm = crate::resources::find("", "v1", "configmaps").unwrap();

@@ -184,6 +184,8 @@ pub async fn start(
     let head = Head::of(&def);
     let account = req.account.clone();
     let mut pending = Initial::None;
+    // What a list read from the store charged as it was read (see below).
+    let mut read_held = Vec::new();
     let mut feed = if initial {
         // Initial state: from the cache when it is fresh enough for the request, else a store list
         // followed by the cache's events after that list's revision.
@@ -221,11 +223,10 @@ pub async fn start(
             lo.limit = 0;
             lo.continue_token = None;
             lo.rv_match = requested.map(|_| RvMatch::NotOlderThan);
-            // Charged as it is read, refused past the budget; once encoded, the charge below holds it.
-            let mut held = Vec::new();
+            // Charged as it is read, refused past the budget, until the charge below holds it encoded.
             let mut charge = |bytes: usize| -> ApiResult<()> {
                 match &account {
-                    Some(a) => Ok(a.charge_read(&mut held, bytes)?),
+                    Some(a) => Ok(a.charge_read(&mut read_held, bytes)?),
                     None => Ok(()),
                 }
             };
@@ -233,8 +234,9 @@ pub async fn start(
             let list = registry.list_charged(&def, cluster, ns, &lo, &mut charge).await?;
             let json = list.items.iter().map(|v| Bytes::from(crate::proto::order::to_vec(v)));
             pending = Initial::Read(json.collect::<Vec<_>>().into_iter());
-            drop(held);
-            resume(&cacher, &registry, &def, &scope, opts, list.revision, &account).await?
+            let revision = list.revision;
+            drop(list);
+            resume(&cacher, &registry, &def, &scope, opts, revision, &account).await?
         }
     } else {
         let from = match requested {
@@ -274,9 +276,12 @@ pub async fn start(
     let req_bookmarks = req.opts.bookmarks;
     // Refused when the cluster is over its budget already; one watch larger than the budget goes.
     let charge = match &account {
+        // A list read from the store was admitted page by page as it was read.
+        Some(a) if !read_held.is_empty() => Some(a.charge(pending.holds())),
         Some(a) => Some(a.try_charge(pending.holds())?),
         None => None,
     };
+    drop(read_held);
     // Kept as long as the watch runs.
     let selectors = account.as_ref().map(|a| a.charge(req.opts.selectors_size() as u64));
     let pump = Pump {
@@ -358,14 +363,8 @@ fn translate(
     }
     // Tested on what selectors read of each state, worked out once for every watcher of the event.
     let passes = |v: &Value| crate::registry::matches(def, v, opts);
-    let (old, new) = match ev.selectable(head)? {
-        Some(s) => (s.prev.as_ref().is_some_and(passes), passes(&s.object)),
-        None => {
-            let part = |e: &Entry| e.value(head).map(|v| crate::registry::selectable(&v));
-            let old = ev.prev.as_ref().map(part).transpose()?;
-            (old.as_ref().is_some_and(passes), passes(&part(&ev.object)?))
-        }
-    };
+    let parts = ev.selectable(head)?;
+    let (old, new) = (parts.prev.as_ref().is_some_and(passes), passes(&parts.object));
     if ev.deleted {
         return Ok(old.then(|| ("DELETED", Payload::Cached(ev.object.body_bytes()))));
     }
