@@ -301,21 +301,31 @@ mod tests {
         }
     }
 
+    /// An embedded store holding 200 ConfigMaps of cluster `t`'s `default` namespace, `c000` to `c199`,
+    /// one in ten labelled `keep=true`; with its registry and the ConfigMaps' definition.
+    async fn two_hundred_configmaps(
+        dir: &std::path::Path,
+    ) -> (std::sync::Arc<dyn crate::storage::Store>, Registry, std::sync::Arc<ResourceDef>) {
+        let store: std::sync::Arc<dyn crate::storage::Store> =
+            std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir).unwrap());
+        let registry = Registry::new(store.clone(), "/registry");
+        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        for i in 0..200 {
+            let obj = serde_json::json!({"metadata": {"name": format!("c{i:03}"), "labels": {"keep": (i % 10 == 0).to_string()}}});
+            let key = format!("{}c{i:03}", registry.collection(&def, Some("t"), Some("default")));
+            store.create(&key, serde_json::to_vec(&obj).unwrap()).await.unwrap();
+        }
+        (store, registry, def)
+    }
+
     /// A list without a limit is read in pages at the revision of its first; if that revision is
     /// compacted before its last page, it begins again at the store's revision of now, as one read of
     /// the whole would have been served, never 410 for a revision the client did not ask for.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_list_whose_revision_is_compacted_between_pages_begins_again() {
         let dir = tempfile::tempdir().unwrap();
-        let store: std::sync::Arc<dyn crate::storage::Store> =
-            std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
-        let registry = Registry::new(store.clone(), "/registry");
-        let def = crate::resources::find("", "v1", "configmaps").unwrap();
+        let (store, registry, def) = two_hundred_configmaps(dir.path()).await;
         let collection = registry.collection(&def, Some("t"), Some("default"));
-        for i in 0..200 {
-            let obj = serde_json::json!({"metadata": {"name": format!("c{i:03}")}});
-            store.create(&format!("{collection}c{i:03}"), serde_json::to_vec(&obj).unwrap()).await.unwrap();
-        }
         let everything = ListOptions::from_query(&crate::request::Query::parse(None), false).unwrap();
         let mut compacted = false;
         let list = registry
@@ -343,15 +353,7 @@ mod tests {
     #[tokio::test]
     async fn a_list_is_charged_page_by_page_and_stops_when_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let store: std::sync::Arc<dyn crate::storage::Store> =
-            std::sync::Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
-        let registry = Registry::new(store.clone(), "/registry");
-        let def = crate::resources::find("", "v1", "configmaps").unwrap();
-        for i in 0..200 {
-            let obj = serde_json::json!({"metadata": {"name": format!("c{i:03}"), "labels": {"keep": (i % 10 == 0).to_string()}}});
-            let key = format!("{}c{i:03}", registry.collection(&def, Some("t"), Some("default")));
-            store.create(&key, serde_json::to_vec(&obj).unwrap()).await.unwrap();
-        }
+        let (_store, registry, def) = two_hundred_configmaps(dir.path()).await;
         let query = crate::request::Query::parse(Some("labelSelector=keep%3Dtrue&limit=3"));
         let opts = ListOptions::from_query(&query, false).unwrap();
         let mut pages = Vec::new();
