@@ -104,11 +104,100 @@ fn embedded(s: &Value) -> bool {
     s.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true))
 }
 
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
+/// Where a walk of an object is, written out only for what it reports, as kube's `field.Path` is a list:
+/// a map under a 1.5 MB key is walked without copying the key for each of its fields.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    up: Option<&'a At<'a>>,
+    seg: Seg<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Seg<'a> {
+    Root,
+    Key(&'a str),
+    Index(usize),
+}
+
+impl<'a> At<'a> {
+    const ROOT: At<'static> = At { up: None, seg: Seg::Root };
+
+    fn key(&'a self, k: &'a str) -> At<'a> {
+        At { up: Some(self), seg: Seg::Key(k) }
+    }
+
+    fn index(&'a self, i: usize) -> At<'a> {
+        At { up: Some(self), seg: Seg::Index(i) }
+    }
+
+    /// `spec.list[0].x`, as `join` and kube write it.
+    fn text(&self) -> String {
+        let mut segs = Vec::new();
+        let mut at = Some(self);
+        while let Some(a) = at {
+            segs.push(a.seg);
+            at = a.up;
+        }
+        let mut out = String::new();
+        for seg in segs.iter().rev() {
+            match seg {
+                Seg::Root => {}
+                Seg::Key(k) if out.is_empty() => out.push_str(k),
+                Seg::Key(k) => {
+                    out.push('.');
+                    out.push_str(k);
+                }
+                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    }
+}
+
+/// Most causes one object's value errors report, as kube caps the errors of one request.
+const MAX_CAUSES: usize = 256;
+/// Most bytes of causes' text one object's value errors report: a path may be as long as the object.
+const MAX_CAUSE_BYTES: usize = 1 << 20;
+
+/// The causes a walk found, until there are enough to say the object is invalid: the walk stops
+/// there, so neither their number nor their text grows with what the object repeats.
+#[derive(Default)]
+struct Found {
+    causes: Vec<Cause>,
+    bytes: usize,
+    /// Each scalar enum of the schema met so far, as a set (by its address in the schema, which the
+    /// walk borrows throughout): an array of a million values checked against an enum of thousands
+    /// costs a lookup each, not a scan.
+    enums: std::collections::HashMap<usize, std::collections::HashSet<String>>,
+}
+
+impl Found {
+    /// Whether `v` is one of `allowed`, as `Value` equality has it.
+    fn allows(&mut self, allowed: &Vec<Value>, v: &Value) -> bool {
+        let scalar = |v: &Value| !(v.is_object() || v.is_array());
+        if allowed.len() < 16 || !scalar(v) || !allowed.iter().all(scalar) {
+            return allowed.contains(v);
+        }
+        let set = self
+            .enums
+            .entry(allowed as *const Vec<Value> as usize)
+            .or_insert_with(|| allowed.iter().map(|a| a.to_string()).collect());
+        set.contains(&v.to_string())
+    }
+
+    fn full(&self) -> bool {
+        self.causes.len() >= MAX_CAUSES || self.bytes >= MAX_CAUSE_BYTES
+    }
+
+    /// A cause at `at`, its message made from the path written out.
+    fn push(&mut self, reason: &str, at: &At, message: impl FnOnce(&str) -> String) {
+        if self.full() {
+            return;
+        }
+        let path = at.text();
+        let message = message(&path);
+        self.bytes += path.len() + message.len();
+        self.causes.push(cause(reason, &path, message));
     }
 }
 
@@ -169,8 +258,14 @@ fn defaults_within(schema: &Value, obj: &mut Value, left: &mut usize) -> Result<
 /// Dotted paths (`spec.extra`, `spec.list[0].x`) of fields the schema does not declare.
 pub fn unknown_fields(schema: &Value, obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    walk_unknown(schema, obj, "", true, &mut out);
+    walk_unknown(schema, obj, &At::ROOT, true, &mut out);
     out
+}
+
+/// Most unknown fields reported, as kube reports them (`MAX_FIELD_ERRORS`), and most bytes of their
+/// paths.
+fn unknown_full(out: &[String]) -> bool {
+    out.len() >= crate::codec::MAX_FIELD_ERRORS || out.iter().map(String::len).sum::<usize>() >= MAX_CAUSE_BYTES
 }
 
 /// What an object schema says about its fields.
@@ -209,26 +304,26 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn walk_unknown(schema: &Value, v: &Value, path: &str, root: bool, out: &mut Vec<String>) {
-    if preserves_unknown(schema) {
+fn walk_unknown(schema: &Value, v: &Value, at: &At, root: bool, out: &mut Vec<String>) {
+    if preserves_unknown(schema) || unknown_full(out) {
         return;
     }
     match v {
         Value::Object(m) => {
             let fields = Fields::of(schema, root);
             for (k, child) in m.iter().filter(|(k, _)| !fields.skipped(k)) {
-                let p = join(path, k);
                 match fields.child(k) {
-                    Some(cs) => walk_unknown(cs, child, &p, false, out),
+                    Some(cs) => walk_unknown(cs, child, &at.key(k), false, out),
                     None if fields.free => {}
-                    None => out.push(p),
+                    None if unknown_full(out) => return,
+                    None => out.push(at.key(k).text()),
                 }
             }
         }
         Value::Array(a) => {
             if let Some(items) = schema.get("items") {
                 for (i, child) in a.iter().enumerate() {
-                    walk_unknown(items, child, &format!("{path}[{i}]"), false, out);
+                    walk_unknown(items, child, &at.index(i), false, out);
                 }
             }
         }
@@ -323,24 +418,24 @@ fn type_ok(ty: &str, v: &Value) -> bool {
 
 /// Value errors of the whole object, as field causes.
 pub fn value_errors(schema: &Value, obj: &Value) -> Vec<Cause> {
-    let mut out = Vec::new();
+    let mut out = Found::default();
     if let (Some(props), Some(m)) = (schema.get("properties").and_then(Value::as_object), obj.as_object()) {
-        check_object(schema, props, m, "", true, &mut out);
+        check_object(schema, props, m, &At::ROOT, true, &mut out);
     }
-    out
+    out.causes
 }
 
 fn check_object(
     schema: &Value,
     props: &Map<String, Value>,
     m: &Map<String, Value>,
-    path: &str,
+    at: &At,
     root: bool,
-    out: &mut Vec<Cause>,
+    out: &mut Found,
 ) {
     for req in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
         if !m.contains_key(req) {
-            out.push(cause("FieldValueRequired", &join(path, req), "Required value"));
+            out.push("FieldValueRequired", &at.key(req), |_| "Required value".into());
         }
     }
     for (k, child) in m {
@@ -348,56 +443,51 @@ fn check_object(
             continue;
         }
         if let Some(cs) = props.get(k) {
-            check(cs, child, &join(path, k), out);
+            check(cs, child, &at.key(k), out);
         }
     }
 }
 
-fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
+fn check(schema: &Value, v: &Value, at: &At, out: &mut Found) {
+    if out.full() {
+        return;
+    }
     if v.is_null() {
         if schema.get("nullable") != Some(&Value::Bool(true)) && schema.get("type").is_some() {
-            out.push(cause(
-                "FieldValueTypeInvalid",
-                path,
+            out.push("FieldValueTypeInvalid", at, |path| {
                 format!(
                     "Invalid value: \"null\": {path} in body must be of type {}: \"null\"",
                     schema["type"].as_str().unwrap_or("object")
-                ),
-            ));
+                )
+            });
         }
         return;
     }
     if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
         if !(v.is_string() || type_ok("integer", v)) {
-            out.push(cause(
-                "FieldValueTypeInvalid",
-                path,
+            out.push("FieldValueTypeInvalid", at, |path| {
                 format!(
                     "Invalid value: {}: {path} in body must be of type integer,string: {:?}",
                     shown(v),
                     type_word(v)
-                ),
-            ));
+                )
+            });
         }
         return;
     }
     if let Some(ty) = schema.get("type").and_then(Value::as_str) {
         if !type_ok(ty, v) {
-            out.push(cause(
-                "FieldValueTypeInvalid",
-                path,
-                format!("Invalid value: {:?}: {path} in body must be of type {ty}: {:?}", type_word(v), type_word(v)),
-            ));
+            out.push("FieldValueTypeInvalid", at, |path| {
+                format!("Invalid value: {:?}: {path} in body must be of type {ty}: {:?}", type_word(v), type_word(v))
+            });
             return;
         }
     }
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(v) {
-            out.push(cause(
-                "FieldValueNotSupported",
-                path,
-                format!("Unsupported value: {}: supported values: {}", shown(v), listed(allowed)),
-            ));
+        if !out.allows(allowed, v) {
+            out.push("FieldValueNotSupported", at, |_| {
+                format!("Unsupported value: {}: supported values: {}", shown(v), listed(allowed))
+            });
         }
     }
     let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
@@ -412,11 +502,9 @@ fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
                     (x < min, "greater than or equal to")
                 };
                 if bad {
-                    out.push(cause(
-                        "FieldValueInvalid",
-                        path,
-                        format!("Invalid value: {n}: {path} in body should be {word} {min}"),
-                    ));
+                    out.push("FieldValueInvalid", at, |path| {
+                        format!("Invalid value: {n}: {path} in body should be {word} {min}")
+                    });
                 }
             }
             if let Some(max) = bound("maximum") {
@@ -426,77 +514,65 @@ fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
                     (x > max, "less than or equal to")
                 };
                 if bad {
-                    out.push(cause(
-                        "FieldValueInvalid",
-                        path,
-                        format!("Invalid value: {n}: {path} in body should be {word} {max}"),
-                    ));
+                    out.push("FieldValueInvalid", at, |path| {
+                        format!("Invalid value: {n}: {path} in body should be {word} {max}")
+                    });
                 }
             }
         }
         Value::String(s) => {
             let len = s.chars().count() as f64;
             if bound("minLength").is_some_and(|m| len < m) {
-                out.push(cause(
-                    "FieldValueInvalid",
-                    path,
+                out.push("FieldValueInvalid", at, |path| {
                     format!(
                         "Invalid value: {s:?}: {path} in body should be at least {} chars long",
                         bound("minLength").unwrap_or(0.0)
-                    ),
-                ));
+                    )
+                });
             }
             if bound("maxLength").is_some_and(|m| len > m) {
-                out.push(cause(
-                    "FieldValueTooLong",
-                    path,
-                    format!("Too long: may not be more than {} bytes", bound("maxLength").unwrap_or(0.0)),
-                ));
+                out.push("FieldValueTooLong", at, |_| {
+                    format!("Too long: may not be more than {} bytes", bound("maxLength").unwrap_or(0.0))
+                });
             }
             if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
                 // RE2 (Go) and the regex crate share their syntax for what schemas use; a pattern
                 // that does not compile was the CRD author's mistake and checks nothing.
                 if compiled(p).is_some_and(|re| !re.is_match(s)) {
-                    out.push(cause(
-                        "FieldValueInvalid",
-                        path,
-                        format!("Invalid value: {s:?}: {path} in body should match '{p}'"),
-                    ));
+                    out.push("FieldValueInvalid", at, |path| {
+                        format!("Invalid value: {s:?}: {path} in body should match '{p}'")
+                    });
                 }
             }
         }
         Value::Array(a) => {
             let n = a.len() as f64;
             if bound("minItems").is_some_and(|m| n < m) {
-                out.push(cause(
-                    "FieldValueInvalid",
-                    path,
+                out.push("FieldValueInvalid", at, |path| {
                     format!(
                         "Invalid value: {}: {path} in body should have at least {} items",
                         a.len(),
                         bound("minItems").unwrap_or(0.0)
-                    ),
-                ));
+                    )
+                });
             }
             if bound("maxItems").is_some_and(|m| n > m) {
-                out.push(cause(
-                    "FieldValueTooMany",
-                    path,
-                    format!("Too many: {}: must have at most {} items", a.len(), bound("maxItems").unwrap_or(0.0)),
-                ));
+                out.push("FieldValueTooMany", at, |_| {
+                    format!("Too many: {}: must have at most {} items", a.len(), bound("maxItems").unwrap_or(0.0))
+                });
             }
             if let Some(items) = schema.get("items") {
                 for (i, child) in a.iter().enumerate() {
-                    check(items, child, &format!("{path}[{i}]"), out);
+                    check(items, child, &at.index(i), out);
                 }
             }
         }
         Value::Object(m) => {
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-                check_object(schema, props, m, path, embedded(schema), out);
+                check_object(schema, props, m, at, embedded(schema), out);
             } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
                 for (k, child) in m {
-                    check(ap, child, &join(path, k), out);
+                    check(ap, child, &at.key(k), out);
                 }
             }
         }
@@ -528,6 +604,33 @@ mod tests {
 
     fn fields(obj: Value) -> Vec<String> {
         value_errors(&schema(), &obj).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+    }
+
+    /// What one object's errors report is bounded in number and in text, however often the object
+    /// repeats a bad value or however long its keys: the walk stops once it has enough to refuse.
+    #[test]
+    fn errors_stop_at_enough_to_refuse() {
+        let allowed: Vec<String> = (0..1000).map(|i| format!("value-{i}")).collect();
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "x": {"type": "array", "items": {"type": "string", "enum": allowed}},
+            "m": {"type": "object", "additionalProperties": {"type": "object", "properties": {}}}}}}});
+        let obj = json!({"spec": {"x": vec!["nope"; 100_000]}});
+        let causes = value_errors(&schema, &obj);
+        // Each lists the enum (4 KiB of it): the bytes run out a little before the count does.
+        assert!(causes.len() > 200 && causes.len() <= MAX_CAUSES, "{}", causes.len());
+        assert_eq!(causes[3].field, "spec.x[3]");
+        let bytes: usize = causes.iter().map(|c| c.field.len() + c.message.len()).sum();
+        assert!(bytes <= MAX_CAUSE_BYTES + 8192, "{bytes}");
+        // Every value allowed: looked up, and no error.
+        let obj = json!({"spec": {"x": vec!["value-999"; 100_000]}});
+        assert!(value_errors(&schema, &obj).is_empty());
+        // A map under a 1 MB key, of a hundred thousand fields no schema declares.
+        let fields: Map<String, Value> = (0..100_000).map(|i| (format!("f{i}"), json!(0))).collect();
+        let key = "k".repeat(1 << 20);
+        let obj = json!({"spec": {"m": {key.clone(): fields}}});
+        let unknown = unknown_fields(&schema, &obj);
+        assert!(!unknown.is_empty() && unknown.len() <= crate::codec::MAX_FIELD_ERRORS, "{}", unknown.len());
+        assert_eq!(unknown[0], format!("spec.m.{key}.f0"));
     }
 
     #[test]

@@ -255,13 +255,14 @@ impl Builtins {
     }
 
     /// Paths of fields present in `obj` but not in the schema of group/version/kind, formatted
-    /// as kube-apiserver's strict decoder does (`spec.template.spec.containers[0].imagee`).
-    /// Empty if the kind is unknown.
+    /// as kube-apiserver's strict decoder does (`spec.template.spec.containers[0].imagee`), the first
+    /// `MAX_FIELD_ERRORS` of them (all that an error reports). Empty if the kind is unknown.
     pub fn unknown_fields(&self, group: &str, version: &str, kind: &str, obj: &Value) -> Vec<String> {
         let Some(root) = self.root_schema(group, version, kind) else {
             return Vec::new();
         };
-        validate::unknown_paths(&self.schemas, root, obj).iter().map(|p| validate::format_path(p)).collect()
+        let limit = crate::codec::MAX_FIELD_ERRORS;
+        validate::unknown_paths(&self.schemas, root, obj, limit).iter().map(|p| validate::format_path(p)).collect()
     }
 
     /// Removes the fields [`Builtins::unknown_fields`] reports (fieldValidation=Ignore/Warn:
@@ -270,9 +271,7 @@ impl Builtins {
         let Some(root) = self.root_schema(group, version, kind) else {
             return;
         };
-        for path in validate::unknown_paths(&self.schemas, root, obj) {
-            validate::remove_path(obj, &path);
-        }
+        validate::prune_unknown(&self.schemas, root, obj);
     }
 
     /// Values whose JSON type does not match the schema, worded like Go's `encoding/json`

@@ -274,6 +274,39 @@ fn prune_removes_exactly_the_unknown_fields() {
     assert_eq!(d, clean);
 }
 
+/// Under one long key (a CRD schema's property name), a hundred thousand unknown fields and values
+/// of the wrong type: an error reports the first hundred and stops, and pruning removes every one
+/// without writing out their paths.
+#[test]
+fn unknown_and_mistyped_fields_under_a_long_key_stay_bounded() {
+    let b = Builtins::get();
+    let key = "k".repeat(1 << 20);
+    let junk: serde_json::Map<String, serde_json::Value> = (0..100_000).map(|i| (format!("f{i}"), json!(0))).collect();
+    let mistyped: serde_json::Map<String, serde_json::Value> =
+        (0..100_000).map(|i| (format!("p{i}"), json!({"type": 7}))).collect();
+    let crd = |inner: serde_json::Map<String, serde_json::Value>, props| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "a.b"},
+            "spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                key.clone(): {"type": "object", "properties": props, "junk": inner}}}}}]}})
+    };
+    let mut with_junk = crd(junk, json!({}));
+    let at = |crd: &mut serde_json::Value| {
+        let props = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][&key];
+        let junk = props.as_object_mut().unwrap().remove("junk").unwrap();
+        props.as_object_mut().unwrap().extend(junk.as_object().unwrap().clone());
+    };
+    at(&mut with_junk);
+    let unknown = b.unknown_fields("apiextensions.k8s.io", "v1", "CustomResourceDefinition", &with_junk);
+    assert!(!unknown.is_empty() && unknown.len() <= 100, "{}", unknown.len());
+    assert!(unknown[0].ends_with(&format!("{key}.f0")), "{}", &unknown[0][unknown[0].len() - 10..]);
+    b.prune("apiextensions.k8s.io", "v1", "CustomResourceDefinition", &mut with_junk);
+    let kept = &with_junk["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][&key];
+    assert_eq!(kept, &json!({"type": "object", "properties": {}}), "every unknown field pruned");
+    let wrong = crd(serde_json::Map::new(), serde_json::Value::Object(mistyped));
+    let errors = b.type_errors("apiextensions.k8s.io", "v1", "CustomResourceDefinition", &wrong);
+    assert!(!errors.is_empty() && errors.len() <= 100, "{}", errors.len());
+}
+
 #[test]
 fn logical_cluster_and_crd_documents() {
     let b = Builtins::get();

@@ -39,10 +39,17 @@ fn map_values(s: &Value) -> Option<&Value> {
     s.get("additionalProperties").filter(|v| v.is_object())
 }
 
-/// Paths of every field in `obj` that `root` does not declare.
-pub(super) fn unknown_paths(schemas: &BTreeMap<String, Value>, root: &Value, obj: &Value) -> Vec<Vec<Seg>> {
+/// Paths of the first `limit` fields in `obj` that `root` does not declare, or fewer when their keys
+/// add up to a megabyte: the walk stops there, as each path holds its every key (one may be megabytes
+/// long).
+pub(super) fn unknown_paths(
+    schemas: &BTreeMap<String, Value>,
+    root: &Value,
+    obj: &Value,
+    limit: usize,
+) -> Vec<Vec<Seg>> {
     let mut out = Vec::new();
-    walk_unknown(schemas, root, obj, &mut Vec::new(), &mut out);
+    walk_unknown(schemas, root, obj, &mut Vec::new(), &mut out, (limit, &mut MAX_ERROR_BYTES.clone()));
     out
 }
 
@@ -52,9 +59,10 @@ fn walk_unknown(
     v: &Value,
     path: &mut Vec<Seg>,
     out: &mut Vec<Vec<Seg>>,
+    (limit, bytes_left): (usize, &mut usize),
 ) {
     let (s, _) = resolve(schemas, schema);
-    if preserves_unknown(s) {
+    if preserves_unknown(s) || out.len() >= limit || *bytes_left == 0 {
         return;
     }
     match v {
@@ -69,8 +77,13 @@ fn walk_unknown(
                 let child_schema = props.and_then(|p| p.get(k)).or(values);
                 path.push(Seg::Key(k.clone()));
                 match child_schema {
-                    Some(cs) => walk_unknown(schemas, cs, child, path, out),
-                    None => out.push(path.clone()),
+                    Some(cs) => walk_unknown(schemas, cs, child, path, out, (limit, &mut *bytes_left)),
+                    None if out.len() < limit && *bytes_left > 0 => {
+                        let bytes: usize = path.iter().map(|seg| if let Seg::Key(k) = seg { k.len() } else { 8 }).sum();
+                        *bytes_left = bytes_left.saturating_sub(bytes);
+                        out.push(path.clone());
+                    }
+                    None => {}
                 }
                 path.pop();
             }
@@ -79,7 +92,7 @@ fn walk_unknown(
             let Some(items) = s.get("items") else { return };
             for (i, child) in a.iter().enumerate() {
                 path.push(Seg::Index(i));
-                walk_unknown(schemas, items, child, path, out);
+                walk_unknown(schemas, items, child, path, out, (limit, &mut *bytes_left));
                 path.pop();
             }
         }
@@ -104,22 +117,35 @@ pub(super) fn format_path(path: &[Seg]) -> String {
     s
 }
 
-/// Deletes the value at `path`, if it exists.
-pub(super) fn remove_path(obj: &mut Value, path: &[Seg]) {
-    let Some((last, parents)) = path.split_last() else {
+/// Removes every field [`unknown_paths`] would report, in one walk that writes out no path: a map under
+/// a long key may hold a hundred thousand of them.
+pub(super) fn prune_unknown(schemas: &BTreeMap<String, Value>, schema: &Value, v: &mut Value) {
+    let (s, _) = resolve(schemas, schema);
+    if preserves_unknown(s) {
         return;
-    };
-    let mut cur = obj;
-    for seg in parents {
-        let next = match seg {
-            Seg::Key(k) => cur.get_mut(k.as_str()),
-            Seg::Index(i) => cur.get_mut(*i),
-        };
-        let Some(next) = next else { return };
-        cur = next;
     }
-    if let (Seg::Key(k), Some(m)) = (last, cur.as_object_mut()) {
-        m.remove(k);
+    match v {
+        Value::Object(m) => {
+            let props = s.get("properties").and_then(Value::as_object);
+            let values = map_values(s);
+            if props.is_none() && values.is_none() {
+                return;
+            }
+            let child_schema = |k: &str| props.and_then(|p| p.get(k)).or(values);
+            m.retain(|k, _| child_schema(k).is_some());
+            for (k, child) in m.iter_mut() {
+                if let Some(cs) = child_schema(k) {
+                    prune_unknown(schemas, cs, child);
+                }
+            }
+        }
+        Value::Array(a) => {
+            let Some(items) = s.get("items") else { return };
+            for child in a {
+                prune_unknown(schemas, items, child);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -138,6 +164,9 @@ pub(super) fn quantity_errors(
     decode_errors(schemas, def, obj, Some(&mut quantities));
     quantities
 }
+
+/// Most bytes of errors one object's walk collects.
+const MAX_ERROR_BYTES: usize = 1 << 20;
 
 /// Type mismatches, and with `quantities` the quantities that do not parse (collected there).
 fn decode_errors(
@@ -295,6 +324,14 @@ fn walk_types(
     out: &mut Vec<String>,
     quantities: &mut Option<&mut Vec<(String, &'static str)>>,
 ) {
+    // Enough to refuse the object: the walk stops there, as each error names its path (and one key on
+    // it may be megabytes long).
+    let full = |n: usize, bytes: usize| n >= crate::codec::MAX_FIELD_ERRORS || bytes >= MAX_ERROR_BYTES;
+    if full(out.len(), out.iter().map(String::len).sum())
+        || quantities.as_ref().is_some_and(|q| full(q.len(), q.iter().map(|(p, _)| p.len()).sum()))
+    {
+        return;
+    }
     // JSON null decodes to the zero value of any Go type.
     if v.is_null() {
         return;
