@@ -194,15 +194,20 @@ impl Discovery {
     /// Build every document for a set of resources.
     pub fn build<'a>(defs: impl Iterator<Item = &'a Arc<ResourceDef>>) -> Self {
         let mut by_gv: BTreeMap<(String, String), Vec<Arc<ResourceDef>>> = BTreeMap::new();
+        // Groups in the order first met, found through a set: a cluster may hold thousands of groups.
         let mut group_order: Vec<String> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for d in defs {
-            if !group_order.contains(&d.group) {
+            if seen.insert(d.group.clone()) {
                 group_order.push(d.group.clone());
             }
             by_gv.entry((d.group.clone(), d.version.clone())).or_default().push(d.clone());
         }
+        // A group's versions, from the range of its keys in `by_gv` (ordered by group first).
         let versions_of = |g: &str| -> Vec<String> {
-            let mut vs: Vec<String> = by_gv.keys().filter(|(gg, _)| gg == g).map(|(_, v)| v.clone()).collect();
+            let from = (g.to_string(), String::new());
+            let mut vs: Vec<String> =
+                by_gv.range(from..).take_while(|((gg, _), _)| gg == g).map(|((_, v), _)| v.clone()).collect();
             vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
             vs
         };

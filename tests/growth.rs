@@ -432,3 +432,24 @@ fn pods_of_many_ephemeral_containers_sysctls_and_windows_settings() {
         kgate::fuzzing::body,
     );
 }
+
+#[test]
+fn discovery_of_many_groups() {
+    // A cluster's CRDs may each bring a group: discovery finds each group once, not among all others.
+    grows_linearly(
+        "discovery: n groups of one resource each",
+        1000,
+        |n| vec![b'g'; n],
+        |input| {
+            let base = kgate::resources::find("", "v1", "configmaps").unwrap();
+            let defs: Vec<std::sync::Arc<kgate::resources::ResourceDef>> = (0..input.len())
+                .map(|i| {
+                    let mut d = (*base).clone();
+                    d.group = format!("g{i}.example.com");
+                    std::sync::Arc::new(d)
+                })
+                .collect();
+            kgate::discovery::Discovery::build(defs.iter());
+        },
+    );
+}

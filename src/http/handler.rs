@@ -386,15 +386,31 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-async fn openapi_bytes(state: &AppState, sh: &Serving, cluster: &str, gv: &str) -> ApiResult<Option<OpenApiDoc>> {
+/// `api/v1` or `apis/<group>/<version>`, as the key of its group and version.
+fn gv_key(path: &str) -> Option<(String, String)> {
+    match path.split('/').collect::<Vec<_>>()[..] {
+        ["api", v] => Some((String::new(), v.to_string())),
+        ["apis", g, v] => Some((g.to_string(), v.to_string())),
+        _ => None,
+    }
+}
+
+/// The OpenAPI v3 document of group/version path `gv` in `disc`, the cluster's discovery (looked up by
+/// key: an index of every group/version asks once per group/version).
+async fn openapi_bytes(
+    state: &AppState,
+    sh: &Serving,
+    cluster: &str,
+    disc: &Disc<'_>,
+    gv: &str,
+) -> ApiResult<Option<OpenApiDoc>> {
     let root = cluster == ROOT;
-    let disc = state.discovery(sh, cluster);
-    let Some(((g, v), defs)) = disc.by_gv.iter().find(|((g, v), _)| gv_path(g, v) == gv) else {
+    let Some(((g, v), defs)) = gv_key(gv).and_then(|k| disc.by_gv.get_key_value(&k)) else {
         return Ok(None);
     };
     // Only documents of custom groups are the cluster's own; built-in ones are shared by every cluster
     // (CRDs may not use built-in groups), so a thousand clusters with CRDs do not hold a thousand copies.
-    let own = match &disc {
+    let own = match disc {
         Disc::Custom(docs) if defs.iter().any(|d| d.custom.is_some()) => Some(docs.clone()),
         _ => None,
     };
@@ -471,10 +487,14 @@ async fn openapi_index(
     cluster: &str,
     if_none_match: Option<&str>,
 ) -> ApiResult<Response<Body>> {
-    let gvs: Vec<String> = state.discovery(sh, cluster).by_gv.keys().map(|(g, v)| gv_path(g, v)).collect();
+    // One discovery for the whole index: each lookup of it would walk the cluster's CRDs again.
+    let disc = state.discovery(sh, cluster);
+    let gvs: Vec<String> = disc.by_gv.keys().map(|(g, v)| gv_path(g, v)).collect();
     let mut paths = serde_json::Map::new();
     for gv in gvs {
-        if let Some((_, hash)) = openapi_bytes(state, sh, cluster, &gv).await? {
+        // A cluster of thousands of groups: the worker is given back now and then.
+        tokio::task::coop::consume_budget().await;
+        if let Some((_, hash)) = openapi_bytes(state, sh, cluster, &disc, &gv).await? {
             paths.insert(gv.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={hash}")}));
         }
     }
@@ -496,7 +516,8 @@ async fn openapi_doc(
     hash: Option<&str>,
     if_none_match: Option<&str>,
 ) -> ApiResult<Response<Body>> {
-    let (bytes, current) = openapi_bytes(state, sh, cluster, gv).await?.ok_or_else(ApiError::path_not_found)?;
+    let disc = state.discovery(sh, cluster);
+    let (bytes, current) = openapi_bytes(state, sh, cluster, &disc, gv).await?.ok_or_else(ApiError::path_not_found)?;
     let etag = format!("\"{current}\"");
     if let Some(h) = hash {
         if h != current {
