@@ -357,8 +357,34 @@ struct Queue {
 #[derive(Default)]
 struct QueueState {
     lines: Vec<u8>,
+    /// Bytes of `lines` each logical cluster's requests queued, so that one tenant whose requests make
+    /// large events (bodies of a megabyte, refused or not) fills its share and not every tenant's: its
+    /// own events are dropped past it. Emptied with `lines`, so it holds the clusters of one batch.
+    by_cluster: std::collections::HashMap<Box<str>, usize>,
     /// The server is done with the log: write what is left and end.
     closed: bool,
+}
+
+/// What one logical cluster's events may take of the queue.
+const CLUSTER_QUEUE_BYTES: usize = QUEUE_BYTES / 8;
+
+impl QueueState {
+    /// Appends `line` of `cluster`'s request, unless the queue or the cluster's share of it is full.
+    fn push(&mut self, cluster: &str, line: &[u8]) -> bool {
+        let held = self.by_cluster.get(cluster).copied().unwrap_or(0);
+        if self.lines.len() + line.len() > QUEUE_BYTES || held + line.len() > CLUSTER_QUEUE_BYTES {
+            return false;
+        }
+        self.lines.extend_from_slice(line);
+        *self.by_cluster.entry(cluster.into()).or_default() += line.len();
+        true
+    }
+
+    /// Everything queued, for the writer.
+    fn take(&mut self) -> Vec<u8> {
+        self.by_cluster.clear();
+        std::mem::take(&mut self.lines)
+    }
 }
 
 /// How long an event may wait in the queue before it is written.
@@ -382,7 +408,7 @@ impl Auditor {
                     if st.lines.is_empty() && !st.closed {
                         st = shared.wake.wait_timeout(st, WRITE_EVERY).unwrap_or_else(|e| e.into_inner()).0;
                     }
-                    (std::mem::take(&mut st.lines), st.closed)
+                    (st.take(), st.closed)
                 };
                 // Written outside the lock: a slow disk holds up only this thread, and requests append
                 // meanwhile until the queue is full (then their events are dropped and counted).
@@ -407,15 +433,15 @@ impl Auditor {
         self.policy.decide(a)
     }
 
-    /// Queues one event's line; drops it (and counts it) when the queue is full.
-    fn emit(&self, line: Vec<u8>) {
+    /// Queues one event's line of `cluster`'s request; drops it (and counts it) when the queue, or the
+    /// cluster's share of it, is full.
+    fn emit(&self, cluster: &str, line: Vec<u8>) {
         let mut st = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.lines.len() + line.len() > QUEUE_BYTES {
+        if !st.push(cluster, &line) {
             drop(st);
             self.metrics.dropped.inc();
             return;
         }
-        st.lines.extend_from_slice(&line);
         let wake = st.lines.len() >= WAKE_AT && st.lines.len() - line.len() < WAKE_AT;
         drop(st);
         if wake {
@@ -564,6 +590,8 @@ impl Output {
 /// writes `ResponseComplete` when dropped, which its response body does once sent.
 pub struct Record {
     auditor: Arc<Auditor>,
+    /// The logical cluster the request is in, whose share of the queue its events take.
+    cluster: Box<str>,
     decision: Decision,
     /// The event's fields so far as JSON, without the closing brace: what each stage's event begins
     /// with, serialised once rather than built for every stage. Impersonation adds to them after
@@ -688,6 +716,7 @@ impl Record {
         opening.pop(); // the closing brace: each stage adds its fields
         let record = Arc::new(Record {
             auditor: auditor.clone(),
+            cluster: r.cluster.into(),
             decision,
             event: Mutex::new(opening),
             request_object: Mutex::new(None),
@@ -781,7 +810,7 @@ impl Record {
             field(&mut line, "requestObject", v);
         }
         line.extend_from_slice(b"}\n");
-        self.auditor.emit(line);
+        self.auditor.emit(&self.cluster, line);
     }
 }
 
@@ -794,6 +823,18 @@ impl Drop for Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One tenant's large events fill its share of the queue, not every tenant's: another's still go.
+    #[test]
+    fn a_cluster_fills_its_share_of_the_queue_and_no_more() {
+        let mut q = QueueState::default();
+        let line = vec![b'x'; 1 << 20];
+        let taken = (0..64).take_while(|_| q.push("greedy", &line)).count();
+        assert_eq!(taken, CLUSTER_QUEUE_BYTES / line.len());
+        assert!(q.push("polite", b"{}\n"), "another cluster's event goes");
+        assert_eq!(q.take().len(), CLUSTER_QUEUE_BYTES + 3);
+        assert!(q.push("greedy", &line), "written out, the share is free again");
+    }
 
     const POLICY: &str = r#"
 apiVersion: audit.k8s.io/v1
