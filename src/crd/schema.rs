@@ -168,21 +168,34 @@ struct Found {
     /// Each scalar enum of the schema met so far, as a set (by its address in the schema, which the
     /// walk borrows throughout): an array of a million values checked against an enum of thousands
     /// costs a lookup each, not a scan.
-    enums: std::collections::HashMap<usize, std::collections::HashSet<String>>,
+    enums: std::collections::HashMap<usize, Option<std::collections::HashSet<String>>>,
+}
+
+/// A scalar's key in an enum's set: its JSON, a float zero's sign aside (`Value` holds -0.0 and 0.0
+/// equal).
+fn enum_key(v: &Value) -> String {
+    match v {
+        Value::Number(n) if n.is_f64() && n.as_f64() == Some(0.0) => "0.0".into(),
+        _ => v.to_string(),
+    }
 }
 
 impl Found {
     /// Whether `v` is one of `allowed`, as `Value` equality has it.
     fn allows(&mut self, allowed: &Vec<Value>, v: &Value) -> bool {
         let scalar = |v: &Value| !(v.is_object() || v.is_array());
-        if allowed.len() < 16 || !scalar(v) || !allowed.iter().all(scalar) {
+        if allowed.len() < 16 || !scalar(v) {
             return allowed.contains(v);
         }
+        // Whether the enum is all scalars is decided once too, with its set.
         let set = self
             .enums
             .entry(allowed as *const Vec<Value> as usize)
-            .or_insert_with(|| allowed.iter().map(|a| a.to_string()).collect());
-        set.contains(&v.to_string())
+            .or_insert_with(|| allowed.iter().all(scalar).then(|| allowed.iter().map(enum_key).collect()));
+        match set {
+            Some(set) => set.contains(&enum_key(v)),
+            None => allowed.contains(v),
+        }
     }
 
     fn full(&self) -> bool {
@@ -624,6 +637,12 @@ mod tests {
         // Every value allowed: looked up, and no error.
         let obj = json!({"spec": {"x": vec!["value-999"; 100_000]}});
         assert!(value_errors(&schema, &obj).is_empty());
+        // A float zero is allowed by either sign, as `Value` equality has it.
+        let mut zeros: Vec<Value> = (1..20).map(|i| json!(i as f64 + 0.5)).collect();
+        zeros.push(json!(0.0));
+        let schema_of = |e: Vec<Value>| json!({"type": "object", "properties": {"n": {"type": "number", "enum": e}}});
+        assert!(value_errors(&schema_of(zeros.clone()), &json!({"n": -0.0})).is_empty());
+        assert_eq!(value_errors(&schema_of(zeros), &json!({"n": 0.25})).len(), 1);
         // A map under a 1 MB key, of a hundred thousand fields no schema declares.
         let fields: Map<String, Value> = (0..100_000).map(|i| (format!("f{i}"), json!(0))).collect();
         let key = "k".repeat(1 << 20);

@@ -390,7 +390,7 @@ fn gv_path(group: &str, version: &str) -> String {
 fn gv_key(path: &str) -> Option<(String, String)> {
     match path.split('/').collect::<Vec<_>>()[..] {
         ["api", v] => Some((String::new(), v.to_string())),
-        ["apis", g, v] => Some((g.to_string(), v.to_string())),
+        ["apis", g, v] if !g.is_empty() => Some((g.to_string(), v.to_string())),
         _ => None,
     }
 }

@@ -324,12 +324,10 @@ fn walk_types(
     out: &mut Vec<String>,
     quantities: &mut Option<&mut Vec<(String, &'static str)>>,
 ) {
-    // Enough to refuse the object: the walk stops there, as each error names its path (and one key on
-    // it may be megabytes long).
-    let full = |n: usize, bytes: usize| n >= crate::codec::MAX_FIELD_ERRORS || bytes >= MAX_ERROR_BYTES;
-    if full(out.len(), out.iter().map(String::len).sum())
-        || quantities.as_ref().is_some_and(|q| full(q.len(), q.iter().map(|(p, _)| p.len()).sum()))
-    {
+    // Enough type errors to refuse the object: the walk stops there, as each names its path (and one
+    // key on it may be megabytes long). Quantities are all collected (a write compares them with the
+    // stored object's): they sit in maps of quantities, whose paths hold no key but their own.
+    if out.len() >= crate::codec::MAX_FIELD_ERRORS || out.iter().map(String::len).sum::<usize>() >= MAX_ERROR_BYTES {
         return;
     }
     // JSON null decodes to the zero value of any Go type.
