@@ -453,3 +453,23 @@ fn discovery_of_many_groups() {
         },
     );
 }
+
+#[test]
+fn custom_objects_of_many_values_outside_a_long_enum() {
+    // Each value outside the enum is an error listing 4 KiB of the enum: the check stops at enough
+    // errors to refuse, and looks every other value up in a set, not along the enum.
+    grows_linearly(
+        "crd: an enum of 1,000 values, an object of n values half outside it",
+        20_000,
+        |n| {
+            let allowed: Vec<String> = (0..1000).map(|i| format!("value-{i}")).collect();
+            let crd = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "ws.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "ws", "kind": "W"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                    "x": {"type": "array", "items": {"type": "string", "enum": allowed}}}}}}}}]}});
+            let values: Vec<&str> = (0..n).map(|i| if i % 2 == 0 { "value-999" } else { "nope" }).collect();
+            [json(crd), b"\0".to_vec(), json(serde_json::json!({"spec": {"x": values}}))].concat()
+        },
+        kgate::fuzzing::crd,
+    );
+}

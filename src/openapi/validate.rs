@@ -67,14 +67,9 @@ fn walk_unknown(
     }
     match v {
         Value::Object(m) => {
-            let props = s.get("properties").and_then(Value::as_object);
-            let values = map_values(s);
-            if props.is_none() && values.is_none() {
-                // Free-form objects (RawExtension, FieldsV1, JSON) accept anything.
-                return;
-            }
+            let Some(child_schema) = declared(s) else { return };
             for (k, child) in m {
-                let child_schema = props.and_then(|p| p.get(k)).or(values);
+                let child_schema = child_schema(k);
                 path.push(Seg::Key(k.clone()));
                 match child_schema {
                     Some(cs) => walk_unknown(schemas, cs, child, path, out, (limit, &mut *bytes_left)),
@@ -117,6 +112,16 @@ pub(super) fn format_path(path: &[Seg]) -> String {
     s
 }
 
+/// The schema of each field an object schema declares (by name, or as a map's values); `None` for a
+/// free-form object (RawExtension, FieldsV1, JSON), which takes any field. What the unknown-field walk
+/// and the prune agree on.
+fn declared<'a>(s: &'a Value) -> Option<impl Fn(&str) -> Option<&'a Value>> {
+    let props = s.get("properties").and_then(Value::as_object);
+    let values = map_values(s);
+    let child = move |k: &str| -> Option<&'a Value> { props.and_then(|p| p.get(k)).or(values) };
+    (props.is_some() || values.is_some()).then_some(child)
+}
+
 /// Removes every field [`unknown_paths`] would report, in one walk that writes out no path: a map under
 /// a long key may hold a hundred thousand of them.
 pub(super) fn prune_unknown(schemas: &BTreeMap<String, Value>, schema: &Value, v: &mut Value) {
@@ -126,12 +131,7 @@ pub(super) fn prune_unknown(schemas: &BTreeMap<String, Value>, schema: &Value, v
     }
     match v {
         Value::Object(m) => {
-            let props = s.get("properties").and_then(Value::as_object);
-            let values = map_values(s);
-            if props.is_none() && values.is_none() {
-                return;
-            }
-            let child_schema = |k: &str| props.and_then(|p| p.get(k)).or(values);
+            let Some(child_schema) = declared(s) else { return };
             m.retain(|k, _| child_schema(k).is_some());
             for (k, child) in m.iter_mut() {
                 if let Some(cs) = child_schema(k) {
