@@ -97,20 +97,27 @@ fn work_per_cluster(
         .join(", ")
 }
 
-/// Clusters per shard, from the LogicalClusters' `spec.shard`.
-async fn placement(k: &KgateProcess) -> std::collections::BTreeMap<String, usize> {
+type Counts = std::collections::BTreeMap<String, usize>;
+
+/// Clusters per shard, from the LogicalClusters' `spec.shard`: of all, and of those the deletion takes.
+async fn placement(k: &KgateProcess) -> (Counts, Counts) {
     let client = k.admin();
-    let mut counts = std::collections::BTreeMap::new();
+    let (mut counts, mut deleted) = (Counts::new(), Counts::new());
     let mut token = String::new();
     loop {
         let url = format!("{}{LC}?limit=5000&continue={token}", k.url);
         let page: Value = client.get(url).send().await.unwrap().json().await.unwrap();
         for lc in page["items"].as_array().unwrap() {
-            *counts.entry(lc["spec"]["shard"].as_str().unwrap_or("default").to_string()).or_insert(0) += 1;
+            let shard = lc["spec"]["shard"].as_str().unwrap_or("default").to_string();
+            let name = lc["metadata"]["name"].as_str().unwrap_or_default();
+            if name.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()).is_some_and(|i| i < DELETED) {
+                *deleted.entry(shard.clone()).or_insert(0) += 1;
+            }
+            *counts.entry(shard).or_insert(0) += 1;
         }
         match page["metadata"]["continue"].as_str() {
             Some(t) => token = t.to_string(),
-            None => return counts,
+            None => return (counts, deleted),
         }
     }
 }
@@ -133,9 +140,9 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = k.rss_kib();
     let per_cluster = after.saturating_sub(before) as f64 / n as f64;
-    let spread = placement(&k).await;
+    let (spread, of_deleted) = placement(&k).await;
     println!("\n{n} logical clusters over two etcd shards, {CONCURRENCY} at a time");
-    println!("created at {rate:.0} clusters/s [target >= 1,000]; placed: {spread:?}");
+    println!("created at {rate:.0} clusters/s [target >= 1,000]; placed: {spread:?} (the {DELETED} deleted below: {of_deleted:?})");
     println!(
         "memory per empty cluster: {per_cluster:.1} KiB (RSS {:.1} -> {:.1} MiB) [target <= 10 KiB]",
         before as f64 / 1024.0,
@@ -148,9 +155,10 @@ async fn main() {
     println!("etcd work per cluster created, default shard: {}", work_per_cluster(&work_before[0], &work_after[0], n));
     println!("etcd work per cluster created, shard b: {}", work_per_cluster(&work_before[1], &work_after[1], n));
 
-    // Raw etcd doing the store work of as many creations, in the same run: the LogicalCluster's create
-    // on the default shard, its cluster's objects (the very keys and bytes kgate wrote for c0) in one
-    // transaction on alternate shards, and the LogicalCluster's update to Ready.
+    // Raw etcd doing the store work of as many creations, in the same run, as kgate does it: on the
+    // default shard, the cluster's objects (the very keys and bytes kgate wrote for c0) and its
+    // LogicalCluster in one transaction; on the other, the LogicalCluster's create on the default
+    // shard, the objects in one transaction on theirs, and the LogicalCluster's update to Ready.
     let raw = n.min(RAW);
     let tls = Default::default();
     let stores = [
@@ -235,15 +243,20 @@ async fn main() {
             let (stores, template, lc_value) = (stores.clone(), template.clone(), lc_value.clone());
             async move {
                 let lc = format!("/rawbench/lc/r{i}");
-                let rev = stores[0].create(&lc, lc_value.to_vec()).await.unwrap();
-                let items: Vec<(String, Vec<u8>)> = template
+                let mut items: Vec<(String, Vec<u8>)> = template
                     .iter()
                     .map(|(k, v)| {
                         (k.replacen("/registry/", "/rawbench/", 1).replacen("/c0/", &format!("/r{i}/"), 1), v.clone())
                     })
                     .collect();
-                assert!(stores[i % 2].create_all(&items, None).await.unwrap());
-                stores[0].update(&lc, lc_value.to_vec(), rev).await.unwrap();
+                if i % 2 == 0 {
+                    items.push((lc, lc_value.to_vec()));
+                    assert!(stores[0].create_all(&items, None).await.unwrap().is_some());
+                } else {
+                    let rev = stores[0].create(&lc, lc_value.to_vec()).await.unwrap();
+                    assert!(stores[1].create_all(&items, None).await.unwrap().is_some());
+                    stores[0].update(&lc, lc_value.to_vec(), rev).await.unwrap();
+                }
             }
         }
     })

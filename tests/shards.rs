@@ -258,6 +258,45 @@ async fn each_cluster_lives_on_its_shard_and_wildcard_requests_span_every_shard(
     s.stop().await;
 }
 
+/// A cluster on the default shard is written Ready with its objects in one transaction; one on
+/// another shard, whose store cannot join root's transaction, is created Initializing, bootstrapped
+/// there, then marked Ready. A create refused leaves nothing on either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_starts_ready_in_one_step_on_the_default_shard_and_in_three_on_another() {
+    let b = TestEtcd::start();
+    let s = TestServer::start_sharded(Backend::Etcd, &[("b", &b.endpoint)]).await;
+    let shard_b =
+        kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&b.endpoint), &Default::default()).await.unwrap();
+    let (_, list) = s.get(LC).await;
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut rx = s.watch(&format!("{LC}?watch=true&resourceVersion={rv}")).await;
+
+    create_on(&s, "alpha", Some("b")).await;
+    let ev = next_named(&mut rx, "alpha").await;
+    assert_eq!((&ev["type"], &ev["object"]["status"]["phase"]), (&json!("ADDED"), &json!("Initializing")), "{ev}");
+    let ev = next_named(&mut rx, "alpha").await;
+    assert_eq!((&ev["type"], &ev["object"]["status"]["phase"]), (&json!("MODIFIED"), &json!("Ready")), "{ev}");
+    let on_b = common::keys_of(&shard_b, &s.prefix, "alpha").await.len();
+    assert!(on_b >= 20, "its objects, on b: {on_b}");
+
+    // "dup" lives on the default shard, made in one step; the same name asked for on b is refused,
+    // and b gets nothing.
+    create_on(&s, "dup", Some("default")).await;
+    let ev = next_named(&mut rx, "dup").await;
+    assert_eq!((&ev["type"], &ev["object"]["status"]["phase"]), (&json!("ADDED"), &json!("Ready")), "{ev}");
+    let at: i64 = ev["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let on_default = common::keys_of(&*s.running_store(), &s.prefix, "dup").await;
+    assert!(on_default.iter().all(|(_, rev)| *rev == at), "written with its LogicalCluster: {on_default:?}");
+    let again = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+        "metadata": {"name": "dup"}, "spec": {"shard": "b"}});
+    let (code, body) = s.post(LC, &again).await;
+    assert_eq!(code, StatusCode::CONFLICT, "{body}");
+    assert_eq!(common::keys_of(&shard_b, &s.prefix, "dup").await, vec![]);
+    assert_eq!(common::keys_of(&*s.running_store(), &s.prefix, "dup").await.len(), on_b, "the first one's kept");
+    assert_eq!(s.get("/clusters/dup/api/v1/namespaces/kube-system").await.0, StatusCode::OK);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_that_is_down_costs_only_its_own_clusters() {
     let mut b = TestEtcd::start();

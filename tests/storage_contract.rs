@@ -62,16 +62,16 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
     // Many creates at once: all or nothing (a store may decline, writing nothing).
     let now = Guard { key: k("g/ns"), mod_revision: g2 };
     let items = vec![(k("m/1"), b"1".to_vec()), (k("m/2"), b"2".to_vec())];
-    if store.create_all(&items, Some(&now)).await.unwrap() {
+    if let Some(made) = store.create_all(&items, Some(&now)).await.unwrap() {
         let (a, b) = (store.get(&k("m/1")).await.unwrap().unwrap(), store.get(&k("m/2")).await.unwrap().unwrap());
         assert_eq!((a.value.as_slice(), b.value.as_slice()), (&b"1"[..], &b"2"[..]));
-        assert_eq!(a.mod_revision, b.mod_revision, "one step");
+        assert_eq!((a.mod_revision, b.mod_revision), (made, made), "one step, at the revision it answers");
     } else {
         assert!(store.get(&k("m/1")).await.unwrap().is_none() && store.get(&k("m/2")).await.unwrap().is_none());
     }
     let clash = vec![(k("m/3"), b"3".to_vec()), (k("g/obj1"), b"x".to_vec())];
-    assert!(!store.create_all(&clash, Some(&now)).await.unwrap(), "one key exists");
-    assert!(!store.create_all(&[(k("m/4"), b"4".to_vec())], Some(&guard)).await.unwrap(), "the guard moved");
+    assert!(store.create_all(&clash, Some(&now)).await.unwrap().is_none(), "one key exists");
+    assert!(store.create_all(&[(k("m/4"), b"4".to_vec())], Some(&guard)).await.unwrap().is_none(), "the guard moved");
     for gone in ["m/3", "m/4"] {
         assert!(store.get(&k(gone)).await.unwrap().is_none(), "{gone}: a refused create writes nothing");
     }
@@ -283,7 +283,7 @@ async fn etcd_store_meets_the_contract_on_3_4_and_3_5() {
         contract(store.clone(), &p).await;
         // etcd makes many keys in one transaction (the contract lets a store decline).
         let items: Vec<(String, Vec<u8>)> = (0..40).map(|i| (format!("{p}batch/{i}"), b"v".to_vec())).collect();
-        assert!(store.create_all(&items, None).await.unwrap());
+        assert!(store.create_all(&items, None).await.unwrap().is_some());
         let all = store.range(RangeRequest { prefix: format!("{p}batch/"), ..Default::default() }).await.unwrap();
         assert_eq!(all.kvs.len(), 40);
         let gone: Vec<(String, i64)> = all.kvs.iter().map(|kv| (kv.key.clone(), kv.mod_revision)).collect();
@@ -327,19 +327,19 @@ async fn a_create_across_two_etcds_holds_only_while_its_guard_does() {
     // The LogicalCluster changed (a DELETE, say): refused, and none of the keys is left behind.
     let stale = Guard { key: lc.into(), mod_revision: created };
     routed.update(lc, b"{\"deleting\":true}".to_vec(), created).await.unwrap();
-    assert!(!routed.create_all(&items, Some(&stale)).await.unwrap(), "the guard moved");
+    assert!(routed.create_all(&items, Some(&stale)).await.unwrap().is_none(), "the guard moved");
     for k in keys {
         assert!(own.get(k).await.unwrap().is_none(), "{k} was taken back");
     }
     // As it is now: all made, on the cluster's shard alone.
     let current = Guard { key: lc.into(), mod_revision: root.get(lc).await.unwrap().unwrap().mod_revision };
-    assert!(routed.create_all(&items, Some(&current)).await.unwrap());
+    assert!(routed.create_all(&items, Some(&current)).await.unwrap().is_some());
     for k in keys {
         assert!(own.get(k).await.unwrap().is_some() && root.get(k).await.unwrap().is_none(), "{k}");
     }
     // A key there already: nothing more is made.
     let more = vec![items[0].clone(), ("/registry/core/namespaces/team/c".to_string(), b"{}".to_vec())];
-    assert!(!routed.create_all(&more, Some(&current)).await.unwrap());
+    assert!(routed.create_all(&more, Some(&current)).await.unwrap().is_none());
     assert!(own.get("/registry/core/namespaces/team/c").await.unwrap().is_none());
 }
 

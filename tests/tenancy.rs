@@ -304,7 +304,7 @@ async fn a_purge_leaves_no_key_whether_it_takes_one_transaction_or_many_pages() 
     for (at, n) in [(&small, 3), (&mid, 100), (&big, 1_234)] {
         let keys: Vec<(String, Vec<u8>)> = (0..n).map(|i| (format!("{at}{i:04}"), b"{}".to_vec())).collect();
         for chunk in keys.chunks(100) {
-            assert!(store.create_all(chunk, None).await.unwrap());
+            assert!(store.create_all(chunk, None).await.unwrap().is_some());
         }
     }
     for prefixes in [vec![small.clone(), mid.clone()], vec![big.clone()]] {
@@ -866,4 +866,48 @@ async fn a_new_cluster_starts_with_the_same_objects_written_at_once_or_one_by_on
     }
     assert!(made[0].len() >= 20, "{:?}", made[0]);
     assert_eq!(made[0], made[1]);
+}
+
+/// On etcd a new LogicalCluster is written Ready in the same transaction as its cluster's objects:
+/// one event, and every key at the LogicalCluster's revision. Where a key of the cluster is there
+/// already (a bootstrap a crash cut short), it is created Initializing and bootstrapped after,
+/// keeping what it finds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_etcd_a_logical_cluster_is_made_ready_with_its_objects_in_one_step_unless_keys_are_there() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let store = s.running_store();
+    let mut events = watch_logical_clusters(&s).await;
+
+    let (code, created) = s.post(LC, &lc("once")).await;
+    assert_eq!((code, &created["status"]["phase"]), (StatusCode::CREATED, &json!("Ready")), "{created}");
+    let (kind, obj) = next_event(&mut events, "once").await;
+    assert_eq!((kind.as_str(), &obj["status"]["phase"]), ("ADDED", &json!("Ready")), "{obj}");
+    assert_eq!(ready_condition(&obj)["status"], "True");
+    assert_eq!(obj["metadata"]["finalizers"], json!([PURGE]));
+    assert!(obj["metadata"]["annotations"]["tenancy.kgate.dev/rbac-policy"].is_string(), "{obj}");
+    let rv: i64 = obj["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let made = keys_of(&*store, &s.prefix, "once").await;
+    assert!(made.len() >= 20, "{made:?}");
+    assert!(made.iter().all(|(_, at)| *at == rv), "every key written with the LogicalCluster: {rv}, {made:?}");
+
+    // A namespace of "left" is there before its LogicalCluster, as a crash may leave one.
+    let ns_key = format!("{}/core/namespaces/left/kube-public", s.prefix);
+    let stale = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "kube-public", "uid": "kept", "creationTimestamp": "2025-01-01T00:00:00Z"},
+        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+    store.create(&ns_key, serde_json::to_vec(&stale).unwrap()).await.unwrap();
+    let (code, created) = s.post(LC, &lc("left")).await;
+    assert_eq!((code, &created["status"]["phase"]), (StatusCode::CREATED, &json!("Ready")), "{created}");
+    let (kind, obj) = next_event(&mut events, "left").await;
+    assert_eq!((kind.as_str(), &obj["status"]["phase"]), ("ADDED", &json!("Initializing")), "{obj}");
+    let (kind, obj) = next_event(&mut events, "left").await;
+    assert_eq!((kind.as_str(), &obj["status"]["phase"]), ("MODIFIED", &json!("Ready")), "{obj}");
+    let (code, ns) = s.get("/clusters/left/api/v1/namespaces/kube-public").await;
+    assert_eq!((code, &ns["metadata"]["uid"]), (StatusCode::OK, &json!("kept")), "what was there is kept: {ns}");
+    let mut names: Vec<String> = keys_of(&*store, &s.prefix, "left").await.into_iter().map(|(k, _)| k).collect();
+    let mut want: Vec<String> = made.into_iter().map(|(k, _)| k.replacen("/once", "/left", 1)).collect();
+    names.sort();
+    want.sort();
+    assert_eq!(names, want, "the same objects as a cluster made in one step");
+    s.stop().await;
 }

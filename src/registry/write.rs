@@ -992,7 +992,16 @@ impl Registry {
         loop {
             let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
             let key = self.key(ctx, &name);
-            match self.store.create_guarded(&key, super::encode_for(def, &obj)?, guard.as_ref()).await {
+            let ready = if def.group == crate::resources::TENANCY_GROUP {
+                crate::tenancy::create_ready(self, &mut obj, &key).await.transpose()
+            } else {
+                None
+            };
+            let created = match ready {
+                Some(made) => made,
+                None => self.store.create_guarded(&key, super::encode_for(def, &obj)?, guard.as_ref()).await,
+            };
+            match created {
                 Ok(rev) => {
                     super::decorate(&mut obj, def, ctx.cluster, rev);
                     return Ok(obj);

@@ -313,10 +313,14 @@ impl Store for EtcdStore {
         .await
     }
 
-    async fn create_all(&self, items: &[(String, Vec<u8>)], guard: Option<&Guard>) -> Result<bool, StoreError> {
+    async fn create_all(
+        &self,
+        items: &[(String, Vec<u8>)],
+        guard: Option<&Guard>,
+    ) -> Result<Option<Revision>, StoreError> {
         // etcd refuses a transaction of more operations than its `--max-txn-ops` (128 by default).
         if items.len() + usize::from(guard.is_some()) > MAX_TXN_OPS {
-            return Ok(false);
+            return Ok(None);
         }
         let mut when: Vec<Compare> =
             items.iter().map(|(k, _)| Compare::create_revision(k.as_str(), CompareOp::Equal, 0)).collect();
@@ -324,10 +328,10 @@ impl Store for EtcdStore {
             when.push(Compare::mod_revision(g.key.as_str(), CompareOp::Equal, g.mod_revision));
         }
         let puts: Vec<TxnOp> = items.iter().map(|(k, v)| TxnOp::put(k.as_str(), v.clone(), None)).collect();
-        // Sent once: a caller told `false` (or an error) writes each key on its own, which finds any
+        // Sent once: a caller told `None` (or an error) writes each key on its own, which finds any
         // this one made.
         let resp = self.kv().txn(Txn::new().when(when).and_then(puts)).await.map_err(map_err)?;
-        Ok(resp.succeeded())
+        Ok(resp.succeeded().then(|| resp.header().map(|h| h.revision()).unwrap_or(0)))
     }
 
     async fn delete_all(&self, items: &[(String, Revision)]) -> Result<bool, StoreError> {

@@ -101,7 +101,11 @@ impl Store for Metered {
         self.done("delete", t, r)
     }
 
-    async fn create_all(&self, items: &[(String, Vec<u8>)], guard: Option<&Guard>) -> Result<bool, StoreError> {
+    async fn create_all(
+        &self,
+        items: &[(String, Vec<u8>)],
+        guard: Option<&Guard>,
+    ) -> Result<Option<Revision>, StoreError> {
         let t = Instant::now();
         let r = self.inner.create_all(items, guard).await;
         self.done("create", t, r)

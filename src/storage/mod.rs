@@ -214,12 +214,17 @@ pub trait Store: Send + Sync + 'static {
     /// value deleted.
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue), StoreError>;
     /// Create every key of `items`, none of which may exist, while `guard`'s key is at its revision,
-    /// in one atomic step: `Ok(true)` when all were made, `Ok(false)` when none was (a key existed, the
-    /// guard changed, or the store does not make so many at once). A new cluster's bootstrap writes its
-    /// objects so, in one round trip rather than one each; on `false` it writes them one by one.
-    async fn create_all(&self, items: &[(String, Vec<u8>)], guard: Option<&Guard>) -> Result<bool, StoreError> {
+    /// in one atomic step, at one revision: `Ok(Some(revision))` when all were made, `Ok(None)` when none
+    /// was (a key existed, the guard changed, or the store does not make so many at once). A new
+    /// cluster's bootstrap writes its objects so, in one round trip rather than one each; on `None` it
+    /// writes them one by one.
+    async fn create_all(
+        &self,
+        items: &[(String, Vec<u8>)],
+        guard: Option<&Guard>,
+    ) -> Result<Option<Revision>, StoreError> {
         let _ = (items, guard);
-        Ok(false)
+        Ok(None)
     }
     /// Delete every key of `items`, each only while at its revision, in one atomic step: `Ok(true)`
     /// when all went, `Ok(false)` when none did (one changed or is gone, or the store does not delete

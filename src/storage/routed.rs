@@ -89,30 +89,33 @@ impl Store for Routed {
         }
     }
 
-    async fn create_all(&self, items: &[(String, Vec<u8>)], guard: Option<&Guard>) -> Result<bool, StoreError> {
-        let Some((first, _)) = items.first() else { return Ok(true) };
+    async fn create_all(
+        &self,
+        items: &[(String, Vec<u8>)],
+        guard: Option<&Guard>,
+    ) -> Result<Option<Revision>, StoreError> {
+        let Some((first, _)) = items.first() else { return Ok(None) };
         let root = self.in_root(first);
         if items.iter().any(|(k, _)| self.in_root(k) != root) {
-            return Ok(false);
+            return Ok(None);
         }
         match guard {
             // As `create_guarded`, but checked after only: a cluster's keys are created at once just
             // after its LogicalCluster (a new cluster's bootstrap), where the guard all but always
             // holds, so a read before would cost every creation a store call to spare a rare one.
             Some(g) if self.in_root(&g.key) != root => {
-                if !self.route(first).create_all(items, None).await? {
-                    return Ok(false);
-                }
+                let Some(rev) = self.route(first).create_all(items, None).await? else { return Ok(None) };
                 if self.guard_holds(g).await? {
-                    return Ok(true);
+                    return Ok(Some(rev));
                 }
                 // As `create_guarded`: taken back, each key only as it was made.
-                for (k, _) in items {
-                    if let Some(kv) = self.route(k).get(k).await? {
-                        let _ = self.route(k).delete(k, Some(kv.mod_revision)).await;
+                let made: Vec<(String, Revision)> = items.iter().map(|(k, _)| (k.clone(), rev)).collect();
+                if !self.route(first).delete_all(&made).await? {
+                    for (k, rev) in &made {
+                        let _ = self.route(k).delete(k, Some(*rev)).await;
                     }
                 }
-                Ok(false)
+                Ok(None)
             }
             _ => self.route(first).create_all(items, guard).await,
         }

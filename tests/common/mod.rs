@@ -769,9 +769,10 @@ impl KgateProcess {
     }
 }
 
-/// CPU time process `pid` has used so far (user and system, all threads), ms.
+/// CPU time process `pid` has used so far (user and system, all threads), ms; 0 once it is gone (a
+/// short-lived child, such as the etcd watchdog's `sleep`, may exit between listing and reading).
 pub fn cpu_ms_of(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
     // The fields after the command name, which is in parentheses and may hold spaces; utime and
     // stime are the 14th and 15th fields of the line, in clock ticks: USER_HZ, which Linux fixes at
     // 100 on the architectures kgate is built for (reading sysconf would take `unsafe`).
