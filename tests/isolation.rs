@@ -541,6 +541,71 @@ async fn a_clusters_own_limits_override_the_defaults() {
     s.stop().await;
 }
 
+/// Usage counting on etcd watches every key without previous values (etcd 3.4 reads one for each
+/// event of a watch that asks, in a read that copies every write not yet on disk) and reads an old
+/// size back only where it needs one: never for a LogicalCluster, whose size it remembers, since
+/// clusters created and deleted by the thousand rewrite theirs two or three times each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_counting_reads_back_old_sizes_only_where_a_change_needs_one() {
+    use kgate::storage::Store;
+    let etcd = common::TestEtcd::start();
+    let inner = kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), &Default::default())
+        .await
+        .unwrap();
+    let inner: std::sync::Arc<dyn Store> = std::sync::Arc::new(inner);
+    // The registry's calls metered, the test's own not.
+    let metrics = kgate::storage::metered::StoreMetrics::new().unwrap();
+    let store: std::sync::Arc<dyn Store> =
+        std::sync::Arc::new(kgate::storage::metered::Metered::new(inner.clone(), metrics.clone()));
+    let registry = kgate::registry::Registry::new(store.clone(), "/registry");
+    let counting = tokio::spawn(registry.clone().run_counts(true));
+    common::eventually(20, "the first listing to be counted", || async { registry.footprint.counting() }).await;
+    let reads = || metrics.latency.with_label_values(&["range"]).get_sample_count();
+    let root_counted = || async {
+        let all = kgate::storage::RangeRequest { prefix: "/registry/".into(), ..Default::default() };
+        let root: Vec<(String, Vec<u8>)> = inner
+            .range(all)
+            .await
+            .unwrap()
+            .kvs
+            .into_iter()
+            .filter(|kv| kv.key.split('/').nth(4) == Some("root"))
+            .map(|kv| (kv.key, kv.value))
+            .collect();
+        kgate::registry::footprint::Usage::of_keys("/registry", &root) == registry.footprint.usage("root")
+    };
+    let lc = |name: &str, pad: usize| {
+        let obj = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+            "metadata": {"name": name, "annotations": {"pad": "p".repeat(pad)}}, "spec": {}});
+        serde_json::to_vec(&obj).unwrap()
+    };
+    let key = |name: &str| format!("/registry/tenancy.kgate.dev/logicalclusters/root/{name}");
+
+    // LogicalClusters made, rewritten larger and smaller, and deleted: each change counted in root,
+    // and nothing read back.
+    let listed = reads();
+    let mut revs = Vec::new();
+    for i in 0..6 {
+        revs.push(store.create(&key(&format!("t{i}")), lc(&format!("t{i}"), 100)).await.unwrap());
+    }
+    for (i, rev) in revs.iter_mut().enumerate() {
+        *rev = store.update(&key(&format!("t{i}")), lc(&format!("t{i}"), 100 + 300 * (i % 3)), *rev).await.unwrap();
+    }
+    for (i, rev) in revs.iter().enumerate().take(3) {
+        store.delete(&key(&format!("t{i}")), Some(*rev)).await.unwrap();
+    }
+    common::eventually(20, "root's counts to equal a count of its keys", root_counted).await;
+    assert_eq!(reads(), listed, "a LogicalCluster's old size was read back");
+
+    // Another object's update needs its old size, read back at the revision before it.
+    let cm = "/registry/core/configmaps/root/default/sized";
+    let rev = store.create(cm, vec![b'x'; 2_000]).await.unwrap();
+    store.update(cm, vec![b'y'; 500], rev).await.unwrap();
+    common::eventually(20, "root's counts to equal a count of its keys after an update", root_counted).await;
+    assert!(reads() > listed, "the update's old size was not read back");
+    counting.abort();
+}
+
 /// A platform sees what each tenant holds on its LogicalCluster (`status.usage`, kept within seconds,
 /// shown by `kubectl get logicalclusters`) and caps it with `spec.limits`: objects, stored bytes,
 /// namespaces and CRDs, each refused past its limit with kube's quota words and nothing written.

@@ -83,6 +83,7 @@ impl Registry {
                 lc_prefix: lc_prefix.clone(),
                 fresh: None,
                 asked: Vec::new(),
+                lc_sizes: Default::default(),
             };
             let keys = self.follow(format!("{}/", self.prefix), footprint);
             if self.holds_root() {
@@ -117,23 +118,38 @@ impl Registry {
                 continue;
             };
             follower.listed(listed_at);
-            let mut open = true;
-            while open {
-                let Some(Ok(first)) = events.next().await else { break };
+            let mut taken = Taken::default();
+            loop {
+                let first = match taken.pop() {
+                    Some(ev) => ev,
+                    None if !taken.open => break,
+                    None => match events.next().await {
+                        Some(Ok(ev)) => ev,
+                        _ => break,
+                    },
+                };
                 let mut batch = vec![first];
                 while batch.len() < BATCH && !batch.last().is_some_and(|ev| follower.ends_batch(ev)) {
+                    if let Some(ev) = taken.pop() {
+                        batch.push(ev);
+                        continue;
+                    }
+                    if !taken.open {
+                        break;
+                    }
                     match events.next().now_or_never() {
                         Some(Some(Ok(ev))) => batch.push(ev),
                         // Ended or failed: what came is applied, then the follower starts over.
-                        Some(_) => {
-                            open = false;
-                            break;
-                        }
+                        Some(_) => taken.open = false,
                         None => break,
                     }
                 }
                 let reads = follower.reads(&batch);
-                let read = if reads.is_empty() { Ok(Vec::new()) } else { self.store.ranges(reads).await };
+                let read = if reads.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    taken.meanwhile(&mut events, self.store.ranges(reads)).await
+                };
                 // A past value compacted away (or a store gone): start over from a fresh listing.
                 let Ok(read) = read else { break };
                 follower.changes(&batch, &read);
@@ -141,6 +157,74 @@ impl Registry {
             // Unknowing at once, not after the pause: a change made meanwhile would be missed.
             follower.lost();
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// What a follower's watch holds for it in memory at most, in bytes of keys and values, while a
+/// read it waits on is out. Past this the watch is left unread, and the store holds the rest.
+const BACKLOG_BYTES: usize = 32 << 20;
+
+/// The bytes of a change as held in memory.
+fn weight(ev: &WatchEvent) -> usize {
+    match ev {
+        WatchEvent::Put { kv, prev, .. } => size(kv) + prev.as_ref().map_or(0, size),
+        WatchEvent::Delete { key, prev, .. } => key.len() + prev.as_ref().map_or(0, size),
+        WatchEvent::Progress(_) => 0,
+    }
+}
+
+/// The changes a follower's watch delivered while the follower waited on the store: a watch left
+/// unread stalls etcd's sending to it, and etcd then reads the watch's history back from disk for
+/// it, which cost the default shard more than the reads it waited on (see `FootprintFollower`).
+struct Taken {
+    backlog: std::collections::VecDeque<WatchEvent>,
+    /// `weight` of what is in `backlog`.
+    bytes: usize,
+    /// Whether the watch can still deliver: false once it ended or failed.
+    open: bool,
+    /// Whether `backlog` has filled since it was last empty (warned of once until then).
+    full: bool,
+}
+
+impl Default for Taken {
+    fn default() -> Self {
+        Taken { backlog: Default::default(), bytes: 0, open: true, full: false }
+    }
+}
+
+impl Taken {
+    /// The oldest change taken.
+    fn pop(&mut self) -> Option<WatchEvent> {
+        let ev = self.backlog.pop_front()?;
+        self.bytes -= weight(&ev);
+        self.full &= !self.backlog.is_empty();
+        Some(ev)
+    }
+
+    /// `read`'s answer, the watch's changes taken into the backlog meanwhile, up to `BACKLOG_BYTES`.
+    async fn meanwhile<T>(
+        &mut self,
+        events: &mut crate::storage::WatchStream,
+        read: impl std::future::Future<Output = T>,
+    ) -> T {
+        tokio::pin!(read);
+        loop {
+            tokio::select! {
+                biased;
+                answer = &mut read => return answer,
+                ev = events.next(), if self.open && self.bytes < BACKLOG_BYTES => match ev {
+                    Some(Ok(ev)) => {
+                        self.bytes += weight(&ev);
+                        self.backlog.push_back(ev);
+                        if self.bytes >= BACKLOG_BYTES && !self.full {
+                            self.full = true;
+                            tracing::warn!(bytes = self.bytes, "a store watch delivers faster than it is applied; the store holds the rest");
+                        }
+                    }
+                    _ => self.open = false,
+                },
+            }
         }
     }
 }
@@ -193,6 +277,10 @@ struct FootprintFollower {
     fresh: Option<Footprint>,
     /// For each change of the batch being applied, whether its key's past size was read.
     asked: Vec<bool>,
+    /// Each LogicalCluster's size as last seen (by name), so that an update or a delete of one needs
+    /// no read: clusters created or deleted by the thousand change theirs two or three times each,
+    /// and a read each kept the watch waiting. A few dozen bytes per cluster, on the default shard.
+    lc_sizes: std::collections::HashMap<Box<str>, usize>,
 }
 
 /// Take note of a LogicalCluster written or gone, as this registry's when it is on this registry's
@@ -214,6 +302,24 @@ fn observe<'k>(
 impl FootprintFollower {
     fn observe(&self, footprint: &Footprint, key: &str, value: Option<&[u8]>) {
         observe(&self.registry, footprint, &self.lc_prefix, key, value);
+    }
+
+    /// The size of the LogicalCluster whose key is `key`, when known.
+    fn lc_size(&self, key: &str) -> Option<usize> {
+        key.strip_prefix(&self.lc_prefix).and_then(|name| self.lc_sizes.get(name)).copied()
+    }
+
+    /// Keep `lc_sizes` to what `key` is now (`kv`, or gone).
+    fn remember(&mut self, key: &str, kv: Option<&KeyValue>) {
+        let Some(name) = key.strip_prefix(&self.lc_prefix) else { return };
+        match kv {
+            Some(kv) => {
+                self.lc_sizes.insert(name.into(), size(kv));
+            }
+            None => {
+                self.lc_sizes.remove(name);
+            }
+        }
     }
 }
 
@@ -276,25 +382,27 @@ fn before_unknown(ev: &WatchEvent) -> Option<(&str, Revision)> {
 }
 
 impl Follower for FootprintFollower {
-    /// Previous values asked for, though etcd 3.4 reads one for every event, creations included.
-    /// Without them, each batch with an update or a delete waited for a read of the old sizes
-    /// (`reads`) before the watch was read on: measured with 100,000 clusters on etcd 3.5, the watch
-    /// fell behind, etcd read its history again for it, and deleting 10,000 clusters took 100-141 s
-    /// with even raw etcd slowed, against 33 s with them. On etcd 3.4 the same trial, repeated in a
-    /// run that took 73.7 s otherwise, took 91.1 s, raw etcd slowed to 461 clusters a second after. A change that comes without its previous value (etcd leaves it out once compacted) is
-    /// still read back.
-    const PREV: bool = true;
+    /// Previous values not asked for: etcd 3.4 reads each event's previous value for such a watch in
+    /// a read transaction of its own, which copies every write not yet committed to disk; while
+    /// thousands of clusters were deleted that was two thirds of what the default shard's etcd
+    /// allocated. The old sizes are read instead (`reads`), only where needed, and the watch is read
+    /// on while they are (`Taken`): when it was not, it fell behind, etcd read its history again
+    /// for it, and deleting 10,000 clusters took 100-141 s on etcd 3.5.
+    const PREV: bool = false;
 
     fn reset(&mut self) {
         self.fresh = Some(Footprint::default());
+        self.lc_sizes.clear();
     }
 
     fn page(&mut self, kvs: &[KeyValue]) {
-        let Some(fresh) = &self.fresh else { return };
+        let Some(fresh) = self.fresh.take() else { return };
         for kv in kvs {
             fresh.account(&self.registry.prefix, &kv.key, None, Some(size(kv)));
-            self.observe(fresh, &kv.key, Some(&kv.value));
+            self.observe(&fresh, &kv.key, Some(&kv.value));
+            self.remember(&kv.key, Some(kv));
         }
+        self.fresh = Some(fresh);
     }
 
     fn listed(&mut self, revision: Revision) {
@@ -324,7 +432,7 @@ impl Follower for FootprintFollower {
             let needed = |key: &str| {
                 !matches!(ev, WatchEvent::Delete { .. }) || footprint.size_needed(&self.registry.prefix, key)
             };
-            let read = before_unknown(ev).filter(|(key, _)| needed(key));
+            let read = before_unknown(ev).filter(|(key, _)| needed(key) && self.lc_size(key).is_none());
             self.asked.push(read.is_some());
             if let Some((key, at)) = read {
                 reads.push(RangeRequest::key_at(key, at));
@@ -334,20 +442,20 @@ impl Follower for FootprintFollower {
     }
 
     fn changes(&mut self, evs: &[WatchEvent], read: &[RangeResult]) {
-        let footprint = &self.registry.footprint;
-        let prefix = &self.registry.prefix;
+        let registry = self.registry.clone();
+        let (footprint, prefix) = (&registry.footprint, &registry.prefix);
         let mut answers = read.iter();
         let asked = std::mem::take(&mut self.asked);
         for (i, ev) in evs.iter().enumerate() {
-            // The size a key had before `ev`: carried, read, or (not read: a key of a cluster being
-            // deleted) counted as nothing, its bytes going with the cluster.
+            // The size a key had before `ev`: carried, read, remembered (a LogicalCluster's), or (a
+            // key of a cluster being deleted) counted as nothing, its bytes going with the cluster.
             let mut before = |key: &str, carried: &Option<KeyValue>| match (carried, asked.get(i) == Some(&true)) {
                 (Some(p), _) => Some(size(p)),
                 (None, true) => {
                     let answer = answers.next().map_or(&[][..], |r| r.kvs.as_slice());
                     answer.first().filter(|kv| kv.key == key).map(size)
                 }
-                (None, false) => Some(0),
+                (None, false) => Some(self.lc_size(key).unwrap_or(0)),
             };
             match ev {
                 WatchEvent::Put { kv, prev, created } => {
@@ -355,11 +463,13 @@ impl Follower for FootprintFollower {
                     footprint.account(prefix, &kv.key, before, Some(size(kv)));
                     footprint.counted(ev.revision());
                     self.observe(footprint, &kv.key, Some(&kv.value));
+                    self.remember(&kv.key, Some(kv));
                 }
                 WatchEvent::Delete { key, prev, .. } => {
                     footprint.account(prefix, key, before(key, prev), None);
                     footprint.counted(ev.revision());
                     self.observe(footprint, key, None);
+                    self.remember(key, None);
                 }
                 WatchEvent::Progress(rev) => footprint.counted(*rev),
             }
@@ -368,4 +478,50 @@ impl Follower for FootprintFollower {
 
     /// The counts stand until the next listing replaces them: they trail, but are not wrong.
     fn lost(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(i: usize, bytes: usize) -> WatchEvent {
+        let kv = KeyValue { key: format!("/r/{i}"), value: vec![b'x'; bytes], mod_revision: i as Revision + 1 };
+        WatchEvent::Put { kv, prev: None, created: true }
+    }
+
+    fn stream_of(evs: Vec<WatchEvent>) -> crate::storage::WatchStream {
+        Box::pin(futures::stream::iter(evs.into_iter().map(Ok)))
+    }
+
+    #[tokio::test]
+    async fn a_watch_is_read_on_while_a_read_is_out_up_to_its_bytes() {
+        // Everything delivered meanwhile is taken, in order, and the read's answer returned.
+        let mut taken = Taken::default();
+        let mut events = stream_of((0..1_000).map(|i| put(i, 100)).collect());
+        let slow = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            "answer"
+        };
+        assert_eq!(taken.meanwhile(&mut events, slow).await, "answer");
+        assert_eq!(taken.backlog.len(), 1_000);
+        assert!(taken.backlog.iter().enumerate().all(|(i, ev)| ev.revision() == i as Revision + 1));
+        assert_eq!(taken.bytes, taken.backlog.iter().map(weight).sum::<usize>());
+        // The stream ended meanwhile: it is not read again, and the next read still answers.
+        assert!(!taken.open && !taken.full);
+        assert_eq!(taken.meanwhile(&mut events, async { 1 }).await, 1);
+
+        // Past its bytes it stops taking, and what it left is still the stream's, next in order.
+        let mut taken = Taken::default();
+        let mib = 1 << 20;
+        let mut events = stream_of((0..40).map(|i| put(i, mib)).collect());
+        taken.meanwhile(&mut events, tokio::time::sleep(Duration::from_millis(50))).await;
+        let held = taken.backlog.len();
+        assert_eq!(held, BACKLOG_BYTES.div_ceil(mib + 4));
+        assert!(taken.full && taken.bytes >= BACKLOG_BYTES);
+        let next = events.next().await.unwrap().unwrap();
+        assert_eq!(next.revision(), held as Revision + 1);
+        // Taken out one by one, it is empty again, and may warn again when it next fills.
+        while taken.pop().is_some() {}
+        assert!(taken.bytes == 0 && !taken.full);
+    }
 }
