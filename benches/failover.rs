@@ -4,7 +4,7 @@
 //! (target 0).
 //!
 //! Before the kills, creates at concurrency 64 through kgate against raw compare-and-put transactions
-//! on the same 3 members (target: kgate at 0.6x raw or better), measured twice, interleaved.
+//! on the same 3 members (target: kgate at 0.6x raw or better), measured three times each, interleaved.
 //!
 //! Run: `cargo bench --bench failover` (`KGATE_TEST_ETCD=3.5` for etcd 3.5).
 
@@ -91,17 +91,31 @@ async fn finish(Writers { tasks, acks, errors }: Writers, killed: Instant) -> Ro
 }
 
 /// Creates per measurement of the steady phase, and how many at once.
-const STEADY_OPS: usize = 3000;
+const STEADY_OPS: usize = 6000;
+/// Measurements of each side, interleaved; the best of each is compared.
+const STEADY_RUNS: usize = 3;
 const STEADY_CONCURRENCY: usize = 64;
 
 /// Creates per second on the healthy 3-member cluster: raw transactions (a put guarded by
 /// `create_revision == 0`, what kube-apiserver's etcd store sends for a create) and kgate's creates,
 /// alternated so that the machine's noise falls on both.
-async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base: &str) {
+///
+/// With the CPU each side used per create (this process as the client, kgate, etcd's members): on a
+/// 2-core machine the five share the cores, so the ratio is also a measure of what kgate and its
+/// client cost beside etcd.
+async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base: &str, cpu: impl Fn() -> [f64; 3]) {
     let url = format!("{base}/api/v1/namespaces/default/configmaps");
     let (mut raws, mut kgates) = (Vec::new(), Vec::new());
-    for run in 0..2 {
+    // CPU ms per create of the client, kgate and etcd, in raw runs and in kgate's.
+    let (mut raw_cpu, mut kgate_cpu) = ([0.0; 3], [0.0; 3]);
+    let add = |sum: &mut [f64; 3], before: [f64; 3], after: [f64; 3]| {
+        for i in 0..3 {
+            sum[i] += (after[i] - before[i]) / (STEADY_RUNS * STEADY_OPS) as f64;
+        }
+    };
+    for run in 0..STEADY_RUNS {
         let client = raw.clone();
+        let before = cpu();
         raws.push(
             common::ops_per_second(STEADY_OPS, STEADY_CONCURRENCY, move |i| {
                 let mut c = client.clone();
@@ -115,6 +129,8 @@ async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base
             })
             .await,
         );
+        let between = cpu();
+        add(&mut raw_cpu, before, between);
         let (client, url) = (admin.clone(), url.clone());
         kgates.push(
             common::ops_per_second(STEADY_OPS, STEADY_CONCURRENCY, move |i| {
@@ -127,12 +143,17 @@ async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base
             })
             .await,
         );
+        add(&mut kgate_cpu, between, cpu());
     }
     let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     let (raw, kgate) = (best(&raws), best(&kgates));
     println!(
         "steady creates at concurrency {STEADY_CONCURRENCY}: raw txn {raw:.0}/s, kgate {kgate:.0}/s ({:.2}x of raw; target >= 0.6x); runs: raw {raws:.0?}, kgate {kgates:.0?}",
         kgate / raw
+    );
+    println!(
+        "CPU per create: raw txn: client {:.3} ms, etcd {:.3} ms; kgate: client {:.3} ms, kgate {:.3} ms, etcd {:.3} ms",
+        raw_cpu[0], raw_cpu[2], kgate_cpu[0], kgate_cpu[1], kgate_cpu[2]
     );
 }
 
@@ -148,7 +169,11 @@ async fn main() {
         KgateProcess::start(&["--etcd-servers", &joined, "--etcd-prefix", &prefix], "kgate-bench-failover.log").await;
     let admin = k.admin();
     let raw = etcd_client::Client::connect(&endpoints, None).await.unwrap();
-    steady_creates(&raw, &admin, &k.url).await;
+    let cpu = || {
+        let own = common::cpu_ms_of(std::process::id());
+        [own, k.cpu_ms(), cluster.iter().map(TestEtcd::cpu_ms).sum()]
+    };
+    steady_creates(&raw, &admin, &k.url, cpu).await;
     let (mut raw_gaps, mut kgate_gaps) = (Vec::new(), Vec::new());
     for r in 0..ROUNDS {
         // Both at once, through the same election: etcd's own unavailability varies from one kill to
