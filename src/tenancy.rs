@@ -683,7 +683,10 @@ fn add_finalizer(obj: &mut Value) {
 /// and then the LogicalCluster, Ready, saved the default shard's etcd two calls of three; but in the
 /// shards bench deleting 10,000 clusters took 69-79 s after it rather than 44-53 s (the default
 /// shard's etcd spent 9-10 ms per cluster deleted rather than 5-6, with the same calls), which the
-/// same objects-first order with the LogicalCluster written twice did not. Not understood, so not kept.
+/// same objects-first order with the LogicalCluster written twice did not. Not understood, so not kept
+/// then; those runs were made while usage counting's watch asked etcd for previous values, which
+/// cost the default shard's etcd a read per event (see `registry::follow`), so the order is worth
+/// measuring again.
 pub async fn create_ready(registry: &Registry, obj: &mut Value, key: &str) -> Result<Option<i64>, StoreError> {
     if registry.shards.place_of(obj) != crate::shard::Placed::At(0) {
         return Ok(None);
