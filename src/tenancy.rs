@@ -718,7 +718,16 @@ pub async fn initialize(registry: &Registry, obj: Value) -> ApiResult<Value> {
     let uid = crate::meta::meta_str(&obj, "uid").unwrap_or_default().to_string();
     // The object just created is most likely still the stored one: guarding the bootstrap on it and
     // marking it Ready from it save creation two reads of the store (a conflict reads it then).
-    let created = revision_of(&obj).map(|rev| (obj.clone(), rev));
+    let mut created = revision_of(&obj).map(|rev| (obj.clone(), rev));
+    if let Some((known, rev)) = &created {
+        if !registry.holds_root() {
+            if let Some(ready) = bootstrap_elsewhere(registry, &name, known.clone(), *rev).await? {
+                return Ok(ready);
+            }
+            // The LogicalCluster changed since: read it again below.
+            created = None;
+        }
+    }
     let guard =
         created.as_ref().map(|(_, rev)| crate::storage::Guard { key: object_key(registry, &name), mod_revision: *rev });
     let held = write_defaults(registry, &name, true, guard).await?;
@@ -726,6 +735,39 @@ pub async fn initialize(registry: &Registry, obj: Value) -> ApiResult<Value> {
     // flush would write the LogicalCluster again, a read and a write more per cluster created.
     let usage = held.filter(|_| registry.footprint.counting());
     Ok(mark_ready(registry, &name, &uid, created, usage).await?.unwrap_or(obj))
+}
+
+/// Bootstrap a cluster placed on another shard than root's, whose LogicalCluster `obj` was just
+/// created at `rev`, and mark it Ready; `None` when this could not be done so and nothing of it stays.
+///
+/// The shard's store cannot join root's transaction, so the objects there cannot be created on the
+/// condition that the LogicalCluster has not changed. The write that marks it Ready compares the
+/// revision it was created at: the same condition, checked after the objects are there, as a read of
+/// it would check it, so root's etcd spares that read. A DELETE accepted meanwhile (whose purge may
+/// have passed the objects' keys already), or any other change, makes that write fail, and the
+/// objects are taken back, for the caller to write one by one under a fresh read.
+async fn bootstrap_elsewhere(registry: &Registry, name: &str, obj: Value, rev: i64) -> ApiResult<Option<Value>> {
+    let objects = fresh::objects(registry, name);
+    let usage = registry.footprint.counting().then(|| Usage::of_keys(&registry.prefix, &objects));
+    let mut ready = obj;
+    make_ready(&mut ready, defaults_revision(registry), usage)?;
+    let Ok(Some(made)) = registry.store.create_all(&objects, None).await else {
+        // A key there already (a bootstrap cut short), or a store that makes no such step.
+        return Ok(None);
+    };
+    let key = object_key(registry, name);
+    match registry.store.update(&key, crate::registry::encode(&ready), rev).await {
+        Ok(rev) => {
+            crate::registry::decorate(&mut ready, &resources::logical_cluster_def(), ROOT, rev);
+            Ok(Some(ready))
+        }
+        Err(StoreError::Conflict { .. } | StoreError::NotFound) => {
+            crate::storage::take_back(&*registry.store, &objects, made).await;
+            Ok(None)
+        }
+        // Perhaps written: the objects stay, and the lifecycle controller finishes whichever it was.
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The store revision an object read back from the API carries.

@@ -619,6 +619,46 @@ async fn usage_counting_reads_back_old_sizes_only_where_a_change_needs_one() {
     counting.abort();
 }
 
+/// Usage is not written to a LogicalCluster being bootstrapped: the write that marks it Ready records
+/// what the bootstrap wrote and compares the revision it was created at, which a usage write would
+/// move (on another shard, the bootstrap's objects are then taken back and written again). Once it
+/// is Ready, counts it does not record are written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_waits_for_a_logical_cluster_to_be_ready() {
+    use kgate::storage::Store;
+    let etcd = common::TestEtcd::start();
+    let store = kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), &Default::default())
+        .await
+        .unwrap();
+    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(store);
+    let registry = kgate::registry::Registry::new(store.clone(), "/registry");
+    let counting = tokio::spawn(registry.clone().run_counts(true));
+    common::eventually(20, "the first listing to be counted", || async { registry.footprint.counting() }).await;
+    let key = "/registry/tenancy.kgate.dev/logicalclusters/root/young";
+    let mut lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+        "metadata": {"name": "young", "uid": "u1"}, "spec": {}});
+    kgate::tenancy::prepare_new(&mut lc);
+    let created = store.create(key, serde_json::to_vec(&lc).unwrap()).await.unwrap();
+    store.create("/registry/core/namespaces/young/default", b"{}".to_vec()).await.unwrap();
+    common::eventually(20, "young's namespace to be counted", || async {
+        registry.footprint.usage("young").namespaces == 1
+    })
+    .await;
+    registry.flush_usage().await;
+    let kv = store.get(key).await.unwrap().unwrap();
+    assert_eq!(kv.mod_revision, created, "usage written to an Initializing LogicalCluster");
+
+    lc["status"]["phase"] = json!("Ready");
+    store.update(key, serde_json::to_vec(&lc).unwrap(), created).await.unwrap();
+    common::eventually(20, "young's usage to be written once it is Ready", || async {
+        registry.flush_usage().await;
+        let kv = store.get(key).await.unwrap().unwrap();
+        serde_json::from_slice::<serde_json::Value>(&kv.value).unwrap()["status"]["usage"]["namespaces"] == 1
+    })
+    .await;
+    counting.abort();
+}
+
 /// A platform sees what each tenant holds on its LogicalCluster (`status.usage`, kept within seconds,
 /// shown by `kubectl get logicalclusters`) and caps it with `spec.limits`: objects, stored bytes,
 /// namespaces and CRDs, each refused past its limit with kube's quota words and nothing written.

@@ -297,6 +297,75 @@ async fn a_cluster_starts_ready_in_one_step_on_the_default_shard_and_in_three_on
     s.stop().await;
 }
 
+/// A cluster on another shard is bootstrapped there, and the write that marks its LogicalCluster
+/// Ready, a compare on the revision it was created at, is the check that it has not changed since:
+/// root's store is not read. Where it has changed, the objects are taken back and written again
+/// under a fresh read; where its DELETE was accepted meanwhile (whose purge may have passed their
+/// keys already), none of them stays and it is not marked Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrap_on_another_shard_is_checked_by_the_write_that_marks_it_ready() {
+    use std::sync::Arc;
+    let (root_etcd, b) = (TestEtcd::start(), TestEtcd::start());
+    let connect = |e: &TestEtcd| {
+        let endpoint = e.endpoint.clone();
+        async move {
+            let s = kgate::storage::etcd::EtcdStore::connect(&[endpoint], &Default::default()).await.unwrap();
+            Arc::new(s) as Arc<dyn Store>
+        }
+    };
+    let (root, shard_b) = (connect(&root_etcd).await, connect(&b).await);
+    // Root's calls metered as the registry makes them, the test's own not.
+    let metrics = kgate::storage::metered::StoreMetrics::new().unwrap();
+    let metered: Arc<dyn Store> = Arc::new(kgate::storage::metered::Metered::new(root.clone(), metrics.clone()));
+    let routed = kgate::storage::routed::Routed::new(shard_b.clone(), metered, "/registry");
+    let on_b = kgate::registry::Registry::new(Arc::new(routed), "/registry").on_shard("b");
+    let reads =
+        || ["get", "range"].iter().map(|op| metrics.latency.with_label_values(&[op]).get_sample_count()).sum::<u64>();
+    let key = |name: &str| format!("/registry/tenancy.kgate.dev/logicalclusters/root/{name}");
+    // A LogicalCluster as the API creates one on shard b, and as the API answers it.
+    let create = |name: &'static str| {
+        let (root, key) = (root.clone(), key(name));
+        async move {
+            let mut obj = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+                "metadata": {"name": name, "uid": format!("uid-{name}")}, "spec": {"shard": "b"}});
+            kgate::tenancy::prepare_new(&mut obj);
+            let rev = root.create(&key, serde_json::to_vec(&obj).unwrap()).await.unwrap();
+            let mut answered = obj.clone();
+            answered["metadata"]["resourceVersion"] = json!(rev.to_string());
+            (obj, answered, rev)
+        }
+    };
+    let stored = |name: &'static str| {
+        let (root, key) = (root.clone(), key(name));
+        async move { serde_json::from_slice::<Value>(&root.get(&key).await.unwrap().unwrap().value).unwrap() }
+    };
+
+    let (_, answered, _) = create("fresh").await;
+    let ready = kgate::tenancy::initialize(&on_b, answered).await.unwrap();
+    assert_eq!(ready["status"]["phase"], "Ready", "{ready}");
+    assert_eq!(stored("fresh").await["status"]["phase"], "Ready");
+    assert_eq!(reads(), 0, "root was read during a bootstrap that nothing raced");
+    let made = common::keys_of(&*shard_b, "/registry", "fresh").await.len();
+    assert!(made >= 20, "its objects, on b: {made}");
+
+    // Labelled meanwhile: taken back and written again, and Ready with the label kept.
+    let (mut obj, answered, rev) = create("edited").await;
+    obj["metadata"]["labels"] = json!({"team": "a"});
+    root.update(&key("edited"), serde_json::to_vec(&obj).unwrap(), rev).await.unwrap();
+    kgate::tenancy::initialize(&on_b, answered).await.unwrap();
+    let now = stored("edited").await;
+    assert_eq!((&now["status"]["phase"], &now["metadata"]["labels"]["team"]), (&json!("Ready"), &json!("a")), "{now}");
+    assert_eq!(common::keys_of(&*shard_b, "/registry", "edited").await.len(), made, "every object, once");
+
+    // Its DELETE accepted meanwhile: nothing of it stays on b, and it stays as the DELETE left it.
+    let (mut obj, answered, rev) = create("doomed").await;
+    obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    root.update(&key("doomed"), serde_json::to_vec(&obj).unwrap(), rev).await.unwrap();
+    kgate::tenancy::initialize(&on_b, answered).await.unwrap();
+    assert_eq!(common::keys_of(&*shard_b, "/registry", "doomed").await, vec![], "left behind its purge");
+    assert_eq!(stored("doomed").await["status"]["phase"], "Initializing");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_that_is_down_costs_only_its_own_clusters() {
     let mut b = TestEtcd::start();

@@ -582,6 +582,13 @@ impl Registry {
             if obj["metadata"].get("deletionTimestamp").is_some() || Usage::of_status(&obj) == Some(now) {
                 return Ok(());
             }
+            // Being bootstrapped: the write that marks it Ready records what the bootstrap wrote, and
+            // compares the revision it was created at, which this write would move (the bootstrap
+            // then takes its objects back and writes them again). Ready, it is noted again, and
+            // written if its counts differ still.
+            if obj["status"]["phase"] == crate::tenancy::PHASE_INITIALIZING {
+                return Ok(());
+            }
             let Some(status) = obj.as_object_mut().map(|m| m.entry("status").or_insert_with(|| json!({}))) else {
                 return Ok(());
             };

@@ -107,6 +107,17 @@ pub async fn range_pages<E: From<StoreError>>(
     }
 }
 
+/// Take back what `create_all` made at `revision` of `items`: each key only while still at that
+/// revision (a key changed since is someone's since), in one step where the store can.
+pub async fn take_back(store: &dyn Store, items: &[(String, Vec<u8>)], revision: Revision) {
+    let made: Vec<(String, Revision)> = items.iter().map(|(k, _)| (k.clone(), revision)).collect();
+    if !matches!(store.delete_all(&made).await, Ok(true)) {
+        for (k, rev) in &made {
+            let _ = store.delete(k, Some(*rev)).await;
+        }
+    }
+}
+
 /// What to read.
 #[derive(Debug, Clone, Default)]
 pub struct RangeRequest {

@@ -109,12 +109,7 @@ impl Store for Routed {
                     return Ok(Some(rev));
                 }
                 // As `create_guarded`: taken back, each key only as it was made.
-                let made: Vec<(String, Revision)> = items.iter().map(|(k, _)| (k.clone(), rev)).collect();
-                if !self.route(first).delete_all(&made).await? {
-                    for (k, rev) in &made {
-                        let _ = self.route(k).delete(k, Some(*rev)).await;
-                    }
-                }
+                super::take_back(self.route(first), items, rev).await;
                 Ok(None)
             }
             _ => self.route(first).create_all(items, guard).await,
