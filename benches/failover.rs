@@ -103,7 +103,31 @@ const STEADY_CONCURRENCY: usize = 64;
 /// With the CPU each side used per create (this process as the client, kgate, etcd's members): on a
 /// 2-core machine the five share the cores, so the ratio is also a measure of what kgate and its
 /// client cost beside etcd.
-async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base: &str, cpu: impl Fn() -> [f64; 3]) {
+async fn steady_creates(
+    raw: &etcd_client::Client,
+    admin: &reqwest::Client,
+    base: &str,
+    cpu: impl Fn() -> [f64; 3],
+    endpoints: &[String],
+) {
+    // etcd's work on its three members together, raw runs and kgate's apart.
+    let work = || async {
+        let mut sum = std::collections::BTreeMap::new();
+        for e in endpoints {
+            for (k, v) in common::etcd_work(e).await {
+                *sum.entry(k).or_insert(0.0) += v;
+            }
+        }
+        sum
+    };
+    let (mut raw_work, mut kgate_work) = (std::collections::BTreeMap::new(), std::collections::BTreeMap::new());
+    let add_work = |sum: &mut std::collections::BTreeMap<String, f64>,
+                    before: &std::collections::BTreeMap<String, f64>,
+                    after: std::collections::BTreeMap<String, f64>| {
+        for (k, v) in after {
+            *sum.entry(k.clone()).or_insert(0.0) += v - before.get(&k).copied().unwrap_or(0.0);
+        }
+    };
     let url = format!("{base}/api/v1/namespaces/default/configmaps");
     let (mut raws, mut kgates) = (Vec::new(), Vec::new());
     // CPU ms per create of the client, kgate and etcd, in raw runs and in kgate's.
@@ -115,6 +139,7 @@ async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base
     };
     for run in 0..STEADY_RUNS {
         let client = raw.clone();
+        let work_before = work().await;
         let before = cpu();
         raws.push(
             common::ops_per_second(STEADY_OPS, STEADY_CONCURRENCY, move |i| {
@@ -131,6 +156,8 @@ async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base
         );
         let between = cpu();
         add(&mut raw_cpu, before, between);
+        let work_between = work().await;
+        add_work(&mut raw_work, &work_before, work_between.clone());
         let (client, url) = (admin.clone(), url.clone());
         kgates.push(
             common::ops_per_second(STEADY_OPS, STEADY_CONCURRENCY, move |i| {
@@ -144,6 +171,7 @@ async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base
             .await,
         );
         add(&mut kgate_cpu, between, cpu());
+        add_work(&mut kgate_work, &work_between, work().await);
     }
     let best = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     let (raw, kgate) = (best(&raws), best(&kgates));
@@ -155,6 +183,10 @@ async fn steady_creates(raw: &etcd_client::Client, admin: &reqwest::Client, base
         "CPU per create: raw txn: client {:.3} ms, etcd {:.3} ms; kgate: client {:.3} ms, kgate {:.3} ms, etcd {:.3} ms",
         raw_cpu[0], raw_cpu[2], kgate_cpu[0], kgate_cpu[1], kgate_cpu[2]
     );
+    let none = std::collections::BTreeMap::new();
+    let creates = STEADY_RUNS * STEADY_OPS;
+    println!("etcd work per create (3 members), raw txn: {}", common::work_per(&none, &raw_work, creates));
+    println!("etcd work per create (3 members), kgate: {}", common::work_per(&none, &kgate_work, creates));
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -173,7 +205,7 @@ async fn main() {
         let own = common::cpu_ms_of(std::process::id());
         [own, k.cpu_ms(), cluster.iter().map(TestEtcd::cpu_ms).sum()]
     };
-    steady_creates(&raw, &admin, &k.url, cpu).await;
+    steady_creates(&raw, &admin, &k.url, cpu, &endpoints).await;
     let (mut raw_gaps, mut kgate_gaps) = (Vec::new(), Vec::new());
     for r in 0..ROUNDS {
         // Both at once, through the same election: etcd's own unavailability varies from one kill to

@@ -55,48 +55,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// What etcd did, from its metrics: its answered gRPC calls by method (`Txn`, `Range`...), its
-/// storage layer's operations (`range`, `put`, `delete`, `txn`) and the events it sent to watchers.
-async fn etcd_work(endpoint: &str) -> std::collections::BTreeMap<String, f64> {
-    let text = reqwest::get(format!("{endpoint}/metrics")).await.unwrap().text().await.unwrap();
-    let mut out = std::collections::BTreeMap::new();
-    for line in text.lines() {
-        let (name, value) = match line.rsplit_once(' ') {
-            Some((name, value)) => (name, value.parse::<f64>().unwrap_or(0.0)),
-            None => continue,
-        };
-        let what = if let Some(labels) = name.strip_prefix("grpc_server_handled_total{") {
-            labels.split("grpc_method=\"").nth(1).and_then(|r| r.split('"').next()).map(|m| format!("grpc {m}"))
-        } else {
-            // etcd 3.4 has each of these under both names; `events` only under the old one.
-            ["range", "put", "delete", "txn"]
-                .iter()
-                .find(|op| name == format!("etcd_mvcc_{op}_total"))
-                .map(|op| format!("mvcc {op}"))
-                .or_else(|| (name == "etcd_debugging_mvcc_events_total").then(|| "mvcc events".to_string()))
-        };
-        if let Some(what) = what {
-            *out.entry(what).or_insert(0.0) += value;
-        }
-    }
-    out
-}
-
-/// `etcd_work` per cluster between two readings, the calls made at all.
-fn work_per_cluster(
-    before: &std::collections::BTreeMap<String, f64>,
-    after: &std::collections::BTreeMap<String, f64>,
-    clusters: usize,
-) -> String {
-    after
-        .iter()
-        .map(|(k, v)| (k, (v - before.get(k).copied().unwrap_or(0.0)) / clusters as f64))
-        .filter(|(_, v)| *v >= 0.01)
-        .map(|(k, v)| format!("{k} {v:.2}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 type Counts = std::collections::BTreeMap<String, usize>;
 
 /// Clusters per shard, from the LogicalClusters' `spec.shard`: of all, and of those the deletion takes.
@@ -133,7 +91,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = k.rss_kib();
     let cpu = |k: &KgateProcess| [k.cpu_ms(), a.cpu_ms(), b.cpu_ms()];
-    let work = || async { [etcd_work(&a.endpoint).await, etcd_work(&b.endpoint).await] };
+    let work = || async { [common::etcd_work(&a.endpoint).await, common::etcd_work(&b.endpoint).await] };
     let (cpu_before, work_before) = (cpu(&k), work().await);
     let rate = k.create_clusters("c", n, CONCURRENCY).await;
     let (cpu_used, work_after) = (cpu_per_cluster(cpu_before, cpu(&k), n), work().await);
@@ -152,8 +110,8 @@ async fn main() {
         "CPU per cluster created: kgate {:.2} ms, default shard's etcd {:.2} ms, shard b's etcd {:.2} ms",
         cpu_used[0], cpu_used[1], cpu_used[2]
     );
-    println!("etcd work per cluster created, default shard: {}", work_per_cluster(&work_before[0], &work_after[0], n));
-    println!("etcd work per cluster created, shard b: {}", work_per_cluster(&work_before[1], &work_after[1], n));
+    println!("etcd work per cluster created, default shard: {}", common::work_per(&work_before[0], &work_after[0], n));
+    println!("etcd work per cluster created, shard b: {}", common::work_per(&work_before[1], &work_after[1], n));
 
     // Raw etcd doing the store work of as many creations, in the same run, as kgate does it: on the
     // default shard, the cluster's objects (the very keys and bytes kgate wrote for c0) and its
@@ -231,9 +189,9 @@ async fn main() {
     );
     println!(
         "etcd work per cluster deleted, default shard: {}",
-        work_per_cluster(&work_before[0], &work_after[0], deleted)
+        common::work_per(&work_before[0], &work_after[0], deleted)
     );
-    println!("etcd work per cluster deleted, shard b: {}", work_per_cluster(&work_before[1], &work_after[1], deleted));
+    println!("etcd work per cluster deleted, shard b: {}", common::work_per(&work_before[1], &work_after[1], deleted));
 
     // (After the deletions, so that they run on stores of the size they had.)
     let etcd_before = cpu(&k);

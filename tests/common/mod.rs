@@ -1184,3 +1184,45 @@ pub async fn get_latencies(client: &reqwest::Client, url: &str, n: usize) -> Vec
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
     samples
 }
+
+/// What etcd did, from its metrics: its answered gRPC calls by method (`Txn`, `Range`...), its
+/// storage layer's operations (`range`, `put`, `delete`, `txn`) and the events it sent to watchers.
+pub async fn etcd_work(endpoint: &str) -> std::collections::BTreeMap<String, f64> {
+    let text = reqwest::get(format!("{endpoint}/metrics")).await.unwrap().text().await.unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let (name, value) = match line.rsplit_once(' ') {
+            Some((name, value)) => (name, value.parse::<f64>().unwrap_or(0.0)),
+            None => continue,
+        };
+        let what = if let Some(labels) = name.strip_prefix("grpc_server_handled_total{") {
+            labels.split("grpc_method=\"").nth(1).and_then(|r| r.split('"').next()).map(|m| format!("grpc {m}"))
+        } else {
+            // etcd 3.4 has each of these under both names; `events` only under the old one.
+            ["range", "put", "delete", "txn"]
+                .iter()
+                .find(|op| name == format!("etcd_mvcc_{op}_total"))
+                .map(|op| format!("mvcc {op}"))
+                .or_else(|| (name == "etcd_debugging_mvcc_events_total").then(|| "mvcc events".to_string()))
+        };
+        if let Some(what) = what {
+            *out.entry(what).or_insert(0.0) += value;
+        }
+    }
+    out
+}
+
+/// `etcd_work` per operation (a cluster created, say) between two readings, the calls made at all.
+pub fn work_per(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+    ops: usize,
+) -> String {
+    after
+        .iter()
+        .map(|(k, v)| (k, (v - before.get(k).copied().unwrap_or(0.0)) / ops as f64))
+        .filter(|(_, v)| *v >= 0.01)
+        .map(|(k, v)| format!("{k} {v:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
