@@ -619,6 +619,76 @@ async fn usage_counting_reads_back_old_sizes_only_where_a_change_needs_one() {
     counting.abort();
 }
 
+/// Usage counting stays exact under writes that race each other and its own reads: many writers
+/// create, resize and delete keys of three clusters at once, each key rewritten several times within
+/// moments (so that the old sizes it reads back, at the revision before each change, come while later
+/// changes of the same key are already in its backlog), with LogicalClusters rewritten meanwhile.
+/// When the writes stop, each cluster's counts equal a count of its keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_counts_equal_a_recount_after_racing_writes() {
+    use kgate::storage::{Store, StoreError};
+    let etcd = common::TestEtcd::start();
+    let store = kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), &Default::default())
+        .await
+        .unwrap();
+    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(store);
+    let registry = kgate::registry::Registry::new(store.clone(), "/registry");
+    let counting = tokio::spawn(registry.clone().run_counts(true));
+    common::eventually(20, "the first listing to be counted", || async { registry.footprint.counting() }).await;
+    let clusters = ["race-a", "race-b", "race-c"];
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..12usize {
+        let store = store.clone();
+        writers.spawn(async move {
+            for round in 0..25usize {
+                let cluster = clusters[(w + round) % clusters.len()];
+                let key = format!("/registry/core/configmaps/{cluster}/default/k{}", (w * 7 + round) % 10);
+                let size = 50 + (w * 131 + round * 977) % 4000;
+                // Create, or else resize what is there; every third round deletes it after.
+                let rev = match store.create(&key, vec![b'c'; size]).await {
+                    Ok(rev) => Some(rev),
+                    Err(StoreError::AlreadyExists) => match store.get(&key).await.unwrap() {
+                        Some(kv) => store.update(&key, vec![b'u'; size / 2 + 10], kv.mod_revision).await.ok(),
+                        None => None,
+                    },
+                    Err(e) => panic!("{e}"),
+                };
+                if let (Some(rev), 0) = (rev, round % 3) {
+                    let _ = store.delete(&key, Some(rev)).await;
+                }
+                if w == 0 {
+                    // A LogicalCluster rewritten among them, its size changing each time.
+                    let lc = format!("/registry/tenancy.kgate.dev/logicalclusters/root/{cluster}");
+                    let value =
+                        serde_json::to_vec(&json!({"metadata": {"name": cluster}, "pad": "p".repeat(round * 40)}))
+                            .unwrap();
+                    match store.get(&lc).await.unwrap() {
+                        Some(kv) => drop(store.update(&lc, value, kv.mod_revision).await),
+                        None => drop(store.create(&lc, value).await),
+                    }
+                }
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.unwrap();
+    }
+    let counted = || async {
+        let all = kgate::storage::RangeRequest { prefix: "/registry/".into(), ..Default::default() };
+        let kvs = store.range(all).await.unwrap().kvs;
+        ["root"].iter().chain(&clusters).all(|c| {
+            let keys: Vec<(String, Vec<u8>)> = kvs
+                .iter()
+                .filter(|kv| kv.key.split('/').nth(4) == Some(*c))
+                .map(|kv| (kv.key.clone(), kv.value.clone()))
+                .collect();
+            kgate::registry::footprint::Usage::of_keys("/registry", &keys) == registry.footprint.usage(c)
+        })
+    };
+    common::eventually(30, "every cluster's counts to equal a count of its keys", counted).await;
+    counting.abort();
+}
+
 /// Usage is not written to a LogicalCluster being bootstrapped: the write that marks it Ready records
 /// what the bootstrap wrote and compares the revision it was created at, which a usage write would
 /// move (on another shard, the bootstrap's objects are then taken back and written again). Once it
