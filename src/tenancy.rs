@@ -721,11 +721,12 @@ pub async fn initialize(registry: &Registry, obj: Value) -> ApiResult<Value> {
     let mut created = revision_of(&obj).map(|rev| (obj.clone(), rev));
     if let Some((known, rev)) = &created {
         if !registry.holds_root() {
-            if let Some(ready) = bootstrap_elsewhere(registry, &name, known.clone(), *rev).await? {
-                return Ok(ready);
+            match bootstrap_elsewhere(registry, &name, &uid, known.clone(), *rev).await? {
+                Elsewhere::Ready(ready) => return Ok(ready),
+                // Written below as on the default shard, guarded by the LogicalCluster as created.
+                Elsewhere::NotMade => {}
+                Elsewhere::TakenBack => created = None,
             }
-            // The LogicalCluster changed since: read it again below.
-            created = None;
         }
     }
     let guard =
@@ -737,35 +738,64 @@ pub async fn initialize(registry: &Registry, obj: Value) -> ApiResult<Value> {
     Ok(mark_ready(registry, &name, &uid, created, usage).await?.unwrap_or(obj))
 }
 
-/// Bootstrap a cluster placed on another shard than root's, whose LogicalCluster `obj` was just
-/// created at `rev`, and mark it Ready; `None` when this could not be done so and nothing of it stays.
+/// What [`bootstrap_elsewhere`] did.
+enum Elsewhere {
+    /// Bootstrapped and marked Ready (or found being deleted, its objects left to its purge).
+    Ready(Value),
+    /// Nothing written: a key was there already (a bootstrap cut short), or the store made no such
+    /// step at once.
+    NotMade,
+    /// The LogicalCluster was gone, replaced or being deleted when it was to be marked Ready: the
+    /// objects were taken back (as far as the store let them be).
+    TakenBack,
+}
+
+/// Bootstrap a cluster placed on another shard than root's, whose LogicalCluster `obj` (uid `uid`)
+/// was just created at `rev`, and mark it Ready.
 ///
 /// The shard's store cannot join root's transaction, so the objects there cannot be created on the
 /// condition that the LogicalCluster has not changed. The write that marks it Ready compares the
 /// revision it was created at: the same condition, checked after the objects are there, as a read of
-/// it would check it, so root's etcd spares that read. A DELETE accepted meanwhile (whose purge may
-/// have passed the objects' keys already), or any other change, makes that write fail, and the
-/// objects are taken back, for the caller to write one by one under a fresh read.
-async fn bootstrap_elsewhere(registry: &Registry, name: &str, obj: Value, rev: i64) -> ApiResult<Option<Value>> {
+/// it would check it, so root's etcd spares that read. When it has changed, the answer carries it as
+/// read after the objects were made: still live with the same uid (a label added, another replica
+/// marking it Ready first), no purge can have begun before them, so it is marked Ready from that;
+/// else (a DELETE accepted meanwhile, whose purge may have passed their keys already) they are taken
+/// back and the caller reads it again.
+async fn bootstrap_elsewhere(registry: &Registry, name: &str, uid: &str, obj: Value, rev: i64) -> ApiResult<Elsewhere> {
     let objects = fresh::objects(registry, name);
     let usage = registry.footprint.counting().then(|| Usage::of_keys(&registry.prefix, &objects));
     let mut ready = obj;
     make_ready(&mut ready, defaults_revision(registry), usage)?;
-    let Ok(Some(made)) = registry.store.create_all(&objects, None).await else {
-        // A key there already (a bootstrap cut short), or a store that makes no such step.
-        return Ok(None);
-    };
-    let key = object_key(registry, name);
+    let Ok(Some(made)) = registry.store.create_all(&objects, None).await else { return Ok(Elsewhere::NotMade) };
+    let (def, key) = (resources::logical_cluster_def(), object_key(registry, name));
+    let taken_back = || crate::storage::take_back(&*registry.store, &objects, made);
     match registry.store.update(&key, crate::registry::encode(&ready), rev).await {
         Ok(rev) => {
-            crate::registry::decorate(&mut ready, &resources::logical_cluster_def(), ROOT, rev);
-            Ok(Some(ready))
+            crate::registry::decorate(&mut ready, &def, ROOT, rev);
+            Ok(Elsewhere::Ready(ready))
         }
-        Err(StoreError::Conflict { .. } | StoreError::NotFound) => {
-            crate::storage::take_back(&*registry.store, &objects, made).await;
-            Ok(None)
+        Err(StoreError::Conflict { current: Some(kv) }) => {
+            let now = registry.decode(&def, ROOT, &kv)?;
+            let live = crate::meta::meta_str(&now, "uid") == Some(uid)
+                && crate::meta::meta_str(&now, "deletionTimestamp").is_none();
+            if !live {
+                taken_back().await;
+                return Ok(Elsewhere::TakenBack);
+            }
+            let known = Some((now.clone(), kv.mod_revision));
+            Ok(Elsewhere::Ready(mark_ready(registry, name, uid, known, usage).await?.unwrap_or(now)))
         }
-        // Perhaps written: the objects stay, and the lifecycle controller finishes whichever it was.
+        Err(StoreError::Conflict { current: None } | StoreError::NotFound) => {
+            taken_back().await;
+            Ok(Elsewhere::TakenBack)
+        }
+        Err(e @ StoreError::Unavailable(_)) => {
+            // Not written: taken back, as the request fails.
+            taken_back().await;
+            Err(e.into())
+        }
+        // Perhaps written: the objects stay. A later initialize (a restart's, or the lifecycle
+        // controller's next listing) finds them; a DELETE's purge, if one comes, takes them.
         Err(e) => Err(e.into()),
     }
 }

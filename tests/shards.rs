@@ -299,9 +299,9 @@ async fn a_cluster_starts_ready_in_one_step_on_the_default_shard_and_in_three_on
 
 /// A cluster on another shard is bootstrapped there, and the write that marks its LogicalCluster
 /// Ready, a compare on the revision it was created at, is the check that it has not changed since:
-/// root's store is not read. Where it has changed, the objects are taken back and written again
-/// under a fresh read; where its DELETE was accepted meanwhile (whose purge may have passed their
-/// keys already), none of them stays and it is not marked Ready.
+/// root's store is not read. Where it has changed but is still live, it is marked Ready from what
+/// that write found, its objects kept; where its DELETE was accepted meanwhile (whose purge may have
+/// passed their keys already), or it is gone, none of them stays and it is not marked Ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bootstrap_on_another_shard_is_checked_by_the_write_that_marks_it_ready() {
     use std::sync::Arc;
@@ -348,14 +348,23 @@ async fn a_bootstrap_on_another_shard_is_checked_by_the_write_that_marks_it_read
     let made = common::keys_of(&*shard_b, "/registry", "fresh").await.len();
     assert!(made >= 20, "its objects, on b: {made}");
 
-    // Labelled meanwhile: taken back and written again, and Ready with the label kept.
+    // Labelled meanwhile: Ready with the label kept, and its objects as first made, in one step.
     let (mut obj, answered, rev) = create("edited").await;
     obj["metadata"]["labels"] = json!({"team": "a"});
     root.update(&key("edited"), serde_json::to_vec(&obj).unwrap(), rev).await.unwrap();
+    let b_before = shard_b.revision().await.unwrap();
     kgate::tenancy::initialize(&on_b, answered).await.unwrap();
     let now = stored("edited").await;
     assert_eq!((&now["status"]["phase"], &now["metadata"]["labels"]["team"]), (&json!("Ready"), &json!("a")), "{now}");
-    assert_eq!(common::keys_of(&*shard_b, "/registry", "edited").await.len(), made, "every object, once");
+    let kept = common::keys_of(&*shard_b, "/registry", "edited").await;
+    assert_eq!(kept.len(), made, "every object, once");
+    assert!(kept.iter().all(|(_, rev)| *rev == b_before + 1), "taken back and made again: {kept:?}");
+
+    // Gone meanwhile (its finalizer taken off by hand): nothing of it stays.
+    let (_, answered, rev) = create("vanished").await;
+    root.delete(&key("vanished"), Some(rev)).await.unwrap();
+    kgate::tenancy::initialize(&on_b, answered).await.unwrap();
+    assert_eq!(common::keys_of(&*shard_b, "/registry", "vanished").await, vec![], "left with no LogicalCluster");
 
     // Its DELETE accepted meanwhile: nothing of it stays on b, and it stays as the DELETE left it.
     let (mut obj, answered, rev) = create("doomed").await;

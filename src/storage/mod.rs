@@ -113,7 +113,11 @@ pub async fn take_back(store: &dyn Store, items: &[(String, Vec<u8>)], revision:
     let made: Vec<(String, Revision)> = items.iter().map(|(k, _)| (k.clone(), revision)).collect();
     if !matches!(store.delete_all(&made).await, Ok(true)) {
         for (k, rev) in &made {
-            let _ = store.delete(k, Some(*rev)).await;
+            match store.delete(k, Some(*rev)).await {
+                // Gone, or someone's since.
+                Ok(_) | Err(StoreError::NotFound | StoreError::Conflict { .. }) => {}
+                Err(e) => tracing::warn!(key = %k, error = %e, "taking back a key a bootstrap made; it stays"),
+            }
         }
     }
 }
