@@ -192,6 +192,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let (usage, compaction) = (config.usage_accounting, config.compaction_interval);
     let mut background = vec![
         tokio::spawn(authz.watch_invalidations()),
+        tokio::spawn(state.token_checks.clone().watch(registry.clone())),
         tokio::spawn(crds.clone().run(crds_revision, shutdown_rx.clone())),
         tokio::spawn(crds.clean_deleted()),
         tokio::spawn(registry.clone().run_counts(usage)),
@@ -217,6 +218,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     for (r, index, authz, from) in served {
         background.extend([
             tokio::spawn(authz.watch_invalidations()),
+            tokio::spawn(state.token_checks.clone().watch(r.clone())),
             tokio::spawn(index.clone().run(from, shutdown_rx.clone())),
             tokio::spawn(index.clean_deleted()),
             tokio::spawn(r.clone().run_counts(usage)),

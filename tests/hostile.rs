@@ -643,6 +643,58 @@ async fn a_kubeconfig_carries_no_more_than_its_role() {
     }
 }
 
+/// A token's account is read from the store once, not on every request (every tenant's kubeconfig
+/// carries one); its deletion still ends the token: at once through the API, as the test above
+/// shows, and within moments where this replica does not see the DELETE (another replica's, or one
+/// straight in the store), through the store watch.
+#[tokio::test]
+async fn a_token_is_checked_against_the_store_once_and_ends_with_its_account() {
+    for backend in [Backend::Embedded, Backend::Etcd] {
+        let s = TestServer::start(backend).await;
+        s.create_cluster("tc").await;
+        let base = "/clusters/tc/api/v1/namespaces/default";
+        let (code, b) =
+            s.post(&format!("{base}/serviceaccounts"), &serde_json::json!({"metadata": {"name": "bot"}})).await;
+        assert_eq!(code, 201, "{b}");
+        let (code, b) = s.post(&format!("{base}/serviceaccounts/bot/token"), &serde_json::json!({"spec": {}})).await;
+        assert_eq!(code, 201, "{b}");
+        let auth = format!("Bearer {}", b["status"]["token"].as_str().unwrap());
+        // A read the watch cache answers; the account may not make it (403 means it authenticated).
+        let get = || {
+            let (s, auth) = (&s, auth.clone());
+            async move {
+                let path = format!("{base}/configmaps?resourceVersion=0");
+                s.req_with(&s.anonymous, reqwest::Method::GET, &path, None, None, &[("authorization", &auth)]).await.0
+            }
+        };
+        assert_eq!(get().await, 403, "{backend:?}");
+        let gets = || s.metric("kgate_store_request_duration_seconds_count{operation=\"get\"}");
+        // The cluster's new account and token are still being counted and recorded on its
+        // LogicalCluster (store reads too): counted reads start once those have settled.
+        let mut before = gets().await;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            let now = gets().await;
+            if now == before {
+                break;
+            }
+            before = now;
+        }
+        for _ in 0..20 {
+            assert_eq!(get().await, 403, "{backend:?}");
+        }
+        let read = gets().await - before;
+        assert!(read < 5.0, "{backend:?}: 20 requests with one token read the store {read} times");
+
+        let store = s.running_store();
+        let key = format!("{}/core/serviceaccounts/tc/default/bot", s.running_prefix());
+        let kv = store.get(&key).await.unwrap().expect("the account is stored");
+        store.delete(&key, Some(kv.mod_revision)).await.unwrap();
+        common::eventually(5, "the token to end with its account", || async { get().await == 401 }).await;
+        s.stop().await;
+    }
+}
+
 /// Tokens as kube binds them: to audiences (a token for `vault` does not log in to the API), to an
 /// object that must exist (and whose deletion ends the token), with a typed, bounded lifetime; and a
 /// TokenReview says so.

@@ -67,6 +67,8 @@ pub struct AppState {
     pub heavy: super::heavy::Heavy,
     /// The audiences a ServiceAccount token must name one of to authenticate to the API.
     pub audiences: Vec<String>,
+    /// Tokens whose account and bound object were found in the store lately.
+    pub token_checks: Arc<super::token_checks::TokenChecks>,
     /// The audit log, when one is configured.
     pub audit: Option<Arc<crate::audit::Auditor>>,
     /// Each logical cluster's request figures (bounded; see `usage`).
@@ -128,6 +130,7 @@ impl AppState {
             ),
             heavy: Default::default(),
             audiences: super::tokens::default_audiences(),
+            token_checks: Default::default(),
             audit: None,
             usage: Arc::new(crate::usage::Usage::new(crate::usage::DEFAULT_TOP)),
             directory,
@@ -972,6 +975,14 @@ async fn resource(
     if def.group == "rbac.authorization.k8s.io" && !matches!(verb, "get" | "list" | "watch") {
         // Read-your-writes for RBAC on this replica; the invalidation watch covers the others.
         sh.authz.invalidate(&cluster_str);
+    }
+    if def.group.is_empty()
+        && super::token_checks::SUBJECTS.contains(&def.plural.as_str())
+        && verb.starts_with("delete")
+    {
+        // A token of an account (or bound to an object) deleted here fails from the next request on;
+        // the store watch covers other replicas and indirect deletions (a namespace's).
+        state.token_checks.invalidate(&cluster_str);
     }
     Ok((resp, labels))
 }

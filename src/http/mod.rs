@@ -12,4 +12,5 @@ pub mod inflight;
 pub mod meter;
 pub mod respond;
 pub mod server;
+pub mod token_checks;
 pub mod tokens;

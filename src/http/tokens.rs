@@ -74,16 +74,20 @@ pub async fn authenticate(
         let token = claims.audiences(&state.audiences).to_vec();
         return Ok(Err(Unauthenticated::Audience { token, wanted: audiences.to_vec() }));
     }
-    let uid_of = |v: Option<Value>| v.and_then(|o| o["metadata"]["uid"].as_str().map(str::to_string));
-    let account = stored(state, &claims.cluster, "serviceaccounts", Some(&claims.ns), &claims.sa).await?;
-    if uid_of(account).as_deref() != Some(claims.uid.as_str()) {
-        return Ok(Err(Unauthenticated::Invalidated));
-    }
-    if let Some(b) = &claims.bound {
-        let (plural, ns) = bound_location(&b.kind, &claims.ns);
-        if uid_of(stored(state, &claims.cluster, plural, ns, &b.name).await?).as_deref() != Some(b.uid.as_str()) {
+    if !state.token_checks.holds(&claims) {
+        let epoch = state.token_checks.epoch(&claims);
+        let uid_of = |v: Option<Value>| v.and_then(|o| o["metadata"]["uid"].as_str().map(str::to_string));
+        let account = stored(state, &claims.cluster, "serviceaccounts", Some(&claims.ns), &claims.sa).await?;
+        if uid_of(account).as_deref() != Some(claims.uid.as_str()) {
             return Ok(Err(Unauthenticated::Invalidated));
         }
+        if let Some(b) = &claims.bound {
+            let (plural, ns) = bound_location(&b.kind, &claims.ns);
+            if uid_of(stored(state, &claims.cluster, plural, ns, &b.name).await?).as_deref() != Some(b.uid.as_str()) {
+                return Ok(Err(Unauthenticated::Invalidated));
+            }
+        }
+        state.token_checks.passed(&claims, epoch);
     }
     let identity = Identity {
         user: claims.sub,
@@ -104,7 +108,8 @@ fn matching(token: &[String], wanted: &[String]) -> Vec<String> {
 }
 
 /// The stored core object `plural`/`name` of `cluster`, read from the store itself: a token's checks
-/// see the objects as they are now, not as a cache last saw them.
+/// see the objects as they are now, not as a cache last saw them (and are then remembered until one
+/// of them may have gone: see `token_checks`).
 async fn stored(
     state: &AppState,
     cluster: &str,
