@@ -667,12 +667,11 @@ async fn a_token_is_checked_against_the_store_once_and_ends_with_its_account() {
                 s.req_with(&s.anonymous, reqwest::Method::GET, &path, None, None, &[("authorization", &auth)]).await.0
             }
         };
-        assert_eq!(get().await, 403, "{backend:?}");
         let gets = || s.metric("kgate_store_request_duration_seconds_count{operation=\"get\"}");
         // The cluster's new account and token are still being counted and recorded on its
         // LogicalCluster (store reads too): counted reads start once those have settled.
         let mut before = gets().await;
-        loop {
+        for _ in 0..10 {
             tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
             let now = gets().await;
             if now == before {
@@ -680,17 +679,23 @@ async fn a_token_is_checked_against_the_store_once_and_ends_with_its_account() {
             }
             before = now;
         }
+        assert!(before > 0.0, "{backend:?}: no store reads metered");
+        // From the first check on, 10 s at most are trusted: the end below must come sooner.
+        let checked = std::time::Instant::now();
+        assert_eq!(get().await, 403, "{backend:?}");
         for _ in 0..20 {
             assert_eq!(get().await, 403, "{backend:?}");
         }
         let read = gets().await - before;
-        assert!(read < 5.0, "{backend:?}: 20 requests with one token read the store {read} times");
+        assert!(read < 5.0, "{backend:?}: 21 requests with one token read the store {read} times");
 
         let store = s.running_store();
         let key = format!("{}/core/serviceaccounts/tc/default/bot", s.running_prefix());
         let kv = store.get(&key).await.unwrap().expect("the account is stored");
         store.delete(&key, Some(kv.mod_revision)).await.unwrap();
         common::eventually(5, "the token to end with its account", || async { get().await == 401 }).await;
+        let took = checked.elapsed();
+        assert!(took < std::time::Duration::from_secs(9), "{backend:?}: ended only with its time, {took:?}");
         s.stop().await;
     }
 }

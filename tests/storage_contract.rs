@@ -214,6 +214,22 @@ async fn contract(store: Arc<dyn Store>, p: &str) {
     }
     drop(current);
 
+    // A watch of deletions alone: the same history gives only its delete, then a live delete, and no
+    // write in between.
+    let mut deletes = store.watch_deletes(&k("a/"), before).await.unwrap();
+    match next_change(&mut deletes).await {
+        WatchEvent::Delete { revision, key, .. } => assert_eq!((revision, key), (rd, k("a/item0"))),
+        other => panic!("expected the delete alone, got {other:?}"),
+    }
+    let gone = store.delete(&k("a/live"), Some(live)).await.unwrap().0;
+    match next_change(&mut deletes).await {
+        WatchEvent::Delete { revision, key, .. } => assert_eq!((revision, key), (gone, k("a/live"))),
+        other => panic!("expected the live delete and no write, got {other:?}"),
+    }
+    drop(deletes);
+    // Put back as it was, for what follows.
+    store.create(&k("a/live"), b"L".to_vec()).await.unwrap();
+
     // Compaction: history before the compacted revision is gone for watches and past reads.
     let latest = store.revision().await.unwrap();
     store.compact(latest).await.unwrap();

@@ -722,6 +722,14 @@ async fn resource(
     }
     let name = rp.name.as_deref();
     let sub = rp.subresource.as_deref();
+    // A request that may delete an account, or what a token may be bound to (a delete, an eviction,
+    // an update taking off the last finalizer), ends what is remembered of its cluster's token checks
+    // when it ends, however it ends: a token of what it deleted fails from the next request on here.
+    // The store watch covers other replicas and deletions made elsewhere (a namespace's cleanup).
+    let may_delete_subject = def.group.is_empty()
+        && super::token_checks::SUBJECTS.contains(&def.plural.as_str())
+        && (matches!(verb, "delete" | "deletecollection" | "update" | "patch") || sub == Some("eviction"));
+    let _ends_checks = may_delete_subject.then(|| state.token_checks.ended_on_drop(&cluster_str));
     match sub {
         None | Some("status") | Some("scale") => {}
         // Views of some of the object's fields: read and written like the object itself.
@@ -975,14 +983,6 @@ async fn resource(
     if def.group == "rbac.authorization.k8s.io" && !matches!(verb, "get" | "list" | "watch") {
         // Read-your-writes for RBAC on this replica; the invalidation watch covers the others.
         sh.authz.invalidate(&cluster_str);
-    }
-    if def.group.is_empty()
-        && super::token_checks::SUBJECTS.contains(&def.plural.as_str())
-        && verb.starts_with("delete")
-    {
-        // A token of an account (or bound to an object) deleted here fails from the next request on;
-        // the store watch covers other replicas and indirect deletions (a namespace's).
-        state.token_checks.invalidate(&cluster_str);
     }
     Ok((resp, labels))
 }

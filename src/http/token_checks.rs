@@ -28,7 +28,7 @@ use crate::token::Claims;
 const TTL: Duration = Duration::from_secs(10);
 /// Most subjects remembered at once.
 const CAPACITY: usize = 50_000;
-/// Most bytes of remembered subjects (keys of about 100 bytes: some 40,000 of them).
+/// Most bytes of remembered subjects, as weighed (keys of about 100 bytes: some 40,000 of them).
 const CAPACITY_BYTES: u64 = 8 << 20;
 /// Slots of invalidation counts: a cluster's deletions end what is remembered of the clusters that
 /// share its slot too, and no state grows with the number of clusters.
@@ -42,7 +42,8 @@ struct KeyBytes;
 
 impl quick_cache::Weighter<Box<str>, (Instant, u64)> for KeyBytes {
     fn weight(&self, key: &Box<str>, _: &(Instant, u64)) -> u64 {
-        (48 + key.len()) as u64
+        // The key's bytes, and about what the cache keeps beside each entry.
+        (96 + key.len()) as u64
     }
 }
 
@@ -100,6 +101,12 @@ impl TokenChecks {
         self.slot(cluster).fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Ends what is remembered of `cluster`'s checks when dropped: held across a write that may
+    /// delete a subject, so that a check made while it ran is not trusted after it.
+    pub fn ended_on_drop<'a>(&'a self, cluster: &'a str) -> EndOnDrop<'a> {
+        EndOnDrop { checks: self, cluster }
+    }
+
     fn invalidate_all(&self) {
         for epoch in self.epochs.iter() {
             epoch.fetch_add(1, Ordering::AcqRel);
@@ -121,15 +128,22 @@ impl TokenChecks {
                     };
                     // Anything may have gone while the watch was down.
                     this.invalidate_all();
-                    let Ok(mut w) = registry.store.watch_current(&prefix, start).await else { continue };
+                    // A subject made again has another uid: only deletions matter, and etcd sends
+                    // nothing else (every tenant's pod and secret writes are under these prefixes).
+                    let Ok(mut w) = registry.store.watch_deletes(&prefix, start).await else {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    };
                     while let Some(Ok(ev)) = w.next().await {
-                        // A subject re-made has another uid: only its deletion matters.
                         if let WatchEvent::Delete { key, .. } = &ev {
                             if let Some(c) = registry.cluster_of(&def, key) {
                                 this.invalidate(c);
                             }
                         }
                     }
+                    // Ended (compaction, a store error): nothing remembered is trusted until it is
+                    // back, rather than for up to `TTL`.
+                    this.invalidate_all();
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
@@ -138,11 +152,24 @@ impl TokenChecks {
     }
 }
 
+/// See [`TokenChecks::ended_on_drop`].
+pub struct EndOnDrop<'a> {
+    checks: &'a TokenChecks,
+    cluster: &'a str,
+}
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        self.checks.invalidate(self.cluster);
+    }
+}
+
 /// The subjects a token's validity rests on: its cluster, its account and uid, its bound object.
 fn key(c: &Claims) -> Box<str> {
-    let mut k = format!("{}\n{}\n{}\n{}", c.cluster, c.ns, c.sa, c.uid);
+    // NUL ends each part: no name, kind or uid holds one.
+    let mut k = format!("{}\0{}\0{}\0{}", c.cluster, c.ns, c.sa, c.uid);
     if let Some(b) = &c.bound {
-        k.push_str(&format!("\n{}\n{}\n{}", b.kind, b.name, b.uid));
+        k.push_str(&format!("\0{}\0{}\0{}", b.kind, b.name, b.uid));
     }
     k.into()
 }

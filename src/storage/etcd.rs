@@ -104,7 +104,7 @@ fn kv_of(kv: &etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
 
 impl EtcdStore {
     /// Changes under `prefix` after `after`, with each key's previous value when `prev`.
-    async fn open_watch(&self, prefix: &str, after: Revision, prev: bool) -> Result<WatchStream, StoreError> {
+    async fn open_watch(&self, prefix: &str, after: Revision, sent: Sent) -> Result<WatchStream, StoreError> {
         // etcd reports a compacted start revision only on the stream; probe it with a read at the first
         // revision the watch needs, so callers get `Compacted` synchronously as from the embedded store.
         let probe = GetOptions::new().with_revision(after + 1).with_count_only();
@@ -122,7 +122,7 @@ impl EtcdStore {
             inner: None,
             pending: std::collections::VecDeque::new(),
             done: false,
-            prev,
+            sent,
         };
         Ok(Box::pin(futures::stream::unfold(state, |mut st| async move {
             let item = st.next().await?;
@@ -428,11 +428,15 @@ impl Store for EtcdStore {
     }
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
-        self.open_watch(prefix, after, true).await
+        self.open_watch(prefix, after, Sent::WithPrevious).await
     }
 
     async fn watch_current(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
-        self.open_watch(prefix, after, false).await
+        self.open_watch(prefix, after, Sent::Current).await
+    }
+
+    async fn watch_deletes(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        self.open_watch(prefix, after, Sent::Deletes).await
     }
 
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
@@ -460,8 +464,19 @@ struct EtcdWatch {
     /// Events of the last response not yet returned (a response can carry thousands).
     pending: std::collections::VecDeque<WatchEvent>,
     done: bool,
-    /// Whether events carry the key's previous value (see `Store::watch_current`).
-    prev: bool,
+    /// What the watch asks etcd to send.
+    sent: Sent,
+}
+
+/// What a watch asks etcd to send.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Every change, with the key's previous value (see `Store::watch_current`).
+    WithPrevious,
+    /// Every change as it is.
+    Current,
+    /// Deletions alone (see `Store::watch_deletes`): etcd filters the rest out before sending.
+    Deletes,
 }
 
 impl EtcdWatch {
@@ -480,8 +495,10 @@ impl EtcdWatch {
                     .with_range(prefix_end(&self.prefix))
                     .with_start_revision(self.after + 1)
                     .with_progress_notify();
-                if self.prev {
-                    opts = opts.with_prev_key();
+                match self.sent {
+                    Sent::WithPrevious => opts = opts.with_prev_key(),
+                    Sent::Deletes => opts = opts.with_filters([etcd_client::WatchFilterType::NoPut]),
+                    Sent::Current => {}
                 }
                 match self.client.watch(self.prefix.as_str(), Some(opts)).await {
                     Ok(s) => {

@@ -141,6 +141,12 @@ impl Store for Metered {
         self.done("watch", t, r)
     }
 
+    async fn watch_deletes(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        let t = Instant::now();
+        let r = self.inner.watch_deletes(prefix, after).await;
+        self.done("watch", t, r)
+    }
+
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         let t = Instant::now();
         let r = self.inner.compact(revision).await;

@@ -269,6 +269,13 @@ pub trait Store: Send + Sync + 'static {
     async fn watch_current(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
         self.watch(prefix, after).await
     }
+    /// `watch_current`, for followers that want only deletions (and progress): etcd filters the rest
+    /// out before sending, so the writes under `prefix` cost neither it nor kgate anything more.
+    async fn watch_deletes(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        use futures::StreamExt;
+        let all = self.watch_current(prefix, after).await?;
+        Ok(Box::pin(all.filter(|ev| std::future::ready(!matches!(ev, Ok(WatchEvent::Put { .. }))))))
+    }
     /// Forget history at or before `revision`.
     async fn compact(&self, revision: Revision) -> Result<(), StoreError>;
     /// Whether the store answers now (readyz).

@@ -158,6 +158,10 @@ impl Store for Routed {
         self.route(prefix).watch_current(prefix, after).await
     }
 
+    async fn watch_deletes(&self, prefix: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        self.route(prefix).watch_deletes(prefix, after).await
+    }
+
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         self.own.compact(revision).await
     }
