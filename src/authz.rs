@@ -174,7 +174,11 @@ impl Authorizer {
                     }
                     this.cache.clear();
                     // Which cluster changed is all it needs: no previous values.
-                    let Ok(mut w) = this.registry.store.watch_current(&prefix, start).await else { continue };
+                    let Ok(mut w) = this.registry.store.watch_current(&prefix, start).await else {
+                        // Not in a tight loop of reads and bumps while the store refuses it.
+                        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                        continue;
+                    };
                     while let Some(Ok(ev)) = w.next().await {
                         let key = match &ev {
                             WatchEvent::Put { kv, .. } => kv.key.clone(),
