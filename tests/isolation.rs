@@ -619,6 +619,22 @@ async fn usage_counting_reads_back_old_sizes_only_where_a_change_needs_one() {
     counting.abort();
 }
 
+/// A registry on a fresh etcd (prefix `/registry`) with usage counting running and its first listing
+/// counted; the etcd stops when its handle is dropped.
+async fn counting_on_etcd(
+) -> (common::TestEtcd, std::sync::Arc<dyn kgate::storage::Store>, kgate::registry::Registry, tokio::task::JoinHandle<()>)
+{
+    let etcd = common::TestEtcd::start();
+    let store = kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), &Default::default())
+        .await
+        .unwrap();
+    let store: std::sync::Arc<dyn kgate::storage::Store> = std::sync::Arc::new(store);
+    let registry = kgate::registry::Registry::new(store.clone(), "/registry");
+    let counting = tokio::spawn(registry.clone().run_counts(true));
+    common::eventually(20, "the first listing to be counted", || async { registry.footprint.counting() }).await;
+    (etcd, store, registry, counting)
+}
+
 /// Usage counting stays exact under writes that race each other and its own reads: many writers
 /// create, resize and delete keys of three clusters at once, each key rewritten several times within
 /// moments (so that the old sizes it reads back, at the revision before each change, come while later
@@ -626,15 +642,8 @@ async fn usage_counting_reads_back_old_sizes_only_where_a_change_needs_one() {
 /// When the writes stop, each cluster's counts equal a count of its keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_counts_equal_a_recount_after_racing_writes() {
-    use kgate::storage::{Store, StoreError};
-    let etcd = common::TestEtcd::start();
-    let store = kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), &Default::default())
-        .await
-        .unwrap();
-    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(store);
-    let registry = kgate::registry::Registry::new(store.clone(), "/registry");
-    let counting = tokio::spawn(registry.clone().run_counts(true));
-    common::eventually(20, "the first listing to be counted", || async { registry.footprint.counting() }).await;
+    use kgate::storage::StoreError;
+    let (_etcd, store, registry, counting) = counting_on_etcd().await;
     let clusters = ["race-a", "race-b", "race-c"];
     let mut writers = tokio::task::JoinSet::new();
     for w in 0..12usize {
@@ -698,15 +707,7 @@ async fn usage_counts_equal_a_recount_after_racing_writes() {
 /// is Ready, counts it does not record are written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_waits_for_a_logical_cluster_to_be_ready() {
-    use kgate::storage::Store;
-    let etcd = common::TestEtcd::start();
-    let store = kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), &Default::default())
-        .await
-        .unwrap();
-    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(store);
-    let registry = kgate::registry::Registry::new(store.clone(), "/registry");
-    let counting = tokio::spawn(registry.clone().run_counts(true));
-    common::eventually(20, "the first listing to be counted", || async { registry.footprint.counting() }).await;
+    let (_etcd, store, registry, counting) = counting_on_etcd().await;
     let key = "/registry/tenancy.kgate.dev/logicalclusters/root/young";
     let mut lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
         "metadata": {"name": "young", "uid": "u1"}, "spec": {}});
