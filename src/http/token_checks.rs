@@ -4,14 +4,16 @@
 //! kubeconfig from `kgate kubeconfig`, including those the watch cache answers without the store.
 //!
 //! kube-apiserver remembers a token's successful authentication for 10 s (`TokenSuccessCacheTTL`),
-//! so a deleted account's token goes on working for up to 10 s there. Here a store watch of the kinds
-//! whose deletion ends a token ends what was remembered of their cluster as soon as it sees one go,
-//! and a delete through this replica ends it before the DELETE is answered, so `kgate kubeconfig
-//! --revoke` ends its tokens at once, as before. The 10 s bound only covers a watch that missed
-//! something.
+//! so a deleted account's token goes on working for up to 10 s there. Here a store watch of the
+//! deletions of the kinds that end a token ends what was remembered of their cluster as soon as it
+//! sees one go, and a request through this replica that may delete one ends it before it is
+//! answered, so `kgate kubeconfig --revoke` ends its tokens at once, as before. The 10 s bound only
+//! covers a watch that missed something.
 //!
 //! Bounded in bytes, not only in entries: the keys are the tokens' subjects, whose names tenants
-//! choose.
+//! choose. A tenant deleting its own pods over and over ends what is remembered for the clusters
+//! that share its slot (a thousandth of them): they read the store again, as they did before any of
+//! this, and nothing is trusted that should not be.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -103,7 +103,7 @@ fn kv_of(kv: &etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
 }
 
 impl EtcdStore {
-    /// Changes under `prefix` after `after`, with each key's previous value when `prev`.
+    /// Changes under `prefix` after `after`, as much of them as `sent` asks for.
     async fn open_watch(&self, prefix: &str, after: Revision, sent: Sent) -> Result<WatchStream, StoreError> {
         // etcd reports a compacted start revision only on the stream; probe it with a read at the first
         // revision the watch needs, so callers get `Compacted` synchronously as from the embedded store.
