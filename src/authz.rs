@@ -10,7 +10,6 @@
 //! cluster, drops a cluster's entry when any of its RBAC objects changes, so writes through other
 //! replicas count too.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -25,8 +24,6 @@ use crate::storage::{RangeRequest, WatchEvent};
 
 /// Most clusters whose RBAC index is cached at once.
 const CAPACITY: usize = 10_000;
-/// Slots of invalidation counts (see `Authorizer::epochs`).
-const EPOCH_SLOTS: usize = 1024;
 /// Most bytes of cached RBAC indexes: a default cluster's is about 2 KiB.
 const CAPACITY_BYTES: u64 = 256 << 20;
 /// Shards of the cache of indexes.
@@ -49,10 +46,7 @@ pub struct Authorizer {
     registry: Registry,
     cache: quick_cache::sync::Cache<String, Arc<RbacIndex>, IndexBytes>,
     /// Bumped on every invalidation; an index built across a bump is not cached (it may be stale).
-    ///
-    /// One per slot of clusters hashed to [`EPOCH_SLOTS`]: one tenant writing its RBAC over and over
-    /// keeps only the clusters sharing its slot from caching, not every cluster.
-    epochs: Box<[AtomicU64]>,
+    epochs: crate::epochs::Epochs,
 }
 
 impl Authorizer {
@@ -67,8 +61,7 @@ impl Authorizer {
             .build()
             .expect("the cache's options are valid");
         let cache = quick_cache::sync::Cache::with_options(options, IndexBytes, Default::default(), Default::default());
-        let epochs = (0..EPOCH_SLOTS).map(|_| AtomicU64::new(0)).collect();
-        Authorizer { registry, cache, epochs }
+        Authorizer { registry, cache, epochs: Default::default() }
     }
 
     /// Allow or refuse (with kube-apiserver's forbidden message).
@@ -117,16 +110,9 @@ impl Authorizer {
         Ok(self.index(cluster).await?.rules_for(&user(who), namespace))
     }
 
-    /// The invalidation count of `cluster`'s slot.
-    fn epoch(&self, cluster: &str) -> &AtomicU64 {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(cluster);
-        &self.epochs[(hash % EPOCH_SLOTS as u64) as usize]
-    }
-
     /// Forget a cluster's index (after a write to its RBAC objects).
     pub fn invalidate(&self, cluster: &str) {
-        self.epoch(cluster).fetch_add(1, Ordering::AcqRel);
+        self.epochs.bump(cluster);
         self.cache.remove(cluster);
     }
 
@@ -134,7 +120,7 @@ impl Authorizer {
         if let Some(hit) = self.cache.get(cluster) {
             return Ok(hit);
         }
-        let epoch = self.epoch(cluster).load(Ordering::Acquire);
+        let epoch = self.epochs.of(cluster);
         let mut lists: Vec<Vec<Value>> = Vec::with_capacity(4);
         for plural in RBAC_TYPES {
             let def = resources::find(RBAC_GROUP, "v1", plural).expect("RBAC types are built in");
@@ -144,7 +130,7 @@ impl Authorizer {
             lists.push(objs);
         }
         let index = Arc::new(RbacIndex::build(&lists[0], &lists[1], &lists[2], &lists[3]));
-        if self.epoch(cluster).load(Ordering::Acquire) == epoch {
+        if self.epochs.of(cluster) == epoch {
             self.cache.insert(cluster.to_string(), index.clone());
         }
         Ok(index)
@@ -169,9 +155,7 @@ impl Authorizer {
                         }
                     };
                     // Anything may have changed while the watch was down.
-                    for epoch in this.epochs.iter() {
-                        epoch.fetch_add(1, Ordering::AcqRel);
-                    }
+                    this.epochs.bump_all();
                     this.cache.clear();
                     // Which cluster changed is all it needs: no previous values.
                     let Ok(mut w) = this.registry.store.watch_current(&prefix, start).await else {

@@ -16,6 +16,7 @@ pub mod codec;
 pub mod config;
 pub mod crd;
 pub mod discovery;
+pub mod epochs;
 pub mod fuzzing;
 pub mod http;
 pub mod leader;

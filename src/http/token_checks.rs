@@ -15,7 +15,6 @@
 //! that share its slot (a thousandth of them): they read the store again, as they did before any of
 //! this, and nothing is trusted that should not be.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,9 +31,6 @@ const TTL: Duration = Duration::from_secs(10);
 const CAPACITY: usize = 50_000;
 /// Most bytes of remembered subjects, as weighed (keys of about 100 bytes: some 40,000 of them).
 const CAPACITY_BYTES: u64 = 8 << 20;
-/// Slots of invalidation counts: a cluster's deletions end what is remembered of the clusters that
-/// share its slot too, and no state grows with the number of clusters.
-const EPOCH_SLOTS: usize = 1024;
 /// The core kinds whose deletion ends a token: its ServiceAccount and what it may be bound to.
 pub const SUBJECTS: [&str; 4] = ["serviceaccounts", "pods", "secrets", "nodes"];
 
@@ -54,9 +50,9 @@ pub struct TokenChecks {
     /// Sharded, each shard's lock held for a lookup or an insert only; S3-FIFO when full, so a
     /// tenant presenting many accounts' tokens once does not push out those used on every request.
     passed: quick_cache::sync::Cache<Box<str>, (Instant, u64), KeyBytes>,
-    /// Bumped when a subject of a cluster in the slot goes; a check that started before a bump is
-    /// not remembered, and one remembered before it no longer counts.
-    epochs: Box<[AtomicU64]>,
+    /// Bumped when a subject of a cluster goes; a check that started before a bump is not
+    /// remembered, and one remembered before it no longer counts.
+    epochs: crate::epochs::Epochs,
     ttl: Duration,
 }
 
@@ -70,20 +66,14 @@ impl TokenChecks {
     fn with_ttl(ttl: Duration) -> Self {
         TokenChecks {
             passed: quick_cache::sync::Cache::with_weighter(CAPACITY, CAPACITY_BYTES, KeyBytes),
-            epochs: (0..EPOCH_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            epochs: Default::default(),
             ttl,
         }
     }
 
-    fn slot(&self, cluster: &str) -> &AtomicU64 {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(cluster);
-        &self.epochs[(hash % EPOCH_SLOTS as u64) as usize]
-    }
-
     /// The epoch a check about to start runs in; pass it to [`TokenChecks::passed`].
     pub fn epoch(&self, claims: &Claims) -> u64 {
-        self.slot(&claims.cluster).load(Ordering::Acquire)
+        self.epochs.of(&claims.cluster)
     }
 
     /// Whether `claims`' subjects passed a check that still counts.
@@ -100,19 +90,13 @@ impl TokenChecks {
 
     /// A subject of `cluster` went (or may have).
     pub fn invalidate(&self, cluster: &str) {
-        self.slot(cluster).fetch_add(1, Ordering::AcqRel);
+        self.epochs.bump(cluster);
     }
 
     /// Ends what is remembered of `cluster`'s checks when dropped: held across a write that may
     /// delete a subject, so that a check made while it ran is not trusted after it.
     pub fn ended_on_drop<'a>(&'a self, cluster: &'a str) -> EndOnDrop<'a> {
         EndOnDrop { checks: self, cluster }
-    }
-
-    fn invalidate_all(&self) {
-        for epoch in self.epochs.iter() {
-            epoch.fetch_add(1, Ordering::AcqRel);
-        }
     }
 
     /// Watch `registry`'s store (one shard's) for deletions of subjects, until aborted.
@@ -129,7 +113,7 @@ impl TokenChecks {
                         continue;
                     };
                     // Anything may have gone while the watch was down.
-                    this.invalidate_all();
+                    this.epochs.bump_all();
                     // A subject made again has another uid: only deletions matter, and etcd sends
                     // nothing else (every tenant's pod and secret writes are under these prefixes).
                     let Ok(mut w) = registry.store.watch_deletes(&prefix, start).await else {
@@ -145,7 +129,7 @@ impl TokenChecks {
                     }
                     // Ended (compaction, a store error): nothing remembered is trusted until it is
                     // back, rather than for up to `TTL`.
-                    this.invalidate_all();
+                    this.epochs.bump_all();
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
@@ -203,7 +187,7 @@ mod tests {
         checks.passed(&bot, checks.epoch(&bot));
         assert!(checks.holds(&bot));
         // Another cluster's deletion, in another slot, leaves it.
-        let other = (0..).map(|i| format!("c{i}")).find(|c| !std::ptr::eq(checks.slot(c), checks.slot("a"))).unwrap();
+        let other = (0..).map(|i| format!("c{i}")).find(|c| !checks.epochs.share_slot(c, "a")).unwrap();
         checks.invalidate(&other);
         assert!(checks.holds(&bot));
         // Its own cluster's ends it, and a check that started before that is not remembered.
