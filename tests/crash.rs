@@ -117,8 +117,15 @@ async fn kgate_serves_again_after_etcd_restarts() {
     let watch = client.get(format!("{cms}?watch=true&resourceVersion={rv}")).send().await.unwrap();
 
     etcd.stop();
-    let down = client.get(format!("{url}/readyz")).send().await.unwrap();
-    assert_eq!(down.status(), 500, "readyz fails while the store is unreachable");
+    // etcd is probed at most once a second, so readyz may answer the last probe for that long.
+    let readyz = |want: u16| {
+        let (client, url) = (client.clone(), url.clone());
+        move || {
+            let (client, url) = (client.clone(), url.clone());
+            async move { client.get(format!("{url}/readyz")).send().await.unwrap().status() == want }
+        }
+    };
+    common::eventually(10, "readyz to fail while the store is unreachable", readyz(500)).await;
     etcd.restart();
 
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -131,7 +138,7 @@ async fn kgate_serves_again_after_etcd_restarts() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(client.get(format!("{cms}/before")).send().await.unwrap().status(), 200);
-    assert_eq!(client.get(format!("{url}/readyz")).send().await.unwrap().status(), 200);
+    common::eventually(10, "readyz to pass once the store is back", readyz(200)).await;
 
     // The watch opened before the restart resumes and delivers the write made after it.
     use futures::StreamExt;

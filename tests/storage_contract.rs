@@ -326,6 +326,41 @@ async fn etcd_store_meets_the_contract_on_3_4_and_3_5() {
     }
 }
 
+/// `/readyz` and `componentstatuses` are open to anyone, and each health probe is a read through
+/// etcd's leader: a storm of them reaches etcd as at most one read a second, as kube-apiserver's check
+/// does, and the answer still follows etcd going down and coming back within about a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_probes_reach_etcd_at_most_once_a_second_and_follow_it() {
+    let mut etcd = common::TestEtcd::start();
+    let store = Arc::new(EtcdStore::connect(std::slice::from_ref(&etcd.endpoint), &EtcdTls::default()).await.unwrap());
+    let ranges = || async { common::etcd_work(&etcd.endpoint).await.get("grpc Range").copied().unwrap_or(0.0) };
+    let before = ranges().await;
+    let started = std::time::Instant::now();
+    assert!(store.healthy().await, "the first probe asks etcd");
+    let storm: Vec<_> = (0..500)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.healthy().await })
+        })
+        .collect();
+    let mut healthy = 0;
+    for t in storm {
+        healthy += usize::from(t.await.unwrap());
+    }
+    for _ in 0..500 {
+        healthy += usize::from(store.healthy().await);
+    }
+    let probes = ranges().await - before;
+    let allowed = started.elapsed().as_secs_f64().ceil() + 1.0;
+    assert!(probes >= 1.0 && probes <= allowed, "{probes} probes reached etcd in {:?}", started.elapsed());
+    assert_eq!(healthy, 1000, "probes answered by the last one found etcd down");
+
+    etcd.stop();
+    common::eventually(10, "the store to be reported down", || async { !store.healthy().await }).await;
+    etcd.restart();
+    common::eventually(20, "the store to be reported back", || async { store.healthy().await }).await;
+}
+
 /// A cluster on another shard is bootstrapped by one create of all its keys there, guarded by its
 /// LogicalCluster in the default shard's etcd: two stores, so no one transaction holds both.
 #[tokio::test]

@@ -14,6 +14,7 @@
 //! written over since, or not: the answer is `OutcomeUnknown` (kube's 504), never a conflict or an
 //! "already exists" that would make the caller write again.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -44,6 +45,40 @@ pub struct EtcdStore {
     kv: KvClient,
     /// The watch client, with the same reply limit as `kv`.
     watch: WatchClient,
+    /// The last health probe, which later ones within `PROBE_EVERY` answer with.
+    probe: Probe,
+}
+
+/// How often `healthy` asks etcd at most: `/readyz` and `componentstatuses` are open to anyone, and
+/// each probe is a linearizable read through etcd's leader. kube-apiserver's etcd check allows one per
+/// half its 2 s timeout and answers the rest with the last result; so does this.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// The last health probe's start and answer. Atomics rather than a lock: the caller that moves
+/// `started` forward probes, the others read `ok` without waiting, so a black-holed etcd holds one
+/// request for the probe's timeout rather than every request queued behind a lock.
+struct Probe {
+    epoch: std::time::Instant,
+    /// Milliseconds from `epoch` when the last probe started; `u64::MAX` before the first.
+    started: AtomicU64,
+    /// What the last finished probe found.
+    ok: AtomicBool,
+}
+
+impl Probe {
+    fn new() -> Self {
+        Probe { epoch: std::time::Instant::now(), started: AtomicU64::new(u64::MAX), ok: AtomicBool::new(false) }
+    }
+
+    /// Whether to probe now: true for the one caller that claims this `PROBE_EVERY`'s probe.
+    fn claim(&self) -> bool {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        let last = self.started.load(Ordering::Acquire);
+        if last != u64::MAX && now < last.saturating_add(PROBE_EVERY.as_millis() as u64) {
+            return false;
+        }
+        self.started.compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
 }
 
 /// The largest reply taken from etcd. gRPC's default is 4 MiB, which a collection read whole (as
@@ -154,6 +189,7 @@ impl EtcdStore {
         Ok(EtcdStore {
             kv: client.kv_client().max_decoding_message_size(MAX_REPLY),
             watch: client.watch_client().max_decoding_message_size(MAX_REPLY),
+            probe: Probe::new(),
         })
     }
 
@@ -450,8 +486,13 @@ impl Store for EtcdStore {
     }
 
     async fn healthy(&self) -> bool {
+        if !self.probe.claim() {
+            return self.probe.ok.load(Ordering::Acquire);
+        }
         let mut c = self.kv();
-        matches!(tokio::time::timeout(Duration::from_secs(2), c.get("\0kgate-health", None)).await, Ok(Ok(_)))
+        let ok = matches!(tokio::time::timeout(Duration::from_secs(2), c.get("\0kgate-health", None)).await, Ok(Ok(_)));
+        self.probe.ok.store(ok, Ordering::Release);
+        ok
     }
 }
 

@@ -278,7 +278,8 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Forget history at or before `revision`.
     async fn compact(&self, revision: Revision) -> Result<(), StoreError>;
-    /// Whether the store answers now (readyz).
+    /// Whether the store answers (readyz): as of now, or of its last probe within a second when
+    /// probing costs the store (etcd: see `etcd::PROBE_EVERY`).
     async fn healthy(&self) -> bool;
     /// Whether a watch reports `Progress` as soon as it has delivered every change up to the store's
     /// revision. Then a watch cache knows within moments that it is current; otherwise it knows only
