@@ -722,13 +722,15 @@ async fn resource(
     }
     let name = rp.name.as_deref();
     let sub = rp.subresource.as_deref();
-    // A request that may delete an account, or what a token may be bound to (a delete, an eviction,
-    // an update taking off the last finalizer), ends what is remembered of its cluster's token checks
-    // when it ends, however it ends: a token of what it deleted fails from the next request on here.
-    // The store watch covers other replicas and deletions made elsewhere (a namespace's cleanup).
+    // A request that deletes an account, or what a token may be bound to (a delete, an eviction), ends
+    // what is remembered of its cluster's token checks when it ends, however it ends: a token of what
+    // it deleted fails from the next request on here. The store watch covers other replicas,
+    // deletions made elsewhere (a namespace's cleanup) and the rare update that deletes (its last
+    // finalizer taken off), within moments. Not every update: pods' status is written all day, and
+    // each end also ends what is remembered for the clusters sharing the slot.
     let may_delete_subject = def.group.is_empty()
         && super::token_checks::SUBJECTS.contains(&def.plural.as_str())
-        && (matches!(verb, "delete" | "deletecollection" | "update" | "patch") || sub == Some("eviction"));
+        && (matches!(verb, "delete" | "deletecollection") || sub == Some("eviction"));
     let _ends_checks = may_delete_subject.then(|| state.token_checks.ended_on_drop(&cluster_str));
     match sub {
         None | Some("status") | Some("scale") => {}

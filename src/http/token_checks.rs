@@ -6,9 +6,9 @@
 //! kube-apiserver remembers a token's successful authentication for 10 s (`TokenSuccessCacheTTL`),
 //! so a deleted account's token goes on working for up to 10 s there. Here a store watch of the
 //! deletions of the kinds that end a token ends what was remembered of their cluster as soon as it
-//! sees one go, and a request through this replica that may delete one ends it before it is
-//! answered, so `kgate kubeconfig --revoke` ends its tokens at once, as before. The 10 s bound only
-//! covers a watch that missed something.
+//! sees one go, and a DELETE or eviction through this replica ends it before it is answered, so
+//! `kgate kubeconfig --revoke` ends its tokens at once, as before. The 10 s bound only covers a watch
+//! that missed something.
 //!
 //! Bounded in bytes, not only in entries: the keys are the tokens' subjects, whose names tenants
 //! choose. A tenant deleting its own pods over and over ends what is remembered for the clusters
