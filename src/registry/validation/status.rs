@@ -103,6 +103,18 @@ pub fn status_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
 /// node is a node's name, and pod and host IPs are IPs, one a family.
 fn pod_status_errors(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
     let (status, policy) = (&new["status"], old["spec"]["restartPolicy"].as_str().unwrap_or("Always"));
+    // Conditions first, as kube checks them, at kube's path: its `validatePodConditions` is handed the
+    // metadata's path, so it reports `metadata.conditions[i].Type`. The kubelet's own types pass as
+    // they are; any other is a qualified name, so a condition type stays usable as a key.
+    for (i, c) in status["conditions"].as_array().into_iter().flatten().enumerate() {
+        let kind = c["type"].as_str().unwrap_or_default();
+        if matches!(kind, "PodScheduled" | "Ready" | "Initialized") {
+            continue;
+        }
+        for why in crate::meta::qualified_name_errors(kind) {
+            invalid(causes, format!("metadata.conditions[{i}].Type"), crate::meta::go_quote(kind), &why);
+        }
+    }
     // In kube's order: the nominated node, container states, then IPs. (kube also keeps the QoS class
     // it computed at create; kgate records every new pod as BestEffort, so the class a status write
     // brings is taken, not refused.)
@@ -301,6 +313,28 @@ mod tests {
 
     fn messages(kind: &str, old: Value, new: Value) -> Vec<String> {
         status_errors(kind, &old, &new).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+    }
+
+    /// A controller's own condition type must be a qualified name (it ends up as a key, in
+    /// readinessGates and field selectors); the kubelet's types are taken as they are.
+    #[test]
+    fn pod_condition_types_are_qualified_names_at_kubes_path() {
+        let pod = |conditions: Value| json!({"spec": {}, "status": {"conditions": conditions}});
+        let ok = json!([{"type": "Ready", "status": "True"}, {"type": "example.com/gate", "status": "False"},
+                        {"type": "ContainersReady", "status": "True"}, {"type": "DisruptionTarget", "status": "True"}]);
+        assert!(messages("Pod", pod(json!([])), pod(ok)).is_empty());
+        let bad = json!([{"type": "PodScheduled", "status": "True"}, {"type": "not a type", "status": "True"}]);
+        assert_eq!(
+            messages("Pod", pod(json!([])), pod(bad)),
+            ["metadata.conditions[1].Type: Invalid value: \"not a type\": name part must consist of alphanumeric \
+              characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  \
+              or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]
+        );
+        let unnamed = messages("Pod", pod(json!([])), pod(json!([{"type": "", "status": "True"}])));
+        assert_eq!(
+            unnamed.first().map(String::as_str),
+            Some("metadata.conditions[0].Type: Invalid value: \"\": name part must be non-empty")
+        );
     }
 
     #[test]
