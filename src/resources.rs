@@ -47,8 +47,9 @@ pub struct CustomInfo {
     pub crd_name: String,
     /// The CRD's revision this was read from: schemas cached under an older one are stale.
     pub crd_revision: i64,
-    /// `additionalPrinterColumns` of this version.
-    pub columns: Vec<Value>,
+    /// `additionalPrinterColumns` of this version, shared with the CRD index: every request of the
+    /// resource carries them, and a copy each would cost what the CRD's author chose.
+    pub columns: Arc<Vec<Value>>,
     /// The CRD is being deleted: its objects are being removed and no new ones are accepted.
     pub terminating: bool,
     /// This version's `openAPIV3Schema`, attached for writes (see `crd::CrdIndex::schema`).

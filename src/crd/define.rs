@@ -30,8 +30,8 @@ pub struct CrdVersion {
     pub status: bool,
     /// The `/scale` subresource's paths.
     pub scale: Option<ScaleDef>,
-    /// `additionalPrinterColumns`.
-    pub columns: Vec<Value>,
+    /// `additionalPrinterColumns` (see `CustomInfo::columns`).
+    pub columns: Arc<Vec<Value>>,
 }
 
 /// What a CRD serves, without its schemas (they are read when needed; see `CrdIndex::schema`).
@@ -104,7 +104,9 @@ impl Crd {
                     storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
                     status: subs.and_then(|s| s.get("status")).is_some(),
                     scale,
-                    columns: v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
+                    columns: Arc::new(
+                        v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
+                    ),
                 })
             })
             .collect();
@@ -172,6 +174,83 @@ impl Crd {
 
 fn field(path: &str, reason: &str, message: impl Into<String>) -> Cause {
     cause(reason, path, message)
+}
+
+/// Most printer columns a version may have. kube sets no bound; here each request of the resource
+/// carries them, every `kubectl get` row has a cell per column, and one tenant's CRD shares the
+/// server with everyone's. Public operators' CRDs have at most a dozen.
+pub const MAX_COLUMNS: usize = 100;
+/// Most short names, and most categories, a CRD may have (kube sets no bound; public CRDs have a few).
+pub const MAX_NAMES: usize = 64;
+
+/// `Too many`, kube's `field.TooMany`, where a list is over a bound kgate sets.
+fn too_many(path: &str, n: usize, max: usize) -> Cause {
+    field(path, "FieldValueTooMany", format!("Too many: {n}: must have at most {max} items"))
+}
+
+/// A CRD's `shortNames` or `categories`: each a DNS-1035 label, as kube checks them.
+fn names_list(list: &Value, path: &str, out: &mut Vec<Cause>) {
+    let items = list.as_array().map_or(&[][..], Vec::as_slice);
+    if items.len() > MAX_NAMES {
+        out.push(too_many(path, items.len(), MAX_NAMES));
+        return;
+    }
+    for (i, n) in items.iter().enumerate() {
+        let n = n.as_str().unwrap_or_default();
+        let errs = meta::dns1035_label_errors(n);
+        if !errs.is_empty() {
+            out.push(field(
+                &format!("{path}[{i}]"),
+                "FieldValueInvalid",
+                format!("Invalid value: {n:?}: {}", errs.join(",")),
+            ));
+        }
+    }
+}
+
+/// kube's `ValidateCustomResourceColumnDefinition` for each of a version's printer columns (at kube's
+/// paths, `JSONPath` spelled as its Go field), under `MAX_COLUMNS`.
+fn printer_columns(columns: &Value, path: &str, out: &mut Vec<Cause>) {
+    const TYPES: &str = "boolean,date,integer,number,string";
+    const FORMATS: &str = "byte,date,date-time,double,float,int32,int64,password";
+    let columns = columns.as_array().map_or(&[][..], Vec::as_slice);
+    if columns.len() > MAX_COLUMNS {
+        out.push(too_many(path, columns.len(), MAX_COLUMNS));
+        return;
+    }
+    for (i, c) in columns.iter().enumerate() {
+        let at = |f: &str| format!("{path}[{i}].{f}");
+        let text = |f: &str| c[f].as_str().unwrap_or_default();
+        if text("name").is_empty() {
+            out.push(field(&at("name"), "FieldValueRequired", "Required value"));
+        }
+        match text("type") {
+            "" => out.push(field(&at("type"), "FieldValueRequired", format!("Required value: must be one of {TYPES}"))),
+            t if !TYPES.split(',').any(|k| k == t) => out.push(field(
+                &at("type"),
+                "FieldValueInvalid",
+                format!("Invalid value: {t:?}: must be one of {TYPES}"),
+            )),
+            _ => {}
+        }
+        let format = text("format");
+        if !format.is_empty() && !FORMATS.split(',').any(|k| k == format) {
+            out.push(field(
+                &at("format"),
+                "FieldValueInvalid",
+                format!("Invalid value: {format:?}: must be one of {FORMATS}"),
+            ));
+        }
+        match text("jsonPath") {
+            "" => out.push(field(&at("JSONPath"), "FieldValueRequired", "Required value")),
+            p if !p.starts_with('.') => out.push(field(
+                &at("JSONPath"),
+                "FieldValueInvalid",
+                format!("Invalid value: {p:?}: must be a simple json path starting with ."),
+            )),
+            _ => {}
+        }
+    }
 }
 
 /// kube-apiserver's CRD validation (the parts clients meet): names, group, scope, versions, schemas,
@@ -243,6 +322,9 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
             ),
         ));
     }
+    for list in ["shortNames", "categories"] {
+        names_list(&spec["names"][list], &format!("spec.names.{list}"), &mut out);
+    }
     if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
         out.push(field(
             "metadata.name",
@@ -293,6 +375,11 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                     format!("Invalid value: {vn:?}: {}", errs.join(",")),
                 ));
             }
+            printer_columns(
+                &v["additionalPrinterColumns"],
+                &format!("spec.versions[{i}].additionalPrinterColumns"),
+                &mut out,
+            );
             match v["schema"].get("openAPIV3Schema") {
                 None | Some(Value::Null) => out.push(field(
                     &format!("spec.versions[{i}].schema.openAPIV3Schema"),
@@ -374,6 +461,50 @@ mod tests {
         assert!(defs[0].status && !defs[1].status);
         assert_eq!(defs[0].scale.as_ref().unwrap().spec_replicas, "spec.size");
         assert_eq!(defs[0].storage_group(), "example.com");
+    }
+
+    /// Printer columns and names as kube checks them, and within kgate's bounds: one tenant's CRD
+    /// must not make every request of its resource, or every row of its table, cost without end.
+    #[test]
+    fn printer_columns_and_names_are_checked_and_bounded() {
+        let messages = |v: &Value| {
+            validate(v, None).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect::<Vec<_>>()
+        };
+        let mut c = crd("example.com", "widgets");
+        c["spec"]["versions"][0]["additionalPrinterColumns"] = json!([
+            {"name": "Size", "type": "integer", "format": "int32", "jsonPath": ".spec.size"},
+            {"name": "", "type": "text", "format": "uuid", "jsonPath": "spec.size"},
+            {}
+        ]);
+        c["spec"]["names"]["shortNames"] = json!(["wd", "Bad_Name"]);
+        assert_eq!(
+            messages(&c),
+            [
+                "spec.names.shortNames[1]: Invalid value: \"Bad_Name\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+                "spec.versions[0].additionalPrinterColumns[1].name: Required value",
+                "spec.versions[0].additionalPrinterColumns[1].type: Invalid value: \"text\": must be one of boolean,date,integer,number,string",
+                "spec.versions[0].additionalPrinterColumns[1].format: Invalid value: \"uuid\": must be one of byte,date,date-time,double,float,int32,int64,password",
+                "spec.versions[0].additionalPrinterColumns[1].JSONPath: Invalid value: \"spec.size\": must be a simple json path starting with .",
+                "spec.versions[0].additionalPrinterColumns[2].name: Required value",
+                "spec.versions[0].additionalPrinterColumns[2].type: Required value: must be one of boolean,date,integer,number,string",
+                "spec.versions[0].additionalPrinterColumns[2].JSONPath: Required value",
+            ]
+        );
+        let column = json!({"name": "A", "type": "string", "jsonPath": ".a"});
+        let mut wide = crd("example.com", "widgets");
+        wide["spec"]["versions"][1]["additionalPrinterColumns"] = json!(vec![column; MAX_COLUMNS + 1]);
+        wide["spec"]["names"]["categories"] = json!(vec!["all"; MAX_NAMES + 1]);
+        assert_eq!(
+            messages(&wide),
+            [
+                "spec.names.categories: Too many: 65: must have at most 64 items",
+                "spec.versions[1].additionalPrinterColumns: Too many: 101: must have at most 100 items",
+            ]
+        );
+        // The columns a request carries are the index's, not a copy.
+        let parsed = Crd::parse(&c, 1).unwrap();
+        let def = parsed.def(&parsed.versions[0]);
+        assert!(Arc::ptr_eq(&def.custom.unwrap().columns, &parsed.versions[0].columns));
     }
 
     #[test]
