@@ -164,6 +164,37 @@ fn json_patch_operations_are_bounded_in_number() {
     }
 }
 
+/// Inserts and removals inside a large array shift what follows them: a small patch repeating them
+/// is refused once the shifts pass the bound, before it costs a shared worker seconds; appends,
+/// removals at the end and replacements shift nothing and pass whatever their number.
+#[test]
+fn json_patch_array_shifts_are_bounded() {
+    let doc = json!({"a": vec![0; 100_000]});
+    let repeat = |op: Value, n: usize| Value::Array(vec![op; n]);
+    match json_patch(&doc, repeat(json!({"op": "remove", "path": "/a/0"}), 200)) {
+        Err(PatchError::TooLarge(m)) => assert!(m.contains("would shift more than 10000000 array elements"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let front = repeat(json!({"op": "add", "path": "/a/0", "value": 1}), 101);
+    assert!(matches!(json_patch(&doc, front), Err(PatchError::TooLarge(_))));
+    let moves = repeat(json!({"op": "move", "from": "/a/0", "path": "/a/-"}), 101);
+    assert!(matches!(json_patch(&doc, moves), Err(PatchError::TooLarge(_))));
+    // Within the bound, the patch applies as written.
+    let few = json_patch(&doc, repeat(json!({"op": "remove", "path": "/a/0"}), 50)).unwrap();
+    assert_eq!(few["a"].as_array().unwrap().len(), 99_950);
+    let cheap = Value::Array(
+        (0..5_000)
+            .flat_map(|i| {
+                [json!({"op": "add", "path": "/a/-", "value": i}), json!({"op": "replace", "path": "/a/7", "value": i})]
+            })
+            .collect(),
+    );
+    let grown = json_patch(&doc, cheap).unwrap();
+    assert_eq!(grown["a"].as_array().unwrap().len(), 105_000);
+    let tail = repeat(json!({"op": "remove", "path": "/a/99999"}), 1);
+    assert!(json_patch(&doc, tail).is_ok());
+}
+
 /// Merging by key looks each item up rather than scanning the list for it: 20,000 containers, the
 /// patch adding a field to every one and 20,000 new ones, merge in the order kube gives.
 #[test]
