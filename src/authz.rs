@@ -117,9 +117,14 @@ impl Authorizer {
     }
 
     async fn index(&self, cluster: &str) -> ApiResult<Arc<RbacIndex>> {
-        if let Some(hit) = self.cache.get(cluster) {
-            return Ok(hit);
-        }
+        // One build per cluster at a time: requests that miss together wait for it and share what it
+        // built, rather than each reading every RBAC object of the cluster. A tenant's may weigh tens
+        // of MiB, past what the cache keeps, and then every request is a miss. (A build dropped or
+        // failed, or not kept for being stale, hands the next waiter the guard.)
+        let guard = match self.cache.get_value_or_guard_async(cluster).await {
+            Ok(hit) => return Ok(hit),
+            Err(guard) => guard,
+        };
         let epoch = self.epochs.of(cluster);
         let mut lists: Vec<Vec<Value>> = Vec::with_capacity(4);
         for plural in RBAC_TYPES {
@@ -131,7 +136,8 @@ impl Authorizer {
         }
         let index = Arc::new(RbacIndex::build(&lists[0], &lists[1], &lists[2], &lists[3]));
         if self.epochs.of(cluster) == epoch {
-            self.cache.insert(cluster.to_string(), index.clone());
+            // Refused only when an invalidation took the placeholder out: then it is stale anyway.
+            let _ = guard.insert(index.clone());
         }
         Ok(index)
     }

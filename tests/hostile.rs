@@ -965,3 +965,33 @@ async fn a_small_patch_of_a_large_object_runs_with_the_heavy_writes() {
     assert_eq!(heavy().await, 2.0, "small writes of small objects stay where they are");
     s.stop().await;
 }
+
+/// Requests of one cluster that miss its RBAC index together share one build of it: a tenant whose
+/// RBAC objects are too many to cache would otherwise have each of its requests read them all from
+/// the shared store, as many at once as it has requests in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_missing_a_clusters_rbac_index_together_build_it_once() {
+    let s = TestServer::start(Backend::Etcd).await;
+    s.create_cluster("rb").await;
+    let token = s.tenant_token("rb", "reader", "view").await;
+    let auth = format!("Bearer {token}");
+    let path = "/clusters/rb/api/v1/namespaces/default/configmaps?resourceVersion=0";
+    let headers = [("authorization", auth.as_str())];
+    let get = || s.req_with(&s.anonymous, reqwest::Method::GET, path, None, None, &headers);
+    assert_eq!(get().await.0, 200);
+    let ranges = || s.metric("kgate_store_request_duration_seconds_count{operation=\"range\"}");
+    for round in 0..3 {
+        // A write to the cluster's RBAC drops its index on every replica.
+        let role = serde_json::json!({"metadata": {"name": format!("r{round}")}, "rules": []});
+        let (code, b) = s.post("/clusters/rb/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", &role).await;
+        assert_eq!(code, 201, "{b}");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let before = ranges().await;
+        let answers = futures::future::join_all((0..40).map(|_| get())).await;
+        assert!(answers.iter().all(|(code, _)| *code == 200), "{:?}", answers.iter().map(|a| a.0).collect::<Vec<_>>());
+        let read = ranges().await - before;
+        // Four ranges (one per RBAC kind) a build; another may follow a late invalidation.
+        assert!(read <= 8.0, "round {round}: 40 requests missing the index together made {read} store ranges");
+    }
+    s.stop().await;
+}
