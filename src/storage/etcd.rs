@@ -14,7 +14,8 @@
 //! written over since, or not: the answer is `OutcomeUnknown` (kube's 504), never a conflict or an
 //! "already exists" that would make the caller write again.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -46,38 +47,47 @@ pub struct EtcdStore {
     /// The watch client, with the same reply limit as `kv`.
     watch: WatchClient,
     /// The last health probe, which later ones within `PROBE_EVERY` answer with.
-    probe: Probe,
+    probe: Arc<Probe>,
 }
 
 /// How often `healthy` asks etcd at most: `/readyz` and `componentstatuses` are open to anyone, and
 /// each probe is a linearizable read through etcd's leader. kube-apiserver's etcd check allows one per
 /// half its 2 s timeout and answers the rest with the last result; so does this.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// How long a probe waits for etcd's answer (kube-apiserver's default health check timeout).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The last health probe's start and answer. Atomics rather than a lock: the caller that moves
-/// `started` forward probes, the others read `ok` without waiting, so a black-holed etcd holds one
+/// `started` forward probes, the others read `last` without waiting, so a black-holed etcd holds one
 /// request for the probe's timeout rather than every request queued behind a lock.
 struct Probe {
     epoch: std::time::Instant,
     /// Milliseconds from `epoch` when the last probe started; `u64::MAX` before the first.
     started: AtomicU64,
-    /// What the last finished probe found.
-    ok: AtomicBool,
+    /// The latest-started probe that finished: its start in milliseconds shifted left once, and 1
+    /// if etcd answered it. Probes overlap (one a second, each waiting up to two), so one is kept
+    /// only over an older one (`fetch_max`), as kube keeps a result only over an older one.
+    last: AtomicU64,
 }
 
 impl Probe {
     fn new() -> Self {
-        Probe { epoch: std::time::Instant::now(), started: AtomicU64::new(u64::MAX), ok: AtomicBool::new(false) }
+        Probe { epoch: std::time::Instant::now(), started: AtomicU64::new(u64::MAX), last: AtomicU64::new(0) }
     }
 
-    /// Whether to probe now: true for the one caller that claims this `PROBE_EVERY`'s probe.
-    fn claim(&self) -> bool {
+    /// What the latest-started finished probe found (false before any).
+    fn ok(&self) -> bool {
+        self.last.load(Ordering::Acquire) & 1 == 1
+    }
+
+    /// When this probe starts, for the one caller that claims this `PROBE_EVERY`'s probe.
+    fn claim(&self) -> Option<u64> {
         let now = self.epoch.elapsed().as_millis() as u64;
         let last = self.started.load(Ordering::Acquire);
         if last != u64::MAX && now < last.saturating_add(PROBE_EVERY.as_millis() as u64) {
-            return false;
+            return None;
         }
-        self.started.compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.started.compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire).ok().map(|_| now)
     }
 }
 
@@ -189,7 +199,7 @@ impl EtcdStore {
         Ok(EtcdStore {
             kv: client.kv_client().max_decoding_message_size(MAX_REPLY),
             watch: client.watch_client().max_decoding_message_size(MAX_REPLY),
-            probe: Probe::new(),
+            probe: Arc::new(Probe::new()),
         })
     }
 
@@ -486,13 +496,19 @@ impl Store for EtcdStore {
     }
 
     async fn healthy(&self) -> bool {
-        if !self.probe.claim() {
-            return self.probe.ok.load(Ordering::Acquire);
-        }
-        let mut c = self.kv();
-        let ok = matches!(tokio::time::timeout(Duration::from_secs(2), c.get("\0kgate-health", None)).await, Ok(Ok(_)));
-        self.probe.ok.store(ok, Ordering::Release);
-        ok
+        let Some(started) = self.probe.claim() else {
+            return self.probe.ok();
+        };
+        // A task of its own, so that its answer is kept when the caller goes (a probe's client timing
+        // out first, as the kubelet's 1 s default does): otherwise every caller until the next probe
+        // would read what the one before found.
+        let (probe, mut kv) = (self.probe.clone(), self.kv());
+        let asked = tokio::spawn(async move {
+            let ok = matches!(tokio::time::timeout(PROBE_TIMEOUT, kv.get("\0kgate-health", None)).await, Ok(Ok(_)));
+            probe.last.fetch_max(started << 1 | u64::from(ok), Ordering::AcqRel);
+            ok
+        });
+        asked.await.unwrap_or(false)
     }
 }
 
@@ -668,6 +684,23 @@ mod tests {
         .await;
         assert!(matches!(got, Err(StoreError::AlreadyExists)));
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1, "an answer is not retried");
+    }
+
+    /// One probe a second is claimed, whoever asks; and an older probe finishing late does not
+    /// overwrite a newer one's answer.
+    #[test]
+    fn health_probes_are_claimed_once_a_second_and_the_newest_answer_stays() {
+        let mut probe = Probe::new();
+        probe.epoch -= Duration::from_secs(5);
+        assert!(!probe.ok(), "no answer yet reads as down");
+        let first = probe.claim().expect("the first caller probes");
+        assert_eq!(probe.claim(), None, "within the second the others read the last answer");
+        // The first probe hangs; a later one (started a second on) answers first.
+        probe.started.store(first.saturating_sub(PROBE_EVERY.as_millis() as u64 + 1), Ordering::Release);
+        let second = probe.claim().expect("a second later another probes");
+        probe.last.fetch_max((second + 1000) << 1 | 1, Ordering::AcqRel);
+        probe.last.fetch_max(first << 1, Ordering::AcqRel);
+        assert!(probe.ok(), "the hung probe's late failure does not overwrite the newer success");
     }
 
     /// A compare that fails after an attempt that may have landed: the write's own bytes mean it

@@ -278,8 +278,9 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Forget history at or before `revision`.
     async fn compact(&self, revision: Revision) -> Result<(), StoreError>;
-    /// Whether the store answers (readyz): as of now, or of its last probe within a second when
-    /// probing costs the store (etcd: see `etcd::PROBE_EVERY`).
+    /// Whether the store answers (readyz): as of now, or, when probing costs the store, as its last
+    /// finished probe found, which started within about three seconds (etcd: one probe a second, each
+    /// waiting up to two; see `etcd::PROBE_EVERY`).
     async fn healthy(&self) -> bool;
     /// Whether a watch reports `Progress` as soon as it has delivered every change up to the store's
     /// revision. Then a watch cache knows within moments that it is current; otherwise it knows only
