@@ -703,6 +703,28 @@ async fn a_token_is_checked_against_the_store_once_and_ends_with_its_account() {
             read < 3.0,
             "{backend:?}: a request after each of 6 updates of the account read the store {read} times"
         );
+        // An update that deletes (the last finalizer taken off an account being deleted) ends the
+        // token by the time it is answered, as a DELETE does; the account is kept until then.
+        let held_sa = serde_json::json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+        let (code, b) = s.post(&format!("{base}/serviceaccounts"), &held_sa).await;
+        assert_eq!(code, 201, "{b}");
+        let (code, b) = s.post(&format!("{base}/serviceaccounts/held/token"), &serde_json::json!({"spec": {}})).await;
+        assert_eq!(code, 201, "{b}");
+        let held = format!("Bearer {}", b["status"]["token"].as_str().unwrap());
+        let get_held = || {
+            let (s, held) = (&s, held.clone());
+            async move {
+                let path = format!("{base}/configmaps?resourceVersion=0");
+                s.req_with(&s.anonymous, reqwest::Method::GET, &path, None, None, &[("authorization", &held)]).await.0
+            }
+        };
+        let (code, b) = s.delete(&format!("{base}/serviceaccounts/held")).await;
+        assert_eq!(code, 200, "{b}");
+        assert_eq!(get_held().await, 403, "{backend:?}: an account being deleted still authenticates, as in kube");
+        let release = serde_json::json!([{"op": "remove", "path": "/metadata/finalizers"}]);
+        let (code, b) = s.patch(&format!("{base}/serviceaccounts/held"), "application/json-patch+json", &release).await;
+        assert_eq!(code, 200, "{b}");
+        assert_eq!(get_held().await, 401, "{backend:?}: the account's last finalizer went and its token still worked");
 
         let store = s.running_store();
         let key = format!("{}/core/serviceaccounts/tc/default/bot", s.running_prefix());

@@ -724,14 +724,18 @@ async fn resource(
     let sub = rp.subresource.as_deref();
     // A request that deletes an account, or what a token may be bound to (a delete, an eviction), ends
     // what is remembered of its cluster's token checks when it ends, however it ends: a token of what
-    // it deleted fails from the next request on here. The store watch covers other replicas,
-    // deletions made elsewhere (a namespace's cleanup) and the rare update that deletes (its last
-    // finalizer taken off), within moments. Not every update: pods' status is written all day, and
-    // each end also ends what is remembered for the clusters sharing the slot.
-    let may_delete_subject = def.group.is_empty()
-        && super::token_checks::SUBJECTS.contains(&def.plural.as_str())
-        && (matches!(verb, "delete" | "deletecollection") || sub == Some("eviction"));
+    // it deleted fails from the next request on here. So does an update that answers an object being
+    // deleted (it may have taken off its last finalizer, deleting it). Not every update: pods' status
+    // is written all day, and each end also ends what is remembered for the clusters sharing the
+    // slot. The store watch covers other replicas and deletions made elsewhere (a namespace's cleanup).
+    let subject = def.group.is_empty() && super::token_checks::SUBJECTS.contains(&def.plural.as_str());
+    let may_delete_subject = subject && (matches!(verb, "delete" | "deletecollection") || sub == Some("eviction"));
     let _ends_checks = may_delete_subject.then(|| state.token_checks.ended_on_drop(&cluster_str));
+    let ends_if_deleting = |w: &crate::registry::Written| {
+        if subject && w.body["metadata"].get("deletionTimestamp").is_some_and(|t| !t.is_null()) {
+            state.token_checks.invalidate(&cluster_str);
+        }
+    };
     match sub {
         None | Some("status") | Some("scale") => {}
         // Views of some of the object's fields: read and written like the object itself.
@@ -918,7 +922,9 @@ async fn resource(
                 }
                 Ok::<_, ApiError>(warn(reg.update(&ctx, n, obj, &opts, sub).await?, warned))
             };
-            written(heavy_if(state, &cluster_str, body.len(), work).await?, &mut last_rev, view)
+            let w = heavy_if(state, &cluster_str, body.len(), work).await?;
+            ends_if_deleting(&w);
+            written(w, &mut last_rev, view)
         }
         ("patch", Some(n), _) => {
             let ct = content_type.as_deref().unwrap_or("");
@@ -937,11 +943,9 @@ async fn resource(
             // as the watch cache holds it when it does (no store read to decide).
             let held = sh.cache.existing(&crate::registry::stored_def(&def)).and_then(|c| c.size_of(&reg.key(&ctx, n)));
             let weight = body.len().max(held.unwrap_or(0));
-            written(
-                heavy_if(state, &cluster_str, weight, reg.patch(&ctx, n, pt, &body, &opts, sub)).await?,
-                &mut last_rev,
-                view,
-            )
+            let w = heavy_if(state, &cluster_str, weight, reg.patch(&ctx, n, pt, &body, &opts, sub)).await?;
+            ends_if_deleting(&w);
+            written(w, &mut last_rev, view)
         }
         ("delete", Some(n), None) => {
             let mut dopts = delete_options(&body, &q)?;
