@@ -322,8 +322,13 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
             ),
         ));
     }
+    // These checks came after kgate had taken CRDs without them: a list stored as it is stays
+    // writable (its status, its finalizers), and only a list being changed is checked.
+    let old_spec = old.map(|o| &o["spec"]);
     for list in ["shortNames", "categories"] {
-        names_list(&spec["names"][list], &format!("spec.names.{list}"), &mut out);
+        if old_spec.is_none_or(|o| o["names"][list] != spec["names"][list]) {
+            names_list(&spec["names"][list], &format!("spec.names.{list}"), &mut out);
+        }
     }
     if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
         out.push(field(
@@ -375,11 +380,13 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                     format!("Invalid value: {vn:?}: {}", errs.join(",")),
                 ));
             }
-            printer_columns(
-                &v["additionalPrinterColumns"],
-                &format!("spec.versions[{i}].additionalPrinterColumns"),
-                &mut out,
-            );
+            let columns = &v["additionalPrinterColumns"];
+            let stored = old_spec
+                .and_then(|o| o["versions"].as_array())
+                .and_then(|vs| vs.iter().find(|o| o["name"] == v["name"]));
+            if stored.is_none_or(|o| o["additionalPrinterColumns"] != *columns) {
+                printer_columns(columns, &format!("spec.versions[{i}].additionalPrinterColumns"), &mut out);
+            }
             match v["schema"].get("openAPIV3Schema") {
                 None | Some(Value::Null) => out.push(field(
                     &format!("spec.versions[{i}].schema.openAPIV3Schema"),
@@ -470,6 +477,9 @@ mod tests {
         let messages = |v: &Value| {
             validate(v, None).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect::<Vec<_>>()
         };
+        let messages_with = |v: &Value, old: &Value| {
+            validate(v, Some(old)).into_iter().map(|c| format!("{}: {}", c.field, c.message)).collect::<Vec<_>>()
+        };
         let mut c = crd("example.com", "widgets");
         c["spec"]["versions"][0]["additionalPrinterColumns"] = json!([
             {"name": "Size", "type": "integer", "format": "int32", "jsonPath": ".spec.size"},
@@ -501,6 +511,12 @@ mod tests {
                 "spec.versions[1].additionalPrinterColumns: Too many: 101: must have at most 100 items",
             ]
         );
+        // A CRD stored before these checks stays writable as it is; changing a list checks it.
+        let mut legacy = wide.clone();
+        legacy["metadata"]["labels"] = json!({"touched": "yes"});
+        assert!(messages_with(&legacy, &wide).is_empty(), "{:?}", messages_with(&legacy, &wide));
+        legacy["spec"]["names"]["categories"] = json!(vec!["all"; MAX_NAMES + 2]);
+        assert_eq!(messages_with(&legacy, &wide), ["spec.names.categories: Too many: 66: must have at most 64 items"]);
         // The columns a request carries are the index's, not a copy.
         let parsed = Crd::parse(&c, 1).unwrap();
         let def = parsed.def(&parsed.versions[0]);
