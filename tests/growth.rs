@@ -473,3 +473,59 @@ fn custom_objects_of_many_values_outside_a_long_enum() {
         kgate::fuzzing::crd,
     );
 }
+
+#[test]
+fn pod_statuses_of_many_custom_condition_types() {
+    // Each condition type not the kubelet's is checked as a qualified name once, bad ones included.
+    grows_linearly(
+        "pod status: n condition types, half not qualified names",
+        2000,
+        |n| {
+            json(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+                "status": {"conditions": (0..n).map(|i| serde_json::json!({
+                    "type": if i % 2 == 0 { format!("example.com/t{i}") } else { format!("bad type {i}") },
+                    "status": "True"})).collect::<Vec<_>>()}}))
+        },
+        kgate::fuzzing::body,
+    );
+}
+
+#[test]
+fn json_patches_removing_from_the_front_of_a_long_array() {
+    // Each removal at the front shifts the whole array: quadratic in the patch and the array, until
+    // the bound on shifts refuses the patch and the cost stops growing.
+    grows_linearly(
+        "json patch: n removals at the front of a 100n-item array",
+        200,
+        |n| {
+            let target = json(serde_json::json!({"a": vec![0; 100 * n]}));
+            let ops = vec![serde_json::json!({"op": "remove", "path": "/a/0"}); n];
+            [target, b"\0".to_vec(), json(serde_json::Value::Array(ops))].concat()
+        },
+        kgate::fuzzing::json_patch,
+    );
+}
+
+#[test]
+fn crds_of_many_printer_columns_and_names() {
+    // Columns and names are each checked once; past their bounds, not at all.
+    grows_linearly(
+        "crd: n printer columns, n short names and n categories",
+        16,
+        |n| {
+            let columns: Vec<_> = (0..n)
+                .map(|i| serde_json::json!({"name": format!("C{i}"), "type": "string", "jsonPath": format!(".spec.c{i}")}))
+                .collect();
+            let names: Vec<_> = (0..n).map(|i| format!("n{i}")).collect();
+            let crd = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "kind": "Widget", "shortNames": names, "categories": names},
+                    "versions": [{"name": "v1", "served": true, "storage": true, "additionalPrinterColumns": columns,
+                        "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+            [json(crd), b"\0{}".to_vec()].concat()
+        },
+        kgate::fuzzing::crd,
+    );
+}
