@@ -193,6 +193,15 @@ impl Config {
                     if s.name == crate::shard::DEFAULT { "names the --etcd-servers shard" } else { "is given twice" };
                 return Err(ConfigError::Shard(format!("{:?} {taken}", s.name)));
             }
+            let base = crate::shard::revision_base(&s.name);
+            if let Some(other) =
+                self.shards.iter().find(|o| o.name != s.name && crate::shard::revision_base(&o.name) == base)
+            {
+                return Err(ConfigError::Shard(format!(
+                    "{:?} and {:?} would share a range of resourceVersions; rename one",
+                    s.name, other.name
+                )));
+            }
             if s.endpoints.is_empty() {
                 return Err(ConfigError::Shard(format!("{:?}: no etcd endpoint", s.name)));
             }

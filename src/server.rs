@@ -114,7 +114,8 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             Arc::new(EtcdStore::connect(&s.endpoints, &config.etcd_tls).await?),
             metrics.store.clone(),
         );
-        let routed = crate::storage::routed::Routed::new(Arc::new(own), store.clone(), &config.etcd_prefix);
+        let own = crate::storage::based::based(Arc::new(own), crate::shard::revision_base(&s.name));
+        let routed = crate::storage::routed::Routed::new(own, store.clone(), &config.etcd_prefix);
         let r =
             Registry::new(Arc::new(routed), config.etcd_prefix.clone()).publishing(published.clone()).on_shard(&s.name);
         others.push((s.name.clone(), r));

@@ -24,6 +24,23 @@ pub fn of(lc: &Value) -> Option<&str> {
     lc["spec"]["shard"].as_str()
 }
 
+/// Where a shard's revisions start (`storage::based`): 0 for the default shard, whose revisions are
+/// its etcd's, as before kgate had shards; for another, a multiple of `based::SPAN` fixed by its name,
+/// so that every replica, whatever order it is given its shards in, renders the same revisions, and
+/// a cluster moved to another shard never finds its clients' resourceVersions meaning something there.
+pub fn revision_base(name: &str) -> Revision {
+    use crate::storage::based::SPAN;
+    use sha2::{Digest, Sha256};
+    if name == DEFAULT {
+        return 0;
+    }
+    let digest = Sha256::digest(name.as_bytes());
+    let word = u64::from_be_bytes(digest[..8].try_into().expect("a digest is 32 bytes"));
+    // Ranges 1..2^22: the highest revision stays under 2^62, well inside an int64.
+    const RANGES: u64 = (1 << 22) - 1;
+    (1 + (word % RANGES) as Revision) * SPAN
+}
+
 /// Every shard this server serves, with the clusters placed on each as its directory knows them.
 ///
 /// The counts are atomics: the directory's watch task moves them, every LogicalCluster create reads

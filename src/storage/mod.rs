@@ -1,6 +1,7 @@
 //! The store behind every logical cluster: one trait with revisions, compare-and-swap, prefix ranges and
 //! watches, implemented by an embedded engine (redb) and by etcd, checked by one contract test suite.
 
+pub mod based;
 pub mod embedded;
 pub mod etcd;
 pub mod keys;
