@@ -97,8 +97,12 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     };
     let tls = crate::http::server::tls_config(&cert_pem, &key_pem, &pki.ca.cert_pem)?;
     let metrics = Metrics::new(prometheus::Registry::new()).map_err(|e| StartError::Io(e.to_string()))?;
-    let store: Arc<dyn Store> =
+    let mut store: Arc<dyn Store> =
         Arc::new(crate::storage::metered::Metered::new(open_store(&config).await?, metrics.store.clone()));
+    if !config.shards.is_empty() {
+        // Its revisions are its own, below every other shard's: another's are refused as too old.
+        store = crate::storage::based::based(store, 0);
+    }
     // Clients in a cluster find the server through `default/kubernetes`: the advertised address, else
     // the listen address; an unspecified one gives them loopback, as there is no one interface to name.
     let ip = match config.advertise_address.unwrap_or(addr.ip()) {
@@ -109,6 +113,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let published = crate::registry::Published { ca_pem: pki.ca.cert_pem.clone(), ip, port: addr.port() };
     // Each other shard's registry reaches root (LogicalClusters) through the default shard's store.
     let mut others = Vec::new();
+    let moves: Arc<crate::shard::Moves> = Default::default();
     for s in &config.shards {
         let own = crate::storage::metered::Metered::new(
             Arc::new(EtcdStore::connect(&s.endpoints, &config.etcd_tls).await?),
@@ -116,13 +121,17 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         );
         let own = crate::storage::based::based(Arc::new(own), crate::shard::revision_base(&s.name));
         let routed = crate::storage::routed::Routed::new(own, store.clone(), &config.etcd_prefix);
-        let r =
-            Registry::new(Arc::new(routed), config.etcd_prefix.clone()).publishing(published.clone()).on_shard(&s.name);
+        let r = Registry::new(Arc::new(routed), config.etcd_prefix.clone())
+            .publishing(published.clone())
+            .on_shard(&s.name)
+            .with_moves(moves.clone());
         others.push((s.name.clone(), r));
     }
     let shards = crate::shard::Shards::new(others.clone());
-    let registry =
-        Registry::new(store.clone(), config.etcd_prefix.clone()).publishing(published).with_shards(shards.clone());
+    let registry = Registry::new(store.clone(), config.etcd_prefix.clone())
+        .publishing(published)
+        .with_shards(shards.clone())
+        .with_moves(moves);
     tenancy::reconcile_defaults(&registry, crate::cluster::ROOT)
         .await
         .map_err(|e| StartError::Bootstrap(e.message.clone()))?;

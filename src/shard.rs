@@ -19,9 +19,52 @@ use crate::storage::Revision;
 /// The name of the shard given by `--etcd-servers` (or the embedded store), which also holds root.
 pub const DEFAULT: &str = "default";
 
-/// `spec.shard` of a LogicalCluster, when set.
+/// The shard holding a LogicalCluster's objects, when named: `status.shard` while a move the
+/// platform asked for (by changing `spec.shard`) has not finished, else `spec.shard`.
 pub fn of(lc: &Value) -> Option<&str> {
+    lc["status"]["shard"].as_str().or_else(|| target(lc))
+}
+
+/// `spec.shard` of a LogicalCluster: where the platform wants its objects.
+pub fn target(lc: &Value) -> Option<&str> {
     lc["spec"]["shard"].as_str()
+}
+
+/// The shard a LogicalCluster is being moved to, if it is being moved: its objects are on [`of`]'s
+/// and the platform asked for another.
+pub fn moving_to(lc: &Value) -> Option<&str> {
+    let (at, to) = (of(lc).unwrap_or(DEFAULT), target(lc).unwrap_or(DEFAULT));
+    (at != to).then_some(to)
+}
+
+/// The logical clusters being moved between shards, as the directory's watch sees their
+/// LogicalClusters: their requests are answered 503 and their watches end, so that nothing reads the
+/// shard they leave while it is emptied, nor writes it, other than the move.
+///
+/// A `DashSet` with a count beside it: every watch event of a cluster asks whether it is moving,
+/// and the count answers "no cluster is" without touching the set's locks.
+#[derive(Default)]
+pub struct Moves {
+    names: dashmap::DashSet<String>,
+    count: AtomicI64,
+}
+
+impl Moves {
+    /// Whether `cluster` is being moved.
+    pub fn has(&self, cluster: &str) -> bool {
+        self.count.load(Ordering::Relaxed) > 0 && self.names.contains(cluster)
+    }
+
+    /// Record whether `cluster` is being moved.
+    pub fn set(&self, cluster: &str, moving: bool) {
+        if moving {
+            if self.names.insert(cluster.to_string()) {
+                self.count.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if self.names.remove(cluster).is_some() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Where a shard's revisions start (`storage::based`): 0 for the default shard, whose revisions are

@@ -15,6 +15,7 @@
 mod fresh;
 mod lifecycle;
 mod manifests;
+mod moving;
 
 use std::sync::Arc;
 
@@ -133,6 +134,9 @@ impl Directory {
             return Ok(Some(Placed::At(0)));
         }
         if self.known.contains(name) {
+            if self.registry.moves.has(name) {
+                return Err(moving(name));
+            }
             return Ok(Some(match self.placed.get(name).map(|p| *p) {
                 None => Placed::At(0),
                 Some(UNKNOWN_SHARD) => Placed::Unknown,
@@ -145,6 +149,9 @@ impl Directory {
             Some(kv) => {
                 let obj: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
                 let live = obj["metadata"].get("deletionTimestamp").is_none();
+                if live && crate::shard::moving_to(&obj).is_some() {
+                    return Err(moving(name));
+                }
                 Ok(live.then(|| self.registry.shards.place_of(&obj)))
             }
             None => Ok(None),
@@ -169,6 +176,7 @@ impl Directory {
     /// requests costing a store read meanwhile, so it is called for a cluster just marked deleted or
     /// removed (a DELETE that answered), or seen so.
     pub fn forget(&self, name: &str) {
+        self.registry.moves.set(name, false);
         let placed = self.placed.remove(name).map(|(_, i)| i);
         if self.known.remove(name).is_some() {
             let counted = match placed {
@@ -265,6 +273,7 @@ impl Directory {
             self.forget(name);
             return;
         };
+        self.registry.moves.set(name, crate::shard::moving_to(&obj).is_some());
         let (before, after) = (self.counted_on(name), self.registry.shards.place_of(&obj));
         match after {
             crate::shard::Placed::At(0) => {
@@ -576,6 +585,12 @@ pub fn registry_of(registry: &Registry, lc: &Value) -> ApiResult<Registry> {
         crate::shard::Placed::At(i) => Ok(registry.shards.registry(i, registry)),
         crate::shard::Placed::Unknown => Err(unserved(crate::shard::of(lc).unwrap_or_default())),
     }
+}
+
+/// The answer for a cluster being moved to another shard: try again (its objects are on neither
+/// shard whole until the move ends, which takes about as long as listing them all).
+fn moving(name: &str) -> ApiError {
+    ApiError::unavailable(format!("the logical cluster {name:?} is being moved to another shard; try again shortly"))
 }
 
 /// The answer for a cluster on a shard this server is not given.

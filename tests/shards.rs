@@ -110,19 +110,18 @@ async fn each_cluster_lives_on_its_shard_and_wildcard_requests_span_every_shard(
     let (code, got) = s.get("/clusters/alpha/api/v1/namespaces/default/configmaps/a1").await;
     assert_eq!((code, &got["data"]), (StatusCode::OK, &json!({"k": "v"})));
 
-    // The shard is fixed once placed: a replace without it keeps it, a change is refused.
+    // A replace without the shard keeps it; a shard not served here is refused (a change of it is a
+    // move: see `a_cluster_moves_to_another_shard_and_its_clients_list_again`).
     let (_, mut current) = s.get(&format!("{LC}/alpha")).await;
     current["spec"] = json!({});
     let (code, kept) = s.put(&format!("{LC}/alpha"), &current).await;
     assert_eq!((code, &kept["spec"]["shard"]), (StatusCode::OK, &json!("b")), "{kept}");
+    assert!(kept["status"].get("shard").is_none(), "{kept}");
     let mut moved = kept.clone();
-    moved["spec"]["shard"] = json!("default");
+    moved["spec"]["shard"] = json!("nope");
     let (code, body) = s.put(&format!("{LC}/alpha"), &moved).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert!(
-        body["message"].as_str().unwrap().contains("spec.shard: Invalid value: \"default\": field is immutable"),
-        "{body}"
-    );
+    assert!(body["message"].as_str().unwrap().contains("spec.shard: Unsupported value: \"nope\""), "{body}");
 
     // A wildcard list holds both shards' objects under one resourceVersion naming each shard.
     let (code, all) = s.get("/clusters/*/api/v1/configmaps").await;
@@ -530,5 +529,157 @@ async fn custom_resources_and_initial_events_span_every_shard() {
         s.watch(&format!("/clusters/*/apis/example.com/v1/gadgets?watch=true&resourceVersion={rv}")).await;
     let ev = tokio::time::timeout(Duration::from_secs(10), resumed.recv()).await.unwrap().unwrap();
     assert_eq!((ev["type"].as_str(), ev["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("g2")), "{ev}");
+    s.stop().await;
+}
+
+/// Whether `path` answers 200, and its body.
+async fn found(s: &TestServer, path: &str) -> (bool, Value) {
+    let (code, body) = s.get(path).await;
+    (code == StatusCode::OK, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
+    let b = TestEtcd::start();
+    let s = TestServer::start_sharded(Backend::Embedded, &[("b", &b.endpoint)]).await;
+    let shard_b =
+        kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&b.endpoint), &Default::default()).await.unwrap();
+    let (p, default_store) = (s.prefix.clone(), s.running_store());
+    create_on(&s, "mover", Some("default")).await;
+    let cm1 = configmap(&s, "mover", "cm1").await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let (code, body) = s.post("/clusters/mover/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let gadgets = "/clusters/mover/apis/example.com/v1/namespaces/default/gadgets";
+    let gadget =
+        json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g1"}, "spec": {"x": 1}});
+    common::eventually(10, "the gadget is created", || async {
+        s.post(gadgets, &gadget).await.0 == StatusCode::CREATED
+    })
+    .await;
+    let (_, listed) = s.get("/clusters/mover/api/v1/namespaces/default/configmaps").await;
+    let old_rv = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut watched = s.watch(&format!("/clusters/mover/api/v1/configmaps?watch=true&resourceVersion={old_rv}")).await;
+    let (_, everywhere) = s.get("/clusters/*/api/v1/configmaps").await;
+    let all_rv = everywhere["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut admin = s.watch(&format!("/clusters/*/api/v1/configmaps?watch=true&resourceVersion={all_rv}")).await;
+
+    // A writer that keeps creating while the cluster moves: whatever it was told was made must be there.
+    let writer = {
+        let (client, url) = (s.client.clone(), s.url.clone());
+        tokio::spawn(async move {
+            let mut made = Vec::new();
+            for i in 0..400 {
+                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("w{i}")}});
+                let resp = client
+                    .post(format!("{url}/clusters/mover/api/v1/namespaces/default/configmaps"))
+                    .json(&cm)
+                    .send()
+                    .await
+                    .unwrap();
+                match resp.status() {
+                    StatusCode::CREATED => made.push(format!("w{i}")),
+                    StatusCode::SERVICE_UNAVAILABLE => tokio::time::sleep(Duration::from_millis(20)).await,
+                    other => panic!("{other}: {}", resp.text().await.unwrap()),
+                }
+            }
+            made
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Asked by changing spec.shard: the write records where the objects are until they have moved.
+    let (_, mut lc) = s.get(&format!("{LC}/mover")).await;
+    lc["spec"]["shard"] = json!("b");
+    let (code, asked) = s.put(&format!("{LC}/mover"), &lc).await;
+    assert_eq!(code, StatusCode::OK, "{asked}");
+    assert_eq!((&asked["spec"]["shard"], &asked["status"]["shard"]), (&json!("b"), &json!("default")), "{asked}");
+    let mut again = asked.clone();
+    again["spec"]["shard"] = json!("default");
+    let (code, body) = s.put(&format!("{LC}/mover"), &again).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "one move at a time: {body}");
+    assert!(body["message"].as_str().unwrap().contains("a move to shard \"b\" is in progress"), "{body}");
+    // Nobody else may say where the objects are.
+    let mut forged = asked.clone();
+    forged["status"]["shard"] = json!("b");
+    let (code, body) = s.put(&format!("{LC}/mover/status"), &forged).await;
+    assert_eq!((code, &body["status"]["shard"]), (StatusCode::OK, &json!("default")), "{body}");
+
+    // While it moves the cluster answers 503 and its watch ends, without the move's deletes.
+    let (code, body) = s.get("/clusters/mover/api/v1/namespaces/default/configmaps/cm1").await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), watched.recv()).await.expect("the watch ends") {
+        assert_ne!(ev["type"], "DELETED", "{ev}");
+    }
+    common::eventually(60, "the move ends", || async {
+        let (_, lc) = s.get(&format!("{LC}/mover")).await;
+        lc["status"].get("shard").is_none()
+    })
+    .await;
+    let made = writer.await.unwrap();
+    assert!(!made.is_empty());
+
+    // Everything is on b, and nothing is left on the default shard or in b's staging.
+    let (ok, got) = found(&s, "/clusters/mover/api/v1/namespaces/default/configmaps/cm1").await;
+    assert!(ok, "{got}");
+    assert_eq!((&got["metadata"]["uid"], &got["data"]), (&cm1["metadata"]["uid"], &cm1["data"]));
+    assert_ne!(got["metadata"]["resourceVersion"], cm1["metadata"]["resourceVersion"]);
+    let (ok, g) = found(&s, &format!("{gadgets}/g1")).await;
+    assert!(ok && g["spec"]["x"] == 1, "the CRD and its resources moved: {g}");
+    for name in &made {
+        let (ok, body) = found(&s, &format!("/clusters/mover/api/v1/namespaces/default/configmaps/{name}")).await;
+        assert!(ok, "{name} was acknowledged before the move: {body}");
+    }
+    for group in ["core/configmaps", "core/namespaces", "apiextensions.k8s.io/customresourcedefinitions"] {
+        assert!(keys(&*default_store, &format!("{p}/{group}/mover/")).await.is_empty(), "{group}");
+        assert!(!keys(&shard_b, &format!("{p}/{group}/mover/")).await.is_empty(), "{group}");
+    }
+    assert!(keys(&shard_b, &format!("{p}/tenancy.kgate.dev/moves/")).await.is_empty(), "staging is emptied");
+
+    // A client's resourceVersion from the shard it left is too old here: it lists again.
+    let (code, body) =
+        s.get(&format!("/clusters/mover/api/v1/configmaps?resourceVersion={old_rv}&resourceVersionMatch=Exact")).await;
+    assert_eq!(code, StatusCode::GONE, "{body}");
+    let mut resumed = s.watch(&format!("/clusters/mover/api/v1/configmaps?watch=true&resourceVersion={old_rv}")).await;
+    let ev = tokio::time::timeout(Duration::from_secs(10), resumed.recv()).await.unwrap().unwrap();
+    assert_eq!((&ev["type"], &ev["object"]["code"]), (&json!("ERROR"), &json!(410)), "{ev}");
+    // And writes go on, on b.
+    let mut update = got.clone();
+    update["data"] = json!({"k": "after"});
+    let (code, body) = s.put("/clusters/mover/api/v1/namespaces/default/configmaps/cm1", &update).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+
+    // An administrator's watch over every cluster saw cm1 leave one shard and arrive on the other.
+    let mut seen = Vec::new();
+    while seen.last().map(|t: &Value| t != "MODIFIED").unwrap_or(true) {
+        let ev = next_named(&mut admin, "cm1").await;
+        seen.push(ev["type"].clone());
+    }
+    assert_eq!(seen, ["DELETED", "ADDED", "MODIFIED"]);
+
+    // And back: the default shard's revisions are not b's either.
+    let (_, listed) = s.get("/clusters/mover/api/v1/configmaps").await;
+    let b_rv = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let (_, mut lc) = s.get(&format!("{LC}/mover")).await;
+    lc["spec"]["shard"] = json!("default");
+    assert_eq!(s.put(&format!("{LC}/mover"), &lc).await.0, StatusCode::OK);
+    common::eventually(60, "the move back ends", || async {
+        let (_, lc) = s.get(&format!("{LC}/mover")).await;
+        lc["status"].get("shard").is_none()
+    })
+    .await;
+    let (ok, got) = found(&s, "/clusters/mover/api/v1/namespaces/default/configmaps/cm1").await;
+    assert!(ok && got["data"]["k"] == "after", "{got}");
+    assert!(keys(&shard_b, &format!("{p}/core/configmaps/mover/")).await.is_empty());
+    let (code, body) =
+        s.get(&format!("/clusters/mover/api/v1/configmaps?resourceVersion={b_rv}&resourceVersionMatch=Exact")).await;
+    assert_eq!(code, StatusCode::GONE, "{body}");
     s.stop().await;
 }

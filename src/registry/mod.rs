@@ -72,6 +72,9 @@ pub struct Registry {
     /// bootstraps and purges each on its own; another shard's registry knows none (it would hold
     /// itself).
     pub shards: Arc<crate::shard::Shards>,
+    /// The clusters being moved between shards, shared by every shard's registry (the default
+    /// shard's directory keeps it): their watches end rather than send what the move does.
+    pub moves: Arc<crate::shard::Moves>,
 }
 
 /// The name of the ConfigMap with the server's CA in every namespace, as kube publishes it.
@@ -173,12 +176,19 @@ impl Registry {
             footprint: Default::default(),
             shard: Arc::from(crate::shard::DEFAULT),
             shards: crate::shard::Shards::single(),
+            moves: Default::default(),
         }
     }
 
     /// This registry as the store of shard `name`, which is not the default one.
     pub fn on_shard(mut self, name: &str) -> Self {
         self.shard = Arc::from(name);
+        self
+    }
+
+    /// This registry, sharing the record of clusters being moved with every other shard's.
+    pub fn with_moves(mut self, moves: Arc<crate::shard::Moves>) -> Self {
+        self.moves = moves;
         self
     }
 

@@ -889,10 +889,40 @@ impl Registry {
         }
     }
 
+    /// `status.shard` of a LogicalCluster is where its objects are, which only the move sets: kept
+    /// from `current` by every write through the API (the status subresource's too), and set to where
+    /// they are by the write that asks for a move (a new `spec.shard`), which must name a shard served
+    /// here. The lifecycle controller moves them, then records them there (`tenancy::moving`).
+    fn keep_location(&self, def: &ResourceDef, current: &Value, desired: &mut Value) -> ApiResult<()> {
+        let at = crate::shard::of(current).unwrap_or(crate::shard::DEFAULT).to_string();
+        let (was, now) = (crate::shard::target(current), crate::shard::target(desired).map(str::to_string));
+        let changed = was.unwrap_or(crate::shard::DEFAULT) != now.as_deref().unwrap_or(crate::shard::DEFAULT);
+        if changed {
+            let name = meta::meta_str(current, "name").unwrap_or_default();
+            if let Some(to) = now.as_deref().filter(|to| !self.shards.names().iter().any(|n| &**n == *to)) {
+                let known: Vec<String> = self.shards.names().iter().map(|n| format!("\"{n}\"")).collect();
+                let m = format!("Unsupported value: \"{to}\": supported values: {}", known.join(", "));
+                return Err(invalid(def, name, vec![cause("FieldValueNotSupported", "spec.shard", &m)]));
+            }
+        }
+        if !desired["status"].is_object() {
+            desired["status"] = json!({});
+        }
+        match current["status"].get("shard") {
+            Some(s) => desired["status"]["shard"] = s.clone(),
+            // Asked to move now: the objects are where `spec.shard` said until this write.
+            None if changed => desired["status"]["shard"] = json!(at),
+            None => {
+                desired["status"].as_object_mut().map(|m| m.remove("shard"));
+            }
+        }
+        Ok(())
+    }
+
     /// Put a new LogicalCluster on the shard it asks for, else on the emptiest (`spec.shard`, set
     /// whenever there is more than one shard to choose from); the shard's index.
     fn place(&self, def: &ResourceDef, obj: &mut Value) -> ApiResult<usize> {
-        let asked = crate::shard::of(obj).map(str::to_string);
+        let asked = crate::shard::target(obj).map(str::to_string);
         let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
         let at = self
             .shards
@@ -1289,11 +1319,12 @@ impl Registry {
         self.keep_published(def, &mut desired);
         if def.group == crate::resources::TENANCY_GROUP {
             // Set by placement, as kube sets a Service's clusterIP: a replace that leaves it out keeps it.
-            if let (Some(shard), None) = (crate::shard::of(current), crate::shard::of(&desired)) {
+            if let (Some(shard), None) = (crate::shard::target(current), crate::shard::target(&desired)) {
                 if desired["spec"].is_object() || desired.get("spec").is_none_or(Value::is_null) {
                     desired["spec"]["shard"] = json!(shard);
                 }
             }
+            self.keep_location(def, current, &mut desired)?;
         }
         Ok(desired)
     }

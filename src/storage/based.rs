@@ -109,12 +109,10 @@ impl Shift {
     }
 }
 
-/// A shard's store, its revisions in the range starting after `base` (a multiple of `SPAN`); the
-/// default shard's (base 0) as it is.
+/// A shard's store, its revisions in the range starting after `base` (a multiple of `SPAN`). The
+/// default shard's range starts at 0: its revisions are its etcd's, and it is wrapped only when there
+/// are other shards, whose revisions it must refuse.
 pub fn based(inner: Arc<dyn Store>, base: Revision) -> Arc<dyn Store> {
-    if base == 0 {
-        return inner;
-    }
     Arc::new(Based { inner, shift: Shift(base) })
 }
 
@@ -252,6 +250,12 @@ mod tests {
         }
         // 0 stays "from the start".
         assert!(store.watch("/p/", 0).await.is_ok());
-        assert!(std::ptr::eq(&*based(inner.clone(), 0), &*inner), "the default shard's store is not wrapped");
+        // The default shard's range starts at 0: its own revisions pass, another shard's do not.
+        let default = based(inner.clone(), 0);
+        let now = inner.revision().await.unwrap();
+        assert_eq!(default.revision().await.unwrap(), now);
+        let req = |r| RangeRequest { prefix: "/p/".into(), revision: Some(r), ..Default::default() };
+        assert!(default.range(req(now)).await.is_ok());
+        assert!(matches!(default.range(req(r1)).await, Err(StoreError::Compacted { .. })));
     }
 }

@@ -103,6 +103,8 @@ enum Job {
     Initialize,
     /// Every stale cluster's default RBAC (keyed by the empty cluster name: one such job at a time).
     Reconcile,
+    /// Moving a cluster to the shard its `spec.shard` names (`moving`).
+    Move,
 }
 
 /// Running jobs: at most one of each kind per cluster in this process (purges are counted by
@@ -194,6 +196,9 @@ impl Lifecycle {
                     self.start_purge(jobs, &name, Some(&obj), Leaving::Marked);
                     continue;
                 }
+                if crate::shard::moving_to(&obj).is_some() {
+                    self.start_move(jobs, &name);
+                }
                 // A create answers only once its cluster is bootstrapped, so a LogicalCluster found not
                 // Ready (or without the finalizer, made before kgate set one) had its bootstrap cut short.
                 let has_finalizer = crate::meta::finalizers(&obj).iter().any(|f| f == PURGE_FINALIZER);
@@ -253,9 +258,11 @@ impl Lifecycle {
             match ev? {
                 WatchEvent::Put { kv, .. } => {
                     let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else { continue };
+                    let name = crate::meta::meta_str(&obj, "name").unwrap_or_default();
                     if obj["metadata"].get("deletionTimestamp").is_some() {
-                        let name = crate::meta::meta_str(&obj, "name").unwrap_or_default();
                         self.start_purge(jobs, name, Some(&obj), Leaving::Marked);
+                    } else if crate::shard::moving_to(&obj).is_some() {
+                        self.start_move(jobs, name);
                     }
                 }
                 // Normally the end of a purge, which makes one more pass itself once it has released
@@ -300,7 +307,12 @@ impl Lifecycle {
             return;
         }
         let shards: BTreeSet<usize> = match obj.map(|o| self.registry.shards.place_of(o)) {
-            Some(Placed::At(i)) => [i].into(),
+            // A cluster deleted while it moved has keys on the shard it was moving to as well.
+            Some(Placed::At(i)) => {
+                let to = obj.and_then(crate::shard::moving_to);
+                let names = self.registry.shards.names();
+                [i].into_iter().chain(to.and_then(|t| names.iter().position(|n| &**n == t))).collect()
+            }
             Some(Placed::Unknown) => {
                 tracing::warn!(cluster = %cluster, "a deleted logical cluster is on a shard not served here; a replica that serves it purges it");
                 return;
@@ -329,6 +341,22 @@ impl Lifecycle {
                     Some(next) => request = next,
                     None => return,
                 }
+            }
+        });
+    }
+}
+
+impl Lifecycle {
+    /// Move `cluster` to the shard its LogicalCluster asks for, retrying until it is there (a shard
+    /// down, say) or is no longer being moved; one move per cluster at a time.
+    fn start_move(&self, jobs: &mut Jobs, cluster: &str) {
+        let (registry, name) = (self.registry.clone(), cluster.to_string());
+        jobs.start(Job::Move, cluster, async move {
+            let mut backoff = Duration::from_secs(1);
+            while let Err(e) = super::moving::relocate(&registry, &name).await {
+                tracing::warn!(error = %e, cluster = %name, "moving a logical cluster to another shard; will retry");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         });
     }
@@ -442,12 +470,9 @@ async fn sweep(registry: &Registry, cluster: &str) -> ApiResult<()> {
 /// thousands of clusters go at once, that is a read fewer per cluster. (A std `Mutex`, held for a
 /// store of the value, never across an await.)
 async fn swept(registry: &Registry, cluster: &str, last: &Mutex<Option<KeyValue>>) -> ApiResult<bool> {
-    let prefixes: Vec<String> = resources::builtins()
-        .iter()
-        // A version stored as another shares that one's keys.
-        .filter(|d| !d.is_virtual() && !crate::registry::converts(d))
-        .map(|d| registry.collection(d, Some(cluster), None))
-        .collect();
+    let mut prefixes = builtin_prefixes(registry, cluster);
+    // What a move to this shard had staged when the cluster was deleted.
+    prefixes.push(super::moving::staging(registry, cluster));
     let sweep = registry
         .delete_cluster_prefixes(cluster, &prefixes, move || async move {
             let (live, read) = super::leaving(registry, cluster).await?;
@@ -462,6 +487,16 @@ async fn swept(registry: &Registry, cluster: &str, last: &Mutex<Option<KeyValue>
             "logical cluster {cluster:?}: objects were still being written after every purge pass"
         ))),
     }
+}
+
+/// Where `cluster`'s objects of every built-in resource are kept on `registry`'s shard.
+pub(super) fn builtin_prefixes(registry: &Registry, cluster: &str) -> Vec<String> {
+    resources::builtins()
+        .iter()
+        // A version stored as another shares that one's keys.
+        .filter(|d| !d.is_virtual() && !crate::registry::converts(d))
+        .map(|d| registry.collection(d, Some(cluster), None))
+        .collect()
 }
 
 /// Remove the purge finalizer from a LogicalCluster being deleted; the object goes with its last one.

@@ -590,6 +590,15 @@ impl Pump {
                 }
                 next = next_event(&mut self.feed) => next,
             };
+            // A cluster being moved: its watches end, rather than send the move's deletes as the
+            // cluster's. Its clients watch again once it is served from its new shard, where their
+            // resourceVersion is refused as too old and they list again.
+            if matches!(next, Next::Cached(_) | Next::Stored(Ok(Some(_))))
+                && self.scope.cluster.as_deref().is_some_and(|c| self.registry.moves.has(c))
+            {
+                self.done = true;
+                return None;
+            }
             match next {
                 Next::Cached(ev) => {
                     if let Some(b) = self.event_line(&ev) {

@@ -93,11 +93,20 @@ pub fn update_errors(kind: &str, old: &Value, new: &Value) -> Vec<Cause> {
         "CSIStorageCapacity" => csi_storage_capacity_update(old, new, &mut causes),
         "IPAddress" => ip_address_update(old, new, &mut causes),
         "ServiceCIDR" => service_cidr_update(old, new, &mut causes),
-        // A cluster's objects are on its shard: moving them is not an edit of a field.
+        // A new `spec.shard` asks for the cluster's objects to be moved there: one move at a time, of
+        // a cluster that is Ready (bootstrapped, not being deleted).
         "LogicalCluster" => {
-            let shard = |o: &Value| crate::shard::of(o).unwrap_or(crate::shard::DEFAULT).to_string();
-            if shard(old) != shard(new) {
-                invalid(&mut causes, "spec.shard".into(), shown(&new["spec"]["shard"]), "field is immutable");
+            let target = |o: &Value| crate::shard::target(o).unwrap_or(crate::shard::DEFAULT).to_string();
+            if target(old) != target(new) {
+                let shown_new = shown(&new["spec"]["shard"]);
+                if let Some(to) = crate::shard::moving_to(old) {
+                    let why = format!("a move to shard {to:?} is in progress");
+                    invalid(&mut causes, "spec.shard".into(), shown_new, &why);
+                } else if old["status"]["phase"] != crate::tenancy::PHASE_READY
+                    || old["metadata"].get("deletionTimestamp").is_some()
+                {
+                    invalid(&mut causes, "spec.shard".into(), shown_new, "only a Ready logical cluster can move");
+                }
             }
         }
         "ConfigMap" | "Secret" if old["immutable"] == true => {
