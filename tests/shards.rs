@@ -642,6 +642,17 @@ async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
         assert!(!keys(&shard_b, &format!("{p}/{group}/mover/")).await.is_empty(), "{group}");
     }
     assert!(keys(&shard_b, &format!("{p}/tenancy.kgate.dev/moves/")).await.is_empty(), "staging is emptied");
+    // Its usage is counted where it is now: every key it has on b, as the LogicalCluster reports it.
+    let on_b = keys(&shard_b, &format!("{p}/")).await;
+    let held = on_b.iter().filter(|k| k.split('/').nth(4) == Some("mover")).count() as u64;
+    assert!(held > made.len() as u64, "{held}");
+    common::eventually(20, "usage follows the cluster", || async {
+        let (_, lc) = s.get(&format!("{LC}/mover")).await;
+        let u = &lc["status"]["usage"];
+        (u["objects"].as_u64(), u["namespaces"].as_u64(), u["customResourceDefinitions"].as_u64())
+            == (Some(held), Some(4), Some(1))
+    })
+    .await;
 
     // A client's resourceVersion from the shard it left is too old here: it lists again.
     let (code, body) =

@@ -54,15 +54,35 @@ fn within_limit(key: &str, value: &[u8]) -> Result<(), StoreError> {
 }
 
 enum Op {
-    Create { key: String, value: Vec<u8>, guard: Option<Guard> },
-    Update { key: String, value: Vec<u8>, expected: Revision },
-    Delete { key: String, expected: Option<Revision> },
-    Compact { revision: Revision },
+    Create {
+        key: String,
+        value: Vec<u8>,
+        guard: Option<Guard>,
+    },
+    Update {
+        key: String,
+        value: Vec<u8>,
+        expected: Revision,
+    },
+    Delete {
+        key: String,
+        expected: Option<Revision>,
+    },
+    /// Every key at its revision, or none: in one redb transaction, each at a revision of its own
+    /// (the log holds one event per revision).
+    DeleteAll {
+        items: Vec<(String, Revision)>,
+    },
+    Compact {
+        revision: Revision,
+    },
 }
 
 enum Done {
     Written(Revision),
     Deleted(Revision, KeyValue),
+    /// Whether `DeleteAll` deleted them.
+    DeletedAll(bool),
     Compacted,
 }
 
@@ -72,6 +92,7 @@ impl Op {
         match self {
             Op::Create { key, value, .. } | Op::Update { key, value, .. } => key.len() + value.len(),
             Op::Delete { key, .. } => key.len(),
+            Op::DeleteAll { items } => items.iter().map(|(k, _)| k.len()).sum(),
             Op::Compact { .. } => 0,
         }
     }
@@ -357,6 +378,23 @@ fn apply_batch(shared: &Shared, batch: &[Cmd], rev: &mut Revision) -> Result<Out
                         Ok(Done::Deleted(*rev, cur))
                     }
                 },
+                Op::DeleteAll { items } => {
+                    let mut found = Vec::with_capacity(items.len());
+                    for (key, expected) in items {
+                        match current(&kv, key)? {
+                            Some(cur) if cur.mod_revision == *expected => found.push(cur),
+                            _ => break,
+                        }
+                    }
+                    let all = found.len() == items.len();
+                    for cur in found.iter().filter(|_| all) {
+                        *rev += 1;
+                        kv.remove(cur.key.as_str()).map_err(internal)?;
+                        log.insert(*rev as u64, encode_event(false, &cur.key, Some(cur), &[]).as_slice())
+                            .map_err(internal)?;
+                    }
+                    Ok(Done::DeletedAll(all))
+                }
                 Op::Compact { revision } => {
                     let target = (*revision).min(*rev);
                     if target > shared.compacted.load(Ordering::Acquire) {
@@ -558,6 +596,13 @@ impl Store for EmbeddedStore {
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue), StoreError> {
         match self.submit(Op::Delete { key: key.to_string(), expected }).await? {
             Done::Deleted(r, kv) => Ok((r, kv)),
+            _ => Err(internal("unexpected writer answer")),
+        }
+    }
+
+    async fn delete_all(&self, items: &[(String, Revision)]) -> Result<bool, StoreError> {
+        match self.submit(Op::DeleteAll { items: items.to_vec() }).await? {
+            Done::DeletedAll(all) => Ok(all),
             _ => Err(internal("unexpected writer answer")),
         }
     }

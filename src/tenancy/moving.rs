@@ -6,22 +6,22 @@
 //! Clients come back to the new shard with resourceVersions of the old one, which lie outside the new
 //! shard's range (`storage::based`) and are refused as too old: informers list again.
 //!
-//! Nothing acknowledged is lost, even to a write a lagging replica lets through:
+//! Nothing acknowledged is lost or brought back, even by a write a lagging replica lets through,
+//! and a move cut short at any point finishes when it runs again (the controller retries it):
 //! 1. **Staging.** Every key is copied to the target under the cluster's staging prefix
 //!    (`<prefix>/tenancy.kgate.dev/moves/<cluster>/...`), where no watch, list or CRD index of the
 //!    cluster looks; then a marker records that staging is done. A move cut short before the marker
 //!    starts over.
-//! 2. **Leaving.** Each key is deleted from the source only at the revision its staged copy was made
-//!    from. A key written since is staged again and deleted on the next pass; a key someone deleted
-//!    is dropped from staging. Namespaces go first, so that no create lands after them (every
-//!    create's transaction compares its namespace, or `kube-system`), and CRDs last, so that a pass
-//!    still finds their resources' prefixes.
-//! 3. **Arriving.** Staged keys become the cluster's keys on the target, then the LogicalCluster
-//!    records the target as where they are, and the directory sends requests there.
-//!
-//! The one gap: a delete on the source by a replica that has not seen the move for the whole grace
-//! period, made after its key was staged, is undone if the move is also cut short before it deletes
-//! that key (the rerun cannot tell that delete from its own).
+//! 2. **Leaving, a batch at a time.** A batch's keys are deleted from the source in one transaction,
+//!    each at the revision staged, together with a ticket made on the source for the batch, whose
+//!    keys a record on the target lists. A ticket gone thus proves its batch was deleted by the move,
+//!    not by someone else, and its keys are brought in (the staged copy becomes the cluster's key).
+//!    A batch that fails changes nothing: a key written since is staged again by the next pass.
+//!    Namespaces go first, so that no create lands after them (every create's transaction compares
+//!    its namespace, or `kube-system`), and CRDs last, so that a pass still finds their resources.
+//! 3. **The rest.** A staged copy no batch brought in was deleted on the source by someone else: it
+//!    is dropped. Then the LogicalCluster records the target as where the objects are, and the
+//!    directory sends requests there.
 
 use std::time::Duration;
 
@@ -40,6 +40,10 @@ pub const GRACE: Duration = Duration::from_secs(2);
 
 /// Keys read per store round trip.
 const PAGE: usize = 500;
+
+/// Keys deleted from the source per transaction, with their batch's ticket: under etcd's default
+/// `--max-txn-ops` (128).
+const BATCH: usize = 100;
 
 /// Passes over the source before a move gives up for now (and is retried): each pass deletes what
 /// the one before staged, so more than a few means something keeps writing the cluster.
@@ -65,31 +69,29 @@ pub async fn relocate(root: &Registry, cluster: &str) -> ApiResult<()> {
     if to.store.get(&marker(&staged)).await?.is_none() {
         tokio::time::sleep(GRACE).await;
         // Staged copies from an attempt cut short before its marker: from scratch.
-        drain(&*to.store, &staged, |_| async { Ok(()) }).await?;
+        clear(&*to.store, &staged).await?;
         for prefix in prefixes(&from, cluster).await? {
             let target = &*to.store;
-            each_page(&*from.store, &prefix, |kv| {
-                let key = staged_key(&from, &staged, &kv.key);
-                async move { put(target, &key, kv.value).await }
+            each_page(&*from.store, &prefix, PAGE, |page| {
+                let copies: Vec<(String, Vec<u8>)> =
+                    page.into_iter().map(|kv| (staged_key(&from, &staged, &kv.key), kv.value)).collect();
+                async move {
+                    for (key, value) in copies {
+                        put(target, &key, value).await?;
+                    }
+                    Ok(())
+                }
             })
             .await?;
         }
         put(&*to.store, &marker(&staged), b"{}".to_vec()).await?;
     }
-    leave(&from, &to, cluster, &staged).await?;
-    // Arriving: each staged key becomes the cluster's, then goes from staging.
-    let real = |key: &str| key.strip_prefix(&staged).map(|rest| format!("{}/{rest}", to.prefix));
-    drain(&*to.store, &staged, |kv: KeyValue| {
-        let key = real(&kv.key).filter(|_| kv.key != marker(&staged));
-        let store = to.store.clone();
-        async move {
-            match key {
-                Some(k) => put(&*store, &k, kv.value).await,
-                None => Ok(()),
-            }
-        }
-    })
-    .await?;
+    let move_ = Move { from: &from, to: &to, cluster, staged: &staged };
+    move_.settle().await?;
+    move_.leave().await?;
+    // What is still staged was deleted on the source by someone else after it was staged: it stays
+    // deleted. The marker sorts last, so it goes last.
+    clear(&*to.store, &staged).await?;
     arrived(root, cluster, &uid).await?;
     tracing::info!(cluster = %cluster, from = %from.shard, to = %to.shard, "logical cluster moved");
     Ok(())
@@ -130,41 +132,105 @@ async fn prefixes(from: &Registry, cluster: &str) -> ApiResult<Vec<String>> {
     Ok(first)
 }
 
-/// Delete every key of the cluster from `from`, each at the revision of its staged copy, re-staging
-/// what changed, until a pass finds none.
-async fn leave(from: &Registry, to: &Registry, cluster: &str, staged: &str) -> ApiResult<()> {
-    for _ in 0..PASSES {
-        let mut found = false;
-        for prefix in prefixes(from, cluster).await? {
-            let (source, target) = (&*from.store, &*to.store);
-            each_page(source, &prefix, |kv| {
-                found = true;
-                let key = staged_key(from, staged, &kv.key);
-                async move {
-                    let copy = target.get(&key).await?;
-                    if copy.as_ref().map(|c| &c.value) != Some(&kv.value) {
-                        put(target, &key, kv.value.clone()).await?;
-                    }
-                    match source.delete(&kv.key, Some(kv.mod_revision)).await {
-                        // Changed since it was read: staged again on the next pass.
-                        Ok(_) | Err(StoreError::Conflict { current: Some(_) }) => Ok(()),
-                        // Deleted by someone else: not to arrive.
-                        Err(StoreError::NotFound | StoreError::Conflict { current: None }) => {
-                            remove(target, &key).await
-                        }
-                        Err(e) => Err(e.into()),
-                    }
-                }
-            })
-            .await?;
-        }
-        if !found {
-            return Ok(());
-        }
+/// One move's shards and staging prefix.
+struct Move<'a> {
+    from: &'a Registry,
+    to: &'a Registry,
+    cluster: &'a str,
+    /// The staging prefix on `to`.
+    staged: &'a str,
+}
+
+impl Move<'_> {
+    /// The ticket of batch `n` on the source: deleted in the same transaction as the batch's keys,
+    /// so that its absence proves the move deleted them (and not someone else).
+    fn ticket(&self, n: u64) -> String {
+        format!("{}~ticket-{n:016x}", staging(self.from, self.cluster))
     }
-    Err(ApiError::internal(format!(
-        "logical cluster {cluster:?}: its objects were still being written on the shard it leaves"
-    )))
+
+    /// The record of batch `n` on the target: the source keys it deletes.
+    fn batch(&self, n: u64) -> String {
+        format!("{}~batch-{n:016x}", self.staged)
+    }
+
+    /// Delete every key of the cluster from the source, a batch at a time, each batch's keys only at
+    /// the revisions staged and in one transaction with the batch's ticket; then bring them in.
+    /// Until a pass finds none.
+    async fn leave(&self) -> ApiResult<()> {
+        for _ in 0..PASSES {
+            let mut found = false;
+            for prefix in prefixes(self.from, self.cluster).await? {
+                each_page(&*self.from.store, &prefix, BATCH, |page| {
+                    found = true;
+                    self.delete_batch(page)
+                })
+                .await?;
+            }
+            if !found {
+                return Ok(());
+            }
+        }
+        let cluster = self.cluster;
+        Err(ApiError::internal(format!(
+            "logical cluster {cluster:?}: its objects were still being written on the shard it leaves"
+        )))
+    }
+
+    async fn delete_batch(&self, page: Vec<KeyValue>) -> ApiResult<()> {
+        let (source, target) = (&*self.from.store, &*self.to.store);
+        for kv in &page {
+            put(target, &staged_key(self.from, self.staged, &kv.key), kv.value.clone()).await?;
+        }
+        let n: u64 = rand::random();
+        let keys: Vec<&str> = page.iter().map(|kv| kv.key.as_str()).collect();
+        // Ticket first, then the record naming it: a record's ticket was made, so one gone was deleted.
+        let ticket_rev = source.create(&self.ticket(n), b"{}".to_vec()).await?;
+        put(target, &self.batch(n), serde_json::to_vec(&keys).expect("strings")).await?;
+        let mut items: Vec<(String, i64)> = page.iter().map(|kv| (kv.key.clone(), kv.mod_revision)).collect();
+        items.push((self.ticket(n), ticket_rev));
+        if source.delete_all(&items).await? {
+            return self.arrive(n, &keys).await;
+        }
+        // A key changed or went since it was read: none went. A changed one is staged again by the
+        // next pass; one someone deleted has its staged copy dropped (at the end, with the rest).
+        remove(source, &self.ticket(n)).await?;
+        remove(target, &self.batch(n)).await
+    }
+
+    /// Bring in the keys of batch `n`, which the move deleted from the source: each staged copy
+    /// becomes the cluster's key on the target; then the batch's record goes.
+    async fn arrive(&self, n: u64, keys: &[&str]) -> ApiResult<()> {
+        let target = &*self.to.store;
+        for key in keys {
+            let copy = staged_key(self.from, self.staged, key);
+            if let Some(kv) = target.get(&copy).await? {
+                put(target, key, kv.value).await?;
+                remove(target, &copy).await?;
+            }
+        }
+        remove(target, &self.batch(n)).await
+    }
+
+    /// Finish the batches an attempt cut short: one whose ticket is gone was deleted and is brought
+    /// in; one whose ticket is there was not, and is left to `leave`.
+    async fn settle(&self) -> ApiResult<()> {
+        let records = &format!("{}~batch-", self.staged);
+        each_page(&*self.to.store, records, PAGE, |page| async move {
+            for kv in page {
+                let hex = kv.key.strip_prefix(records.as_str()).unwrap_or_default();
+                let Ok(n) = u64::from_str_radix(hex, 16) else { continue };
+                if self.from.store.get(&self.ticket(n)).await?.is_some() {
+                    remove(&*self.from.store, &self.ticket(n)).await?;
+                    remove(&*self.to.store, &kv.key).await?;
+                    continue;
+                }
+                let keys: Vec<String> = serde_json::from_slice(&kv.value).unwrap_or_default();
+                self.arrive(n, &keys.iter().map(String::as_str).collect::<Vec<_>>()).await?;
+            }
+            Ok(())
+        })
+        .await
+    }
 }
 
 /// Record the cluster on its new shard: `status.shard` goes, so `spec.shard` says where it is.
@@ -214,19 +280,19 @@ async fn remove(store: &dyn Store, key: &str) -> ApiResult<()> {
     }
 }
 
-/// Hand every key under `prefix` to `each`, a page at a time, each page as the store has it then.
-async fn each_page<F, Fut>(store: &dyn Store, prefix: &str, mut each: F) -> ApiResult<()>
+/// Hand the keys under `prefix` to `each`, `limit` at a time, each page as the store has it then.
+async fn each_page<F, Fut>(store: &dyn Store, prefix: &str, limit: usize, mut each: F) -> ApiResult<()>
 where
-    F: FnMut(KeyValue) -> Fut,
+    F: FnMut(Vec<KeyValue>) -> Fut,
     Fut: std::future::Future<Output = ApiResult<()>>,
 {
     let mut start = None;
     loop {
-        let req = RangeRequest { prefix: prefix.to_string(), start: start.take(), limit: PAGE, revision: None };
+        let req = RangeRequest { prefix: prefix.to_string(), start: start.take(), limit, revision: None };
         let page = store.range(req).await?;
         start = page.next_start();
-        for kv in page.kvs {
-            each(kv).await?;
+        if !page.kvs.is_empty() {
+            each(page.kvs).await?;
         }
         if start.is_none() {
             return Ok(());
@@ -234,22 +300,100 @@ where
     }
 }
 
-/// Hand every key under `prefix` to `each`, then delete it (at the revision handed over).
-async fn drain<F, Fut>(store: &dyn Store, prefix: &str, mut each: F) -> ApiResult<()>
-where
-    F: FnMut(KeyValue) -> Fut,
-    Fut: std::future::Future<Output = ApiResult<()>>,
-{
-    each_page(store, prefix, |kv| {
-        let (key, rev) = (kv.key.clone(), kv.mod_revision);
-        let done = each(kv);
-        async move {
-            done.await?;
-            match store.delete(&key, Some(rev)).await {
-                Ok(_) | Err(StoreError::NotFound | StoreError::Conflict { .. }) => Ok(()),
-                Err(e) => Err(e.into()),
+/// Delete every key under `prefix`, each at the revision read (one written since is someone's).
+async fn clear(store: &dyn Store, prefix: &str) -> ApiResult<()> {
+    each_page(store, prefix, PAGE, |page| async move {
+        for kv in page {
+            match store.delete(&kv.key, Some(kv.mod_revision)).await {
+                Ok(_) | Err(StoreError::NotFound | StoreError::Conflict { .. }) => {}
+                Err(e) => return Err(e.into()),
             }
         }
+        Ok(())
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::embedded::EmbeddedStore;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    const P: &str = "/registry";
+
+    fn key(cluster: &str, name: &str) -> String {
+        format!("{P}/core/configmaps/{cluster}/default/{name}")
+    }
+
+    async fn value(store: &dyn Store, key: &str) -> Option<Vec<u8>> {
+        store.get(key).await.unwrap().map(|kv| kv.value)
+    }
+
+    async fn count(store: &dyn Store, prefix: &str) -> usize {
+        store.range(RangeRequest { prefix: prefix.into(), ..Default::default() }).await.unwrap().kvs.len()
+    }
+
+    #[tokio::test]
+    async fn a_move_cut_short_finishes_without_losing_or_bringing_back_a_write() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(a.path()).unwrap());
+        let b_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(b.path()).unwrap());
+        let shard_b = Registry::new(b_store.clone(), P).on_shard("b");
+        let root = Registry::new(root_store.clone(), P)
+            .with_shards(crate::shard::Shards::new(vec![("b".into(), shard_b.clone())]));
+        let def = resources::logical_cluster_def();
+        let lc_key = keys::object(P, def.storage_group(), &def.plural, crate::cluster::ROOT, None, "c");
+        let lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+            "metadata": {"name": "c", "uid": "u1"}, "spec": {"shard": "b"},
+            "status": {"phase": "Ready", "shard": "default"}});
+        root_store.create(&lc_key, crate::registry::encode(&lc)).await.unwrap();
+        let ns = format!("{P}/core/namespaces/c/default");
+        root_store.create(&ns, b"{\"ns\":1}".to_vec()).await.unwrap();
+        for name in ["k1", "k2", "k3"] {
+            root_store.create(&key("c", name), name.as_bytes().to_vec()).await.unwrap();
+        }
+        let staged = staging(&shard_b, "c");
+        // A first attempt cut short before its marker left a copy of a key deleted since: not to arrive.
+        put(&*b_store, &format!("{staged}core/configmaps/c/default/gone"), b"old".to_vec()).await.unwrap();
+        // A second attempt staged everything and marked it; it deleted k1 in a batch of its own (whose
+        // ticket went with it) and was cut short before bringing it in, and had a batch for k2 under
+        // way (its ticket made, not yet deleted). Then a lagging writer changed k2 and deleted k3.
+        for k in [ns.clone(), key("c", "k1"), key("c", "k2"), key("c", "k3")] {
+            let v = value(&*root_store, &k).await.unwrap();
+            put(&*b_store, &staged_key(&root, &staged, &k), v).await.unwrap();
+        }
+        put(&*b_store, &marker(&staged), b"{}".to_vec()).await.unwrap();
+        let m = Move { from: &root, to: &shard_b, cluster: "c", staged: &staged };
+        let k1 = root_store.get(&key("c", "k1")).await.unwrap().unwrap();
+        let t1 = root_store.create(&m.ticket(1), b"{}".to_vec()).await.unwrap();
+        put(&*b_store, &m.batch(1), serde_json::to_vec(&[key("c", "k1")]).unwrap()).await.unwrap();
+        assert!(root_store.delete_all(&[(key("c", "k1"), k1.mod_revision), (m.ticket(1), t1)]).await.unwrap());
+        root_store.create(&m.ticket(2), b"{}".to_vec()).await.unwrap();
+        put(&*b_store, &m.batch(2), serde_json::to_vec(&[key("c", "k2")]).unwrap()).await.unwrap();
+        let k2 = root_store.get(&key("c", "k2")).await.unwrap().unwrap();
+        root_store.update(&key("c", "k2"), b"k2 changed".to_vec(), k2.mod_revision).await.unwrap();
+        root_store.delete(&key("c", "k3"), None).await.unwrap();
+        // The key a cluster of another name holds stays.
+        root_store.create(&key("other", "x"), b"x".to_vec()).await.unwrap();
+
+        relocate(&root, "c").await.unwrap();
+        assert_eq!(value(&*b_store, &key("c", "k1")).await.as_deref(), Some(&b"k1"[..]), "moved before the cut");
+        assert_eq!(value(&*b_store, &key("c", "k2")).await.as_deref(), Some(&b"k2 changed"[..]), "the later write");
+        assert_eq!(value(&*b_store, &key("c", "k3")).await, None, "deleted on the source after it was staged");
+        assert_eq!(value(&*b_store, &ns).await.as_deref(), Some(&b"{\"ns\":1}"[..]));
+        assert_eq!(value(&*b_store, &key("c", "gone")).await, None);
+        assert_eq!(count(&*root_store, &format!("{P}/core/configmaps/c/")).await, 0);
+        assert_eq!(count(&*root_store, &format!("{P}/core/namespaces/c/")).await, 0);
+        assert!(root_store.get(&key("other", "x")).await.unwrap().is_some());
+        assert_eq!(count(&*b_store, &staged).await, 0, "staging emptied, marker and records included");
+        assert_eq!(count(&*root_store, &staging(&root, "c")).await, 0, "no ticket left");
+        let now: Value = serde_json::from_slice(&root_store.get(&lc_key).await.unwrap().unwrap().value).unwrap();
+        assert_eq!((crate::shard::of(&now), crate::shard::moving_to(&now)), (Some("b"), None), "{now}");
+
+        // Not being moved (any more): nothing to do.
+        relocate(&root, "c").await.unwrap();
+        assert_eq!(value(&*b_store, &key("c", "k2")).await.as_deref(), Some(&b"k2 changed"[..]));
+    }
 }
