@@ -694,3 +694,45 @@ async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
     assert_eq!(code, StatusCode::GONE, "{body}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_deleted_while_it_moves_leaves_nothing_on_either_shard() {
+    let b = TestEtcd::start();
+    let s = TestServer::start_sharded(Backend::Embedded, &[("b", &b.endpoint)]).await;
+    let shard_b =
+        kgate::storage::etcd::EtcdStore::connect(std::slice::from_ref(&b.endpoint), &Default::default()).await.unwrap();
+    let (p, default_store) = (s.prefix.clone(), s.running_store());
+    create_on(&s, "brief", Some("default")).await;
+    create_on(&s, "stays", Some("default")).await;
+    configmap(&s, "stays", "kept").await;
+    let made = futures::future::join_all((0..400).map(|i| {
+        let (client, url) = (s.client.clone(), s.url.clone());
+        async move {
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("c{i}")}});
+            let path = format!("{url}/clusters/brief/api/v1/namespaces/default/configmaps");
+            client.post(path).json(&cm).send().await.unwrap().status()
+        }
+    }))
+    .await;
+    assert!(made.iter().all(|c| *c == StatusCode::CREATED), "{made:?}");
+    let (_, mut lc) = s.get(&format!("{LC}/brief")).await;
+    lc["spec"]["shard"] = json!("b");
+    assert_eq!(s.put(&format!("{LC}/brief"), &lc).await.0, StatusCode::OK);
+    // Deleted about when the move starts (after its grace): staging, leaving or neither, whichever.
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    let (code, body) = s.delete(&format!("{LC}/brief")).await;
+    assert!(code.is_success(), "{body}");
+    common::eventually(60, "the LogicalCluster goes", || async {
+        s.get(&format!("{LC}/brief")).await.0 == StatusCode::NOT_FOUND
+    })
+    .await;
+    let theirs = |ks: Vec<String>| ks.into_iter().filter(|k| k.contains("/brief/")).collect::<Vec<_>>();
+    common::eventually(30, "nothing of it is left on either shard", || async {
+        theirs(keys(&*default_store, &format!("{p}/")).await).is_empty()
+            && theirs(keys(&shard_b, &format!("{p}/")).await).is_empty()
+    })
+    .await;
+    let (ok, _) = found(&s, "/clusters/stays/api/v1/namespaces/default/configmaps/kept").await;
+    assert!(ok, "another cluster keeps its objects");
+    s.stop().await;
+}

@@ -353,6 +353,7 @@ impl Lifecycle {
         let (registry, name) = (self.registry.clone(), cluster.to_string());
         jobs.start(Job::Move, cluster, async move {
             let mut backoff = Duration::from_secs(1);
+            // Until it is there, or no longer asked for (relocate then finds nothing to do).
             while let Err(e) = super::moving::relocate(&registry, &name).await {
                 tracing::warn!(error = %e, cluster = %name, "moving a logical cluster to another shard; will retry");
                 tokio::time::sleep(backoff).await;

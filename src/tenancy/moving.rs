@@ -86,7 +86,7 @@ pub async fn relocate(root: &Registry, cluster: &str) -> ApiResult<()> {
         }
         put(&*to.store, &marker(&staged), b"{}".to_vec()).await?;
     }
-    let move_ = Move { from: &from, to: &to, cluster, staged: &staged };
+    let move_ = Move { root, uid: &uid, from: &from, to: &to, cluster, staged: &staged };
     move_.settle().await?;
     move_.leave().await?;
     // What is still staged was deleted on the source by someone else after it was staged: it stays
@@ -134,6 +134,9 @@ async fn prefixes(from: &Registry, cluster: &str) -> ApiResult<Vec<String>> {
 
 /// One move's shards and staging prefix.
 struct Move<'a> {
+    root: &'a Registry,
+    /// The LogicalCluster's uid: a cluster deleted and made again under its name is another.
+    uid: &'a str,
     from: &'a Registry,
     to: &'a Registry,
     cluster: &'a str,
@@ -177,6 +180,15 @@ impl Move<'_> {
     }
 
     async fn delete_batch(&self, page: Vec<KeyValue>) -> ApiResult<()> {
+        // A cluster deleted meanwhile is its purge's (on both shards): the move stops here.
+        if !self.still_moving().await? {
+            return Err(ApiError::conflict(
+                "logicalclusters",
+                crate::resources::TENANCY_GROUP,
+                self.cluster,
+                "the logical cluster is no longer being moved",
+            ));
+        }
         let (source, target) = (&*self.from.store, &*self.to.store);
         for kv in &page {
             put(target, &staged_key(self.from, self.staged, &kv.key), kv.value.clone()).await?;
@@ -195,6 +207,13 @@ impl Move<'_> {
         // next pass; one someone deleted has its staged copy dropped (at the end, with the rest).
         remove(source, &self.ticket(n)).await?;
         remove(target, &self.batch(n)).await
+    }
+
+    /// Whether the LogicalCluster is still live, the same one, and moving to this move's target.
+    async fn still_moving(&self) -> ApiResult<bool> {
+        let Some((kv, true)) = self.root.logical_cluster(self.cluster).await? else { return Ok(false) };
+        let lc: Value = serde_json::from_slice(&kv.value).map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(crate::meta::meta_str(&lc, "uid") == Some(self.uid) && crate::shard::moving_to(&lc) == Some(&*self.to.shard))
     }
 
     /// Bring in the keys of batch `n`, which the move deleted from the source: each staged copy
@@ -365,7 +384,7 @@ mod tests {
             put(&*b_store, &staged_key(&root, &staged, &k), v).await.unwrap();
         }
         put(&*b_store, &marker(&staged), b"{}".to_vec()).await.unwrap();
-        let m = Move { from: &root, to: &shard_b, cluster: "c", staged: &staged };
+        let m = Move { root: &root, uid: "u1", from: &root, to: &shard_b, cluster: "c", staged: &staged };
         let k1 = root_store.get(&key("c", "k1")).await.unwrap().unwrap();
         let t1 = root_store.create(&m.ticket(1), b"{}".to_vec()).await.unwrap();
         put(&*b_store, &m.batch(1), serde_json::to_vec(&[key("c", "k1")]).unwrap()).await.unwrap();
