@@ -164,7 +164,8 @@ pub async fn cluster_list(admin: &Admin) -> Result<String, CliError> {
     Ok(out)
 }
 
-/// How long `kgate cluster delete --wait` waits for the purge of a cluster's objects.
+/// How long `kgate cluster delete --wait` waits for the purge of a cluster's objects (and `move
+/// --wait` for a move).
 const DELETE_WAIT: Duration = Duration::from_secs(600);
 
 /// `kgate cluster delete NAME [--wait]`. The cluster stops serving at once; with `--wait`, return only
@@ -188,6 +189,42 @@ pub async fn cluster_delete(admin: &Admin, name: &str, wait: bool) -> Result<Str
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Err(CliError::Timeout(format!("logicalcluster/{name} to be purged and gone")))
+}
+
+/// `kgate cluster move NAME --to SHARD [--wait]`: ask for the cluster's objects to be moved (a new
+/// `spec.shard`); with `--wait`, return once they are there (`status.shard` gone). The cluster answers
+/// 503 while it moves.
+pub async fn cluster_move(admin: &Admin, name: &str, to: &str, wait: bool) -> Result<String, CliError> {
+    let path = format!("{LC_PATH}/{name}");
+    let (code, mut lc) = admin.call(reqwest::Method::GET, &path, None).await?;
+    if code != 200 {
+        return Err(api_error(&lc));
+    }
+    if crate::shard::of(&lc).unwrap_or(crate::shard::DEFAULT) == to && crate::shard::moving_to(&lc).is_none() {
+        return Ok(format!("logicalcluster/{name} is on shard {to:?} already"));
+    }
+    // A replace at the resourceVersion read: a move asked for meanwhile is not overwritten.
+    lc["spec"]["shard"] = json!(to);
+    match admin.call(reqwest::Method::PUT, &path, Some(&lc)).await? {
+        (200, _) => {}
+        (_, st) => return Err(api_error(&st)),
+    }
+    if !wait {
+        return Ok(format!("logicalcluster/{name} moving to shard {to:?} (it answers 503 until it is there)"));
+    }
+    let deadline = tokio::time::Instant::now() + DELETE_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        let (code, obj) = admin.call(reqwest::Method::GET, &path, None).await?;
+        match code {
+            200 if crate::shard::moving_to(&obj).is_none() => {
+                return Ok(format!("logicalcluster/{name} moved to shard {to:?}"));
+            }
+            200 => {}
+            _ => return Err(api_error(&obj)),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(CliError::Timeout(format!("logicalcluster/{name} to be moved to shard {to:?}")))
 }
 
 /// Parse `24h`, `30m`, `90s`, `7d` (or plain seconds).

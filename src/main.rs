@@ -51,6 +51,17 @@ enum ClusterAction {
         #[arg(long)]
         wait: bool,
     },
+    /// Move a logical cluster's objects to another shard (it answers 503 while they move).
+    Move {
+        /// Its name.
+        name: String,
+        /// The shard to move it to (one the server is given with --shard, or `default`).
+        #[arg(long)]
+        to: String,
+        /// Wait until the move is done.
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -209,6 +220,7 @@ fn main() -> anyhow::Result<()> {
                     }
                     ClusterAction::List => kgate::cli::cluster_list(&admin).await,
                     ClusterAction::Delete { name, wait } => kgate::cli::cluster_delete(&admin, &name, wait).await,
+                    ClusterAction::Move { name, to, wait } => kgate::cli::cluster_move(&admin, &name, &to, wait).await,
                 }
             })?;
             println!("{}", out.trim_end());

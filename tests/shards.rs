@@ -675,19 +675,28 @@ async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
     }
     assert_eq!(seen, ["DELETED", "ADDED", "MODIFIED"]);
 
-    // And back: the default shard's revisions are not b's either.
+    // And back, with the command a platform team uses; the team's kubeconfig (a ServiceAccount's
+    // token) works on either shard. The default shard's revisions are not b's either.
+    let team = s.role_kubeconfig("mover", "owner", "admin");
     let (_, listed) = s.get("/clusters/mover/api/v1/configmaps").await;
     let b_rv = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
-    let (_, mut lc) = s.get(&format!("{LC}/mover")).await;
-    lc["spec"]["shard"] = json!("default");
-    assert_eq!(s.put(&format!("{LC}/mover"), &lc).await.0, StatusCode::OK);
-    common::eventually(60, "the move back ends", || async {
-        let (_, lc) = s.get(&format!("{LC}/mover")).await;
-        lc["status"].get("shard").is_none()
+    let admin = s.kubeconfig();
+    let (team2, admin2) = (team.clone(), admin.clone());
+    tokio::task::spawn_blocking(move || {
+        assert_eq!(common::kubectl_ok(&team2, &["get", "cm", "cm1", "-o", "jsonpath={.data.k}"]), "after");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kgate"))
+            .args(["cluster", "move", "mover", "--to", "default", "--wait", "--kubeconfig"])
+            .arg(&admin2)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && said.contains("moved to shard \"default\""), "{said}{out:?}");
+        assert_eq!(common::kubectl_ok(&team2, &["get", "cm", "cm1", "-o", "jsonpath={.data.k}"]), "after");
     })
-    .await;
-    let (ok, got) = found(&s, "/clusters/mover/api/v1/namespaces/default/configmaps/cm1").await;
-    assert!(ok && got["data"]["k"] == "after", "{got}");
+    .await
+    .unwrap();
+    let (_, lc) = s.get(&format!("{LC}/mover")).await;
+    assert_eq!((&lc["spec"]["shard"], lc["status"].get("shard")), (&json!("default"), None), "{lc}");
     assert!(keys(&shard_b, &format!("{p}/core/configmaps/mover/")).await.is_empty());
     let (code, body) =
         s.get(&format!("/clusters/mover/api/v1/configmaps?resourceVersion={b_rv}&resourceVersionMatch=Exact")).await;

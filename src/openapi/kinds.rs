@@ -169,7 +169,7 @@ pub(super) fn logical_cluster_schema() -> Value {
                 "x-kubernetes-preserve-unknown-fields": true,
                 "properties": {
                     "shard": {
-                        "description": "The shard (etcd cluster) this cluster's objects live on, one of the names kgate serves with --shard, or \"default\". Set at creation, by the platform or else to the shard with the fewest clusters; immutable.",
+                        "description": "The shard (etcd cluster) this cluster's objects live on, one of the names kgate serves with --shard, or \"default\". Set at creation, by the platform or else to the shard with the fewest clusters. A change moves the objects there (status.shard says where they are until then).",
                         "type": "string"
                     },
                     "limits": {
@@ -204,6 +204,10 @@ pub(super) fn logical_cluster_schema() -> Value {
                         "description": "Lifecycle phase of the logical cluster.",
                         "type": "string",
                         "enum": ["Initializing", "Ready", "Terminating"]
+                    },
+                    "shard": {
+                        "description": "While the cluster moves to the shard spec.shard names: the shard its objects are on. Set by the write that changes spec.shard, removed when the move is done; no client can set it.",
+                        "type": "string"
                     },
                     "usage": {
                         "description": "What the cluster holds in the store, kept by kgate within seconds.",
