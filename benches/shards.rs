@@ -6,7 +6,9 @@
 //! - delete 10,000 of them: seconds until every one is purged and its LogicalCluster gone (target at
 //!   most 60 s);
 //! - a wildcard list of every cluster's namespaces across both shards, against the same list from a
-//!   kgate whose clusters (as many) are on one etcd, in the same run: medians of interleaved rounds.
+//!   kgate whose clusters (as many) are on one etcd, in the same run: medians of interleaved rounds;
+//! - a cluster of 5,000 ConfigMaps moved from one shard to the other, against the same keys copied
+//!   and deleted raw.
 //!
 //! Run: `cargo bench --bench shards` (`KGATE_BENCH_CLUSTERS=20000` for a shorter run).
 
@@ -29,6 +31,8 @@ const LISTED: usize = 5_000;
 const LIST_ROUNDS: usize = 5;
 /// Creations raw etcd is measured doing, as kgate's.
 const RAW: usize = 10_000;
+/// ConfigMaps in the cluster moved between shards.
+const MOVED: usize = 5_000;
 
 const LC: &str = "/apis/tenancy.kgate.dev/v1alpha1/logicalclusters";
 
@@ -258,5 +262,95 @@ async fn main() {
         u * 1e3,
         items.1,
         t / u
+    );
+
+    move_cluster(&k, &kc, &a, &b).await;
+}
+
+/// A cluster of `MOVED` ConfigMaps moved from the default shard to b: seconds until the move is done
+/// (the cluster answers 503 meanwhile), against the least store work a move needs done raw on the
+/// same two etcds (read every key, write it on the other, delete it, in transactions of 100).
+async fn move_cluster(k: &KgateProcess, client: &reqwest::Client, a: &TestEtcd, b: &TestEtcd) {
+    let lc = serde_json::json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+        "metadata": {"name": "moved"}, "spec": {"shard": "default"}});
+    let resp = client.post(format!("{}{LC}", k.url)).json(&lc).send().await.unwrap();
+    assert!(resp.status().is_success(), "{}", resp.text().await.unwrap());
+    let url = k.url.clone();
+    common::ops_per_second(MOVED, CONCURRENCY, {
+        let client = client.clone();
+        move |i| {
+            let (client, url) = (client.clone(), url.clone());
+            async move {
+                let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm{i}")}, "data": {"k": "x".repeat(200)}});
+                let path = format!("{url}/clusters/moved/api/v1/namespaces/default/configmaps");
+                assert!(client.post(path).json(&cm).send().await.unwrap().status().is_success());
+            }
+        }
+    })
+    .await;
+    let path = format!("{}{LC}/moved", k.url);
+    let mut lc: Value = client.get(&path).send().await.unwrap().json().await.unwrap();
+    lc["spec"]["shard"] = "b".into();
+    let started = Instant::now();
+    assert!(client.put(&path).json(&lc).send().await.unwrap().status().is_success());
+    loop {
+        let now: Value = client.get(&path).send().await.unwrap().json().await.unwrap();
+        if now["status"].get("shard").is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = started.elapsed().as_secs_f64() - kgate::tenancy::MOVE_GRACE.as_secs_f64();
+
+    // Raw: the same keys, copied from a to b and deleted from a, under another prefix.
+    let (from, to) = (
+        EtcdStore::connect(std::slice::from_ref(&a.endpoint), &Default::default()).await.unwrap(),
+        EtcdStore::connect(std::slice::from_ref(&b.endpoint), &Default::default()).await.unwrap(),
+    );
+    let moved = from
+        .range(RangeRequest { prefix: "/listed/".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .kvs
+        .into_iter()
+        .filter(|kv| kv.key.contains("/moved/"))
+        .count();
+    let got = to.range(RangeRequest { prefix: "/listed/".into(), ..Default::default() }).await.unwrap();
+    let theirs: Vec<_> = got.kvs.into_iter().filter(|kv| kv.key.contains("/moved/")).collect();
+    assert_eq!(moved, 0, "nothing of it is left on the default shard");
+    for chunk in theirs.chunks(100) {
+        let items: Vec<(String, Vec<u8>)> =
+            chunk.iter().map(|kv| (kv.key.replacen("/listed/", "/rawmove/", 1), kv.value.clone())).collect();
+        assert!(from.create_all(&items, None).await.unwrap().is_some());
+    }
+    let raw_started = Instant::now();
+    let mut start = None;
+    loop {
+        let page = from
+            .range(RangeRequest { prefix: "/rawmove/".into(), start: start.take(), limit: 100, revision: None })
+            .await
+            .unwrap();
+        start = page.next_start();
+        let items: Vec<(String, Vec<u8>)> = page.kvs.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect();
+        assert!(to.create_all(&items, None).await.unwrap().is_some());
+        let gone: Vec<(String, i64)> = page.kvs.iter().map(|kv| (kv.key.clone(), kv.mod_revision)).collect();
+        assert!(from.delete_all(&gone).await.unwrap());
+        if start.is_none() {
+            break;
+        }
+    }
+    let raw = raw_started.elapsed().as_secs_f64();
+    println!(
+        "
+moving a cluster of {} keys ({MOVED} ConfigMaps) from the default shard to b",
+        theirs.len()
+    );
+    println!(
+        "kgate: {took:.2} s after its {} s grace ({:.0} keys/s); raw etcd, read, copied and deleted in 100s: {raw:.2} s ({:.0} keys/s); {:.1}x raw's time",
+        kgate::tenancy::MOVE_GRACE.as_secs(),
+        theirs.len() as f64 / took,
+        theirs.len() as f64 / raw,
+        took / raw
     );
 }

@@ -43,13 +43,26 @@ pub fn moving_to(lc: &Value) -> Option<&str> {
 ///
 /// A `DashSet` with a count beside it: every watch event of a cluster asks whether it is moving,
 /// and the count answers "no cluster is" without touching the set's locks.
-#[derive(Default)]
 pub struct Moves {
     names: dashmap::DashSet<String>,
     count: AtomicI64,
+    /// Bumped when a cluster starts moving, waking every watch of one cluster to ask whether it is
+    /// its own (a watch with nothing to send would otherwise stay on the shard left behind).
+    started: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Moves {
+    fn default() -> Self {
+        Moves { names: Default::default(), count: AtomicI64::new(0), started: tokio::sync::watch::channel(0).0 }
+    }
 }
 
 impl Moves {
+    /// Told each time a cluster starts moving.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.started.subscribe()
+    }
+
     /// Whether `cluster` is being moved.
     pub fn has(&self, cluster: &str) -> bool {
         self.count.load(Ordering::Relaxed) > 0 && self.names.contains(cluster)
@@ -60,6 +73,7 @@ impl Moves {
         if moving {
             if self.names.insert(cluster.to_string()) {
                 self.count.fetch_add(1, Ordering::Relaxed);
+                self.started.send_modify(|n| *n += 1);
             }
         } else if self.names.remove(cluster).is_some() {
             self.count.fetch_sub(1, Ordering::Relaxed);

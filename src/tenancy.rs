@@ -27,6 +27,7 @@ pub use crate::registry::footprint::TenantLimits;
 use crate::registry::footprint::Usage;
 pub use lifecycle::{purge, resume_bootstraps, Lifecycle};
 pub use manifests::{apply_dir, ManifestError};
+pub use moving::GRACE as MOVE_GRACE;
 
 use crate::cluster::ROOT;
 use crate::meta::now_rfc3339;

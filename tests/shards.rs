@@ -701,6 +701,12 @@ async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
     let (code, body) =
         s.get(&format!("/clusters/mover/api/v1/configmaps?resourceVersion={b_rv}&resourceVersionMatch=Exact")).await;
     assert_eq!(code, StatusCode::GONE, "{body}");
+    // b's revisions are higher than the default shard's: still too old here, never "too large".
+    let mut resumed = s.watch(&format!("/clusters/mover/api/v1/configmaps?watch=true&resourceVersion={b_rv}")).await;
+    let ev = tokio::time::timeout(Duration::from_secs(10), resumed.recv()).await.unwrap().unwrap();
+    assert_eq!((&ev["type"], &ev["object"]["code"]), (&json!("ERROR"), &json!(410)), "{ev}");
+    let (code, body) = s.get(&format!("/clusters/mover/api/v1/configmaps?resourceVersion={b_rv}")).await;
+    assert_eq!(code, StatusCode::GONE, "{body}");
     s.stop().await;
 }
 
@@ -735,12 +741,14 @@ async fn a_cluster_deleted_while_it_moves_leaves_nothing_on_either_shard() {
         s.get(&format!("{LC}/brief")).await.0 == StatusCode::NOT_FOUND
     })
     .await;
+    // Gone only once both shards are empty of it, staging included: made again at once, the name
+    // holds nothing of the old cluster's.
     let theirs = |ks: Vec<String>| ks.into_iter().filter(|k| k.contains("/brief/")).collect::<Vec<_>>();
-    common::eventually(30, "nothing of it is left on either shard", || async {
-        theirs(keys(&*default_store, &format!("{p}/")).await).is_empty()
-            && theirs(keys(&shard_b, &format!("{p}/")).await).is_empty()
-    })
-    .await;
+    assert_eq!(theirs(keys(&*default_store, &format!("{p}/")).await), Vec::<String>::new());
+    assert_eq!(theirs(keys(&shard_b, &format!("{p}/")).await), Vec::<String>::new());
+    create_on(&s, "brief", Some("b")).await;
+    let (_, list) = s.get("/clusters/brief/api/v1/namespaces/default/configmaps").await;
+    assert_eq!(ours(&list), Vec::<(String, String)>::new(), "{list}");
     let (ok, _) = found(&s, "/clusters/stays/api/v1/namespaces/default/configmaps/kept").await;
     assert!(ok, "another cluster keeps its objects");
     s.stop().await;

@@ -195,7 +195,7 @@ impl Registry {
             scan = scan.max(scan.saturating_mul(2).min(MAX_SCAN_PAGE).min(fit));
             if let Some(f) = floor {
                 if page.revision < f {
-                    return Err(StoreError::FutureRevision { requested: f, current: page.revision }.into());
+                    return Err(crate::storage::based::ahead(f, page.revision).into());
                 }
             }
             let mut last_key = None;

@@ -19,6 +19,18 @@ use super::{Guard, KeyValue, RangeRequest, RangeResult, Revision, Store, StoreEr
 /// The revisions of one shard's etcd: 2^40 (a trillion writes: decades of etcd at its sustained rate).
 pub const SPAN: Revision = 1 << 40;
 
+/// What a request for revision `requested` is answered when the store is only at `current`: a
+/// revision of the store's own range it has not reached yet (kube's "too large resource version",
+/// 504), or one of another shard's range, which it never will (410: the client lists again).
+pub fn ahead(requested: Revision, current: Revision) -> StoreError {
+    let range = |r: Revision| (r.max(1) - 1) / SPAN;
+    if range(requested) == range(current) {
+        StoreError::FutureRevision { requested, current }
+    } else {
+        StoreError::Compacted { requested, compacted: current }
+    }
+}
+
 /// `inner`, its revisions moved up by a base.
 pub struct Based {
     inner: Arc<dyn Store>,
@@ -248,6 +260,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // Past the store's revision: later in its own range, or another shard's.
+        assert!(matches!(ahead(r2 + 5, r2), StoreError::FutureRevision { .. }));
+        assert!(matches!(ahead(r2 + SPAN, r2), StoreError::Compacted { .. }));
+        assert!(matches!(ahead(SPAN + 1, 10), StoreError::Compacted { .. }));
         // 0 stays "from the start".
         assert!(store.watch("/p/", 0).await.is_ok());
         // The default shard's range starts at 0: its own revisions pass, another shard's do not.

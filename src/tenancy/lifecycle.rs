@@ -35,6 +35,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// store together, starving the requests every other cluster makes (the rest wait their turn).
 const PURGE_CONCURRENCY: usize = 32;
 
+/// Moves that run at once: each reads and writes a page of up to `moving::BATCH` objects at a time
+/// on two shards; a platform draining a shard asks for many.
+const MOVE_CONCURRENCY: usize = 2;
+
 /// The controller; [`Lifecycle::run`] until the server stops.
 pub struct Lifecycle {
     registry: Registry,
@@ -46,6 +50,11 @@ pub struct Lifecycle {
     /// one cluster's purges never overlap. A std `Mutex`: held for a lookup and an insert, never
     /// across an await; the watch loop and the purge tasks both take it, rarely at once.
     purging: Arc<Mutex<HashMap<String, Option<PurgeRequest>>>>,
+    /// Turns of `MOVE_CONCURRENCY`.
+    move_turns: Arc<tokio::sync::Semaphore>,
+    /// The clusters whose move task runs here. A `DashSet`: the watch loop inserts, the task removes
+    /// itself when it ends, and a purge polls it, never holding it across an await.
+    moving: Arc<dashmap::DashSet<String>>,
 }
 
 /// A purge asked for: on which shards, and how the cluster is leaving.
@@ -160,6 +169,8 @@ impl Lifecycle {
             registry,
             purges: Arc::new(tokio::sync::Semaphore::new(PURGE_CONCURRENCY)),
             purging: Default::default(),
+            move_turns: Arc::new(tokio::sync::Semaphore::new(MOVE_CONCURRENCY)),
+            moving: Default::default(),
         }
     }
 
@@ -332,8 +343,13 @@ impl Lifecycle {
             purging.insert(cluster.to_string(), None);
         }
         let mut entry = PurgeEntry { purging: self.purging.clone(), name: cluster.to_string(), armed: true };
-        let (registry, turns) = (self.registry.clone(), self.purges.clone());
+        let (registry, turns, moving) = (self.registry.clone(), self.purges.clone(), self.moving.clone());
         jobs.spawn(Job::Purge, cluster, async move {
+            // A move of the cluster stops at its next step once it sees it deleted; until then it may
+            // write on the shard it was moving to, which the purge must find empty after.
+            while moving.contains(&entry.name) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
             let mut request = asked;
             loop {
                 run_purge(&registry, &entry.name, &request, &turns).await;
@@ -350,12 +366,31 @@ impl Lifecycle {
     /// Move `cluster` to the shard its LogicalCluster asks for, retrying until it is there (a shard
     /// down, say) or is no longer being moved; one move per cluster at a time.
     fn start_move(&self, jobs: &mut Jobs, cluster: &str) {
-        let (registry, name) = (self.registry.clone(), cluster.to_string());
+        let (registry, name, turns) = (self.registry.clone(), cluster.to_string(), self.move_turns.clone());
+        let running = self.moving.clone();
+        running.insert(name.clone());
         jobs.start(Job::Move, cluster, async move {
+            // Out of `moving` however the task ends: a purge waits for it.
+            struct Ended(Arc<dashmap::DashSet<String>>, String);
+            impl Drop for Ended {
+                fn drop(&mut self) {
+                    self.0.remove(&self.1);
+                }
+            }
+            let _ended = Ended(running, name.clone());
             let mut backoff = Duration::from_secs(1);
-            // Until it is there, or no longer asked for (relocate then finds nothing to do).
-            while let Err(e) = super::moving::relocate(&registry, &name).await {
-                tracing::warn!(error = %e, cluster = %name, "moving a logical cluster to another shard; will retry");
+            loop {
+                let Ok(turn) = turns.acquire().await else { return };
+                let done = super::moving::relocate(&registry, &name).await;
+                drop(turn);
+                // Until it is there, or no longer asked for (deleted, say): relocate then does nothing.
+                match done {
+                    Ok(()) => return,
+                    Err(_) if !super::moving::is_moving(&registry, &name).await => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, cluster = %name, "moving a logical cluster to another shard; will retry")
+                    }
+                }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -370,12 +405,18 @@ async fn run_purge(registry: &Registry, name: &str, request: &PurgeRequest, turn
         // A turn per attempt: purges failing on a shard that is down wait without one.
         let Ok(turn) = turns.acquire().await else { return };
         let mut done = Ok(());
-        for &shard in &request.shards {
+        let last = request.shards.len().saturating_sub(1);
+        for (i, &shard) in request.shards.iter().enumerate() {
             let registry = registry.shards.registry(shard, registry);
-            done = done.and(match request.how {
-                Leaving::Marked => purge(&registry, name).await,
-                Leaving::Gone => sweep(&registry, name).await,
-            });
+            done = match (done, request.how) {
+                // Every shard but the last is swept first: the purge of the last releases the
+                // LogicalCluster, which must not go while another shard holds its objects (its name
+                // made again would find them).
+                (Ok(()), Leaving::Marked) if i < last => sweep(&registry, name).await,
+                (Ok(()), Leaving::Marked) => purge(&registry, name).await,
+                (Ok(()), Leaving::Gone) => sweep(&registry, name).await,
+                (Err(e), _) => Err(e),
+            };
         }
         drop(turn);
         match done {

@@ -43,7 +43,7 @@ const PAGE: usize = 500;
 
 /// Keys deleted from the source per transaction, with their batch's ticket: under etcd's default
 /// `--max-txn-ops` (128).
-const BATCH: usize = 100;
+pub(crate) const BATCH: usize = 100;
 
 /// Passes over the source before a move gives up for now (and is retried): each pass deletes what
 /// the one before staged, so more than a few means something keeps writing the cluster.
@@ -66,35 +66,39 @@ fn marker(staged: &str) -> String {
 pub async fn relocate(root: &Registry, cluster: &str) -> ApiResult<()> {
     let Some((from, to, uid)) = endpoints(root, cluster).await? else { return Ok(()) };
     let staged = staging(&to, cluster);
+    let move_ = Move { root, uid: &uid, from: &from, to: &to, cluster, staged: &staged };
     if to.store.get(&marker(&staged)).await?.is_none() {
         tokio::time::sleep(GRACE).await;
         // Staged copies from an attempt cut short before its marker: from scratch.
         clear(&*to.store, &staged).await?;
         for prefix in prefixes(&from, cluster).await? {
-            let target = &*to.store;
-            each_page(&*from.store, &prefix, PAGE, |page| {
+            let (target, move_) = (&*to.store, &move_);
+            each_page(&*from.store, &prefix, BATCH, |page| {
                 let copies: Vec<(String, Vec<u8>)> =
                     page.into_iter().map(|kv| (staged_key(&from, &staged, &kv.key), kv.value)).collect();
                 async move {
-                    for (key, value) in copies {
-                        put(target, &key, value).await?;
-                    }
-                    Ok(())
+                    move_.check().await?;
+                    put_all(target, copies).await
                 }
             })
             .await?;
         }
         put(&*to.store, &marker(&staged), b"{}".to_vec()).await?;
     }
-    let move_ = Move { root, uid: &uid, from: &from, to: &to, cluster, staged: &staged };
     move_.settle().await?;
     move_.leave().await?;
     // What is still staged was deleted on the source by someone else after it was staged: it stays
     // deleted. The marker sorts last, so it goes last.
+    move_.check().await?;
     clear(&*to.store, &staged).await?;
     arrived(root, cluster, &uid).await?;
     tracing::info!(cluster = %cluster, from = %from.shard, to = %to.shard, "logical cluster moved");
     Ok(())
+}
+
+/// Whether `cluster` is (still) asked to move: live, with a `spec.shard` other than where it is.
+pub async fn is_moving(root: &Registry, cluster: &str) -> bool {
+    matches!(endpoints(root, cluster).await, Ok(Some(_)))
 }
 
 /// The source and target registries and the uid of a cluster being moved; `None` when it is not
@@ -160,6 +164,15 @@ impl Move<'_> {
     /// the revisions staged and in one transaction with the batch's ticket; then bring them in.
     /// Until a pass finds none.
     async fn leave(&self) -> ApiResult<()> {
+        // `kube-system` first of all: every cluster-wide create, namespaces included, compares it, so
+        // from then on a replica that has not seen the move can make no namespace the move already
+        // took (nor anything else outside a namespace).
+        let ns = resources::find("", "v1", "namespaces").expect("built in");
+        let kube_system =
+            keys::object(&self.from.prefix, ns.storage_group(), &ns.plural, self.cluster, None, "kube-system");
+        if let Some(kv) = read_each(&*self.from.store, std::slice::from_ref(&kube_system)).await?.pop().flatten() {
+            self.delete_batch(vec![kv]).await?;
+        }
         for _ in 0..PASSES {
             let mut found = false;
             for prefix in prefixes(self.from, self.cluster).await? {
@@ -179,41 +192,62 @@ impl Move<'_> {
         )))
     }
 
-    async fn delete_batch(&self, page: Vec<KeyValue>) -> ApiResult<()> {
-        // A cluster deleted meanwhile is its purge's (on both shards): the move stops here.
-        if !self.still_moving().await? {
-            return Err(ApiError::conflict(
-                "logicalclusters",
-                crate::resources::TENANCY_GROUP,
-                self.cluster,
-                "the logical cluster is no longer being moved",
-            ));
+    /// Fails when the LogicalCluster is no longer live, the same one, and moving to this move's
+    /// target: a cluster deleted meanwhile is its purge's (on both shards, once this move's task has
+    /// ended), so the move stops before its next write.
+    async fn check(&self) -> ApiResult<()> {
+        let Some((kv, true)) = self.root.logical_cluster(self.cluster).await? else { return Err(self.stopped()) };
+        let lc: Value = serde_json::from_slice(&kv.value).map_err(|e| ApiError::internal(e.to_string()))?;
+        if crate::meta::meta_str(&lc, "uid") == Some(self.uid) && crate::shard::moving_to(&lc) == Some(&*self.to.shard)
+        {
+            Ok(())
+        } else {
+            Err(self.stopped())
         }
+    }
+
+    fn stopped(&self) -> ApiError {
+        let why = "the logical cluster is no longer being moved";
+        ApiError::conflict("logicalclusters", crate::resources::TENANCY_GROUP, self.cluster, why)
+    }
+
+    async fn delete_batch(&self, page: Vec<KeyValue>) -> ApiResult<()> {
+        self.check().await?;
         let (source, target) = (&*self.from.store, &*self.to.store);
-        for kv in &page {
-            put(target, &staged_key(self.from, self.staged, &kv.key), kv.value.clone()).await?;
+        // The staged copies, in one round trip; any that differs from the source is staged again.
+        let staged: Vec<String> = page.iter().map(|kv| staged_key(self.from, self.staged, &kv.key)).collect();
+        let mut copies = read_each(target, &staged).await?;
+        for ((kv, key), copy) in page.iter().zip(&staged).zip(copies.iter_mut()) {
+            if copy.as_ref().map(|c| &c.value) != Some(&kv.value) {
+                *copy = Some(KeyValue {
+                    key: key.clone(),
+                    value: kv.value.clone(),
+                    mod_revision: put(target, key, kv.value.clone()).await?,
+                });
+            }
         }
         let n: u64 = rand::random();
         let keys: Vec<&str> = page.iter().map(|kv| kv.key.as_str()).collect();
         // Ticket first, then the record naming it: a record's ticket was made, so one gone was deleted.
         let ticket_rev = source.create(&self.ticket(n), b"{}".to_vec()).await?;
-        put(target, &self.batch(n), serde_json::to_vec(&keys).expect("strings")).await?;
+        target.create(&self.batch(n), serde_json::to_vec(&keys).expect("strings")).await?;
         let mut items: Vec<(String, i64)> = page.iter().map(|kv| (kv.key.clone(), kv.mod_revision)).collect();
         items.push((self.ticket(n), ticket_rev));
         if source.delete_all(&items).await? {
-            return self.arrive(n, &keys).await;
+            // Deleted as staged: the staged values are the source's, brought in at once.
+            put_all(target, page.into_iter().map(|kv| (kv.key, kv.value)).collect()).await?;
+            let staged: Vec<(String, i64)> = copies.into_iter().flatten().map(|c| (c.key, c.mod_revision)).collect();
+            if !target.delete_all(&staged).await? {
+                for (key, _) in &staged {
+                    remove(target, key).await?;
+                }
+            }
+            return remove(target, &self.batch(n)).await;
         }
         // A key changed or went since it was read: none went. A changed one is staged again by the
         // next pass; one someone deleted has its staged copy dropped (at the end, with the rest).
         remove(source, &self.ticket(n)).await?;
         remove(target, &self.batch(n)).await
-    }
-
-    /// Whether the LogicalCluster is still live, the same one, and moving to this move's target.
-    async fn still_moving(&self) -> ApiResult<bool> {
-        let Some((kv, true)) = self.root.logical_cluster(self.cluster).await? else { return Ok(false) };
-        let lc: Value = serde_json::from_slice(&kv.value).map_err(|e| ApiError::internal(e.to_string()))?;
-        Ok(crate::meta::meta_str(&lc, "uid") == Some(self.uid) && crate::shard::moving_to(&lc) == Some(&*self.to.shard))
     }
 
     /// Bring in the keys of batch `n`, which the move deleted from the source: each staged copy
@@ -233,8 +267,22 @@ impl Move<'_> {
     /// Finish the batches an attempt cut short: one whose ticket is gone was deleted and is brought
     /// in; one whose ticket is there was not, and is left to `leave`.
     async fn settle(&self) -> ApiResult<()> {
+        // A ticket without its record (cut short between the two) went with no batch: it goes.
+        let tickets = &format!("{}~ticket-", staging(self.from, self.cluster));
+        each_page(&*self.from.store, tickets, PAGE, |page| async move {
+            for kv in page {
+                let hex = kv.key.strip_prefix(tickets.as_str()).unwrap_or_default();
+                let Ok(n) = u64::from_str_radix(hex, 16) else { continue };
+                if self.to.store.get(&self.batch(n)).await?.is_none() {
+                    remove(&*self.from.store, &kv.key).await?;
+                }
+            }
+            Ok(())
+        })
+        .await?;
         let records = &format!("{}~batch-", self.staged);
         each_page(&*self.to.store, records, PAGE, |page| async move {
+            self.check().await?;
             for kv in page {
                 let hex = kv.key.strip_prefix(records.as_str()).unwrap_or_default();
                 let Ok(n) = u64::from_str_radix(hex, 16) else { continue };
@@ -275,20 +323,39 @@ fn staged_key(from: &Registry, staged: &str, key: &str) -> String {
     format!("{staged}{rest}")
 }
 
-/// Write `value` at `key`, whether or not it is there.
-async fn put(store: &dyn Store, key: &str, value: Vec<u8>) -> ApiResult<()> {
+/// Write `value` at `key`, whether or not it is there; the key's revision after.
+async fn put(store: &dyn Store, key: &str, value: Vec<u8>) -> ApiResult<i64> {
     loop {
         let done = match store.get(key).await? {
-            Some(kv) if kv.value == value => return Ok(()),
-            Some(kv) => store.update(key, value.clone(), kv.mod_revision).await.map(drop),
-            None => store.create(key, value.clone()).await.map(drop),
+            Some(kv) if kv.value == value => return Ok(kv.mod_revision),
+            Some(kv) => store.update(key, value.clone(), kv.mod_revision).await,
+            None => store.create(key, value.clone()).await,
         };
         match done {
-            Ok(()) => return Ok(()),
+            Ok(rev) => return Ok(rev),
             Err(StoreError::Conflict { .. } | StoreError::AlreadyExists | StoreError::NotFound) => continue,
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// `put` each of `items`: in one transaction when none is there yet (the usual case), else one by one.
+async fn put_all(store: &dyn Store, items: Vec<(String, Vec<u8>)>) -> ApiResult<()> {
+    if items.is_empty() || store.create_all(&items, None).await?.is_some() {
+        return Ok(());
+    }
+    for (key, value) in items {
+        put(store, &key, value).await?;
+    }
+    Ok(())
+}
+
+/// Each of `keys` as it is now, in one round trip where the store can.
+async fn read_each(store: &dyn Store, keys: &[String]) -> ApiResult<Vec<Option<KeyValue>>> {
+    // A key read as a prefix, at most one: the key itself, else a longer one (not it).
+    let reqs = keys.iter().map(|k| RangeRequest { prefix: k.clone(), limit: 1, ..Default::default() }).collect();
+    let got = store.ranges(reqs).await?;
+    Ok(got.into_iter().zip(keys).map(|(r, k)| r.kvs.into_iter().next().filter(|kv| &kv.key == k)).collect())
 }
 
 /// Delete `key` if it is there.

@@ -244,7 +244,12 @@ pub async fn start(
                 if n > cacher.revision() {
                     let current = registry.store.revision().await?;
                     if n > current {
-                        return Err(StoreError::FutureRevision { requested: n, current }.into());
+                        let e: ApiError = crate::storage::based::ahead(n, current).into();
+                        if e.code == 410 {
+                            // Another shard's: as a resume from a compacted revision is answered.
+                            return Ok(Box::pin(futures::stream::once(std::future::ready(error_line(&e)))));
+                        }
+                        return Err(e);
                     }
                 }
                 n
@@ -284,6 +289,7 @@ pub async fn start(
     drop(read_held);
     // Kept as long as the watch runs.
     let selectors = account.as_ref().map(|a| a.charge(req.opts.selectors_size() as u64));
+    let scope_cluster_moves = scope.cluster.as_ref().map(|_| registry.moves.subscribe());
     let pump = Pump {
         def,
         served,
@@ -306,6 +312,7 @@ pub async fn start(
         ticker: req_bookmarks
             .then(|| tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY)),
         shutdown,
+        moves: scope_cluster_moves,
         done: false,
         pieces: VecDeque::new(),
     };
@@ -413,6 +420,8 @@ struct Pump {
     deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
     ticker: Option<tokio::time::Interval>,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// For a watch of one cluster: told when a cluster starts moving (see `moving`).
+    moves: Option<tokio::sync::watch::Receiver<u64>>,
     /// Nothing more is sent (timeout, shutdown or an ERROR event went out).
     done: bool,
     /// The rest of a line sent in pieces (see `raw_line`), sent before anything else.
@@ -537,6 +546,9 @@ impl Pump {
         self.last = from;
         self.replay = std::mem::take(&mut reg.replay).into_iter();
         self.feed = Feed::Cache(reg);
+        if self.moving() {
+            return None;
+        }
         while let Some(ev) = next_of(&mut self.replay) {
             if let Some(b) = self.event_line(&ev) {
                 return Some(b);
@@ -551,6 +563,18 @@ impl Pump {
     }
 
     /// The next line to send, or `None` when the watch ends.
+    /// Whether this watch's cluster is being moved: the watch then ends (and says so once), rather
+    /// than send the move's deletes as the cluster's, or stay on the shard it leaves. Its clients
+    /// watch again once the cluster is served from its new shard, where their resourceVersion is
+    /// refused as too old, and they list again.
+    fn moving(&mut self) -> bool {
+        let moving = self.scope.cluster.as_deref().is_some_and(|c| self.registry.moves.has(c));
+        if moving {
+            self.done = true;
+        }
+        moving
+    }
+
     async fn next_line(&mut self) -> Option<Bytes> {
         if let Some(piece) = self.pieces.pop_front() {
             return Some(piece);
@@ -574,6 +598,9 @@ impl Pump {
             return Some(self.bookmark_line(self.last, true));
         }
         loop {
+            if self.moving() {
+                return None;
+            }
             if let Some(b) = self.rejoin_cache() {
                 return Some(b);
             }
@@ -584,19 +611,14 @@ impl Pump {
                     return self.opts.bookmarks.then(|| self.bookmark_line(rev, false));
                 }
                 _ = self.shutdown.changed() => return None,
+                _ = moved(&mut self.moves) => continue,
                 _ = tick(&mut self.ticker) => {
                     let rev = self.bookmark_revision();
                     return Some(self.bookmark_line(rev, false));
                 }
                 next = next_event(&mut self.feed) => next,
             };
-            // A cluster being moved: its watches end, rather than send the move's deletes as the
-            // cluster's. Its clients watch again once it is served from its new shard, where their
-            // resourceVersion is refused as too old and they list again.
-            if matches!(next, Next::Cached(_) | Next::Stored(Ok(Some(_))))
-                && self.scope.cluster.as_deref().is_some_and(|c| self.registry.moves.has(c))
-            {
-                self.done = true;
+            if matches!(next, Next::Cached(_) | Next::Stored(Ok(Some(_)))) && self.moving() {
                 return None;
             }
             match next {
@@ -660,6 +682,14 @@ fn next_of<T>(items: &mut std::vec::IntoIter<T>) -> Option<T> {
 }
 
 /// The next bookmark tick, or never.
+/// A cluster started moving (never, for a watch across clusters, or once the server has gone).
+async fn moved(moves: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    let Some(rx) = moves else { return std::future::pending().await };
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await
+    }
+}
+
 async fn tick(ticker: &mut Option<tokio::time::Interval>) {
     match ticker {
         Some(t) => {
