@@ -564,6 +564,17 @@ async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
         s.post(gadgets, &gadget).await.0 == StatusCode::CREATED
     })
     .await;
+    // A namespace being deleted, held by an object's finalizer, moves Terminating.
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "leaving"}});
+    assert_eq!(s.post("/clusters/mover/api/v1/namespaces", &ns).await.0, StatusCode::CREATED);
+    let held = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+    assert_eq!(s.post("/clusters/mover/api/v1/namespaces/leaving/configmaps", &held).await.0, StatusCode::CREATED);
+    assert!(s.delete("/clusters/mover/api/v1/namespaces/leaving").await.0.is_success());
+    common::eventually(10, "the namespace is emptied but for what holds it", || async {
+        s.get("/clusters/mover/api/v1/namespaces/leaving/configmaps/kube-root-ca.crt").await.0 == StatusCode::NOT_FOUND
+    })
+    .await;
     let (_, listed) = s.get("/clusters/mover/api/v1/namespaces/default/configmaps").await;
     let old_rv = listed["metadata"]["resourceVersion"].as_str().unwrap().to_string();
     let mut watched = s.watch(&format!("/clusters/mover/api/v1/configmaps?watch=true&resourceVersion={old_rv}")).await;
@@ -650,7 +661,19 @@ async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
         let (_, lc) = s.get(&format!("{LC}/mover")).await;
         let u = &lc["status"]["usage"];
         (u["objects"].as_u64(), u["namespaces"].as_u64(), u["customResourceDefinitions"].as_u64())
-            == (Some(held), Some(4), Some(1))
+            == (Some(held), Some(5), Some(1))
+    })
+    .await;
+
+    // The namespace's deletion goes on where it is now: released, it goes.
+    let (_, ns) = s.get("/clusters/mover/api/v1/namespaces/leaving").await;
+    assert_eq!(ns["status"]["phase"], "Terminating", "{ns}");
+    let release = json!({"metadata": {"finalizers": null}});
+    let path = "/clusters/mover/api/v1/namespaces/leaving/configmaps/held";
+    let (code, body) = s.patch(path, "application/merge-patch+json", &release).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    common::eventually(30, "the namespace that moved Terminating goes", || async {
+        s.get("/clusters/mover/api/v1/namespaces/leaving").await.0 == StatusCode::NOT_FOUND
     })
     .await;
 

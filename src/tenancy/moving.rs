@@ -92,8 +92,27 @@ pub async fn relocate(root: &Registry, cluster: &str) -> ApiResult<()> {
     move_.check().await?;
     clear(&*to.store, &staged).await?;
     arrived(root, cluster, &uid).await?;
+    resume_namespace_deletions(&to, cluster).await?;
     tracing::info!(cluster = %cluster, from = %from.shard, to = %to.shard, "logical cluster moved");
     Ok(())
+}
+
+/// Namespaces that were being deleted when they moved: their emptying ran against the shard they
+/// left, and goes on against the one they are on now.
+async fn resume_namespace_deletions(to: &Registry, cluster: &str) -> ApiResult<()> {
+    let def = resources::find("", "v1", "namespaces").expect("built in");
+    let (prefix, def) = (to.collection(&def, Some(cluster), None), &def);
+    each_page(&*to.store, &prefix, PAGE, |page| async move {
+        for kv in page {
+            let Ok(obj) = to.decode(def, cluster, &kv) else { continue };
+            if obj["metadata"].get("deletionTimestamp").is_some() {
+                let name = crate::meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+                to.spawn_namespace_cleanup(cluster.to_string(), name);
+            }
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// Whether `cluster` is (still) asked to move: live, with a `spec.shard` other than where it is.
