@@ -911,3 +911,23 @@ async fn on_etcd_a_logical_cluster_is_made_ready_with_its_objects_in_one_step_un
     assert_eq!(names, want, "the same objects as a cluster made in one step");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_across_clusters_sees_every_object_a_new_cluster_starts_with() {
+    // On etcd a new cluster's objects are written in one transaction, at one revision: each is an
+    // event of its own to a watch across every cluster.
+    let s = TestServer::start(Backend::Etcd).await;
+    let mut rx = s.watch("/clusters/*/api/v1/namespaces?watch=true").await;
+    s.create_cluster("fresh").await;
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let ev = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("every namespace").unwrap();
+        if ev["object"]["metadata"]["annotations"]["kgate.dev/cluster"] == "fresh" {
+            assert_eq!(ev["type"], "ADDED", "{ev}");
+            seen.push(ev["object"]["metadata"]["name"].as_str().unwrap().to_string());
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, ["default", "kube-node-lease", "kube-public", "kube-system"]);
+    s.stop().await;
+}
