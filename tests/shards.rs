@@ -564,6 +564,13 @@ async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
         s.post(gadgets, &gadget).await.0 == StatusCode::CREATED
     })
     .await;
+    // Large objects move too, more than a store transaction holds together.
+    for i in 0..8 {
+        let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("big{i}")},
+            "data": {"k": "x".repeat(400_000)}});
+        let (code, body) = s.post("/clusters/mover/api/v1/namespaces/default/configmaps", &big).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+    }
     // A namespace being deleted, held by an object's finalizer, moves Terminating.
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "leaving"}});
     assert_eq!(s.post("/clusters/mover/api/v1/namespaces", &ns).await.0, StatusCode::CREATED);
@@ -642,6 +649,8 @@ async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
     assert!(ok, "{got}");
     assert_eq!((&got["metadata"]["uid"], &got["data"]), (&cm1["metadata"]["uid"], &cm1["data"]));
     assert_ne!(got["metadata"]["resourceVersion"], cm1["metadata"]["resourceVersion"]);
+    let (ok, big) = found(&s, "/clusters/mover/api/v1/namespaces/default/configmaps/big7").await;
+    assert!(ok && big["data"]["k"].as_str().map(str::len) == Some(400_000), "big7 moved");
     let (ok, g) = found(&s, &format!("{gadgets}/g1")).await;
     assert!(ok && g["spec"]["x"] == 1, "the CRD and its resources moved: {g}");
     for name in &made {

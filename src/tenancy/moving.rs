@@ -73,7 +73,7 @@ pub async fn relocate(root: &Registry, cluster: &str) -> ApiResult<()> {
         clear(&*to.store, &staged).await?;
         for prefix in prefixes(&from, cluster).await? {
             let (target, move_) = (&*to.store, &move_);
-            each_page(&*from.store, &prefix, BATCH, |page| {
+            let staging = each_page(&*from.store, &prefix, BATCH, |page| {
                 let copies: Vec<(String, Vec<u8>)> =
                     page.into_iter().map(|kv| (staged_key(&from, &staged, &kv.key), kv.value)).collect();
                 async move {
@@ -81,7 +81,17 @@ pub async fn relocate(root: &Registry, cluster: &str) -> ApiResult<()> {
                     put_all(target, copies).await
                 }
             })
-            .await?;
+            .await;
+            match staging {
+                // An object too large for the target under its staging key (longer than its own by
+                // the staging prefix) cannot move, however often the move is tried: nothing has left
+                // the source yet, so the move is given up and the cluster serves where it is.
+                Err(e) if e.code == 413 => {
+                    clear(&*to.store, &staged).await?;
+                    return abandon(root, cluster, &uid, &e.message).await;
+                }
+                done => done?,
+            }
         }
         put(&*to.store, &marker(&staged), b"{}".to_vec()).await?;
     }
@@ -95,6 +105,32 @@ pub async fn relocate(root: &Registry, cluster: &str) -> ApiResult<()> {
     resume_namespace_deletions(&to, cluster).await?;
     tracing::info!(cluster = %cluster, from = %from.shard, to = %to.shard, "logical cluster moved");
     Ok(())
+}
+
+/// Give up a move before anything left the source: `spec.shard` back to where the objects are,
+/// `status.shard` gone, and a `ShardMove` condition saying why.
+async fn abandon(root: &Registry, cluster: &str, uid: &str, why: &str) -> ApiResult<()> {
+    tracing::warn!(cluster = %cluster, reason = %why, "a logical cluster cannot move to another shard; it stays");
+    loop {
+        let Some((kv, _)) = root.logical_cluster(cluster).await? else { return Ok(()) };
+        let mut lc: Value = serde_json::from_slice(&kv.value).map_err(|e| ApiError::internal(e.to_string()))?;
+        if crate::meta::meta_str(&lc, "uid") != Some(uid) || crate::shard::moving_to(&lc).is_none() {
+            return Ok(());
+        }
+        let at = crate::shard::of(&lc).unwrap_or(crate::shard::DEFAULT).to_string();
+        lc["spec"]["shard"] = Value::String(at);
+        lc["status"].as_object_mut().map(|s| s.remove("shard"));
+        let mut conditions: Vec<Value> = lc["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.retain(|c| c["type"] != "ShardMove");
+        conditions.push(serde_json::json!({"type": "ShardMove", "status": "False", "reason": "ObjectTooLarge",
+            "message": format!("the move was given up: {why}"), "lastTransitionTime": crate::meta::now_rfc3339()}));
+        lc["status"]["conditions"] = Value::Array(conditions);
+        match root.store.update(&kv.key, crate::registry::encode(&lc), kv.mod_revision).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Namespaces that were being deleted when they moved: their emptying ran against the shard they
@@ -358,13 +394,31 @@ async fn put(store: &dyn Store, key: &str, value: Vec<u8>) -> ApiResult<i64> {
     }
 }
 
-/// `put` each of `items`: in one transaction when none is there yet (the usual case), else one by one.
+/// Bytes of keys and values written in one transaction: well under etcd's default request limit
+/// (1.5 MiB), which a batch of large objects would pass.
+const TXN_BYTES: usize = 1 << 20;
+
+/// `put` each of `items`: in transactions of up to `TXN_BYTES` when none is there yet (the usual
+/// case), else one by one.
 async fn put_all(store: &dyn Store, items: Vec<(String, Vec<u8>)>) -> ApiResult<()> {
-    if items.is_empty() || store.create_all(&items, None).await?.is_some() {
-        return Ok(());
-    }
-    for (key, value) in items {
-        put(store, &key, value).await?;
+    let mut rest = items.as_slice();
+    while !rest.is_empty() {
+        let (mut n, mut bytes) = (0, 0);
+        while n < rest.len() && (n == 0 || bytes + rest[n].0.len() + rest[n].1.len() <= TXN_BYTES) {
+            bytes += rest[n].0.len() + rest[n].1.len();
+            n += 1;
+        }
+        let (chunk, later) = rest.split_at(n);
+        rest = later;
+        match store.create_all(chunk, None).await {
+            Ok(Some(_)) => continue,
+            // Some there already, or too large together: one by one (one too large alone fails).
+            Ok(None) | Err(StoreError::TooLarge(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        for (key, value) in chunk {
+            put(store, key, value.clone()).await?;
+        }
     }
     Ok(())
 }
