@@ -555,4 +555,35 @@ mod tests {
         relocate(&root, "c").await.unwrap();
         assert_eq!(value(&*b_store, &key("c", "k2")).await.as_deref(), Some(&b"k2 changed"[..]));
     }
+
+    #[tokio::test]
+    async fn a_move_that_cannot_stage_an_object_is_given_up_before_anything_leaves() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(a.path()).unwrap());
+        let b_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(b.path()).unwrap());
+        let shard_b = Registry::new(b_store.clone(), P).on_shard("b");
+        let root = Registry::new(root_store.clone(), P)
+            .with_shards(crate::shard::Shards::new(vec![("b".into(), shard_b.clone())]));
+        let def = resources::logical_cluster_def();
+        let lc_key = keys::object(P, def.storage_group(), &def.plural, crate::cluster::ROOT, None, "c");
+        let lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
+            "metadata": {"name": "c", "uid": "u1"}, "spec": {"shard": "b"},
+            "status": {"phase": "Ready", "shard": "default"}});
+        root_store.create(&lc_key, crate::registry::encode(&lc)).await.unwrap();
+        // As large as a write may be under its own key: under the longer staging key, too large.
+        let big = key("c", "big");
+        root_store.create(&big, vec![b'x'; 1536 * 1024 - big.len()]).await.unwrap();
+        root_store.create(&key("c", "small"), b"s".to_vec()).await.unwrap();
+
+        relocate(&root, "c").await.unwrap();
+        assert!(
+            root_store.get(&big).await.unwrap().is_some()
+                && root_store.get(&key("c", "small")).await.unwrap().is_some()
+        );
+        assert_eq!(count(&*b_store, &format!("{P}/")).await, 0, "nothing staged is left");
+        let now: Value = serde_json::from_slice(&root_store.get(&lc_key).await.unwrap().unwrap().value).unwrap();
+        assert_eq!((crate::shard::of(&now), crate::shard::moving_to(&now)), (Some("default"), None), "{now}");
+        let cond = now["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "ShardMove").unwrap();
+        assert_eq!((&cond["status"], &cond["reason"]), (&json!("False"), &json!("ObjectTooLarge")), "{cond}");
+    }
 }
