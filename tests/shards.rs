@@ -762,6 +762,25 @@ async fn a_cluster_deleted_while_it_moves_leaves_nothing_on_either_shard() {
     }))
     .await;
     assert!(made.iter().all(|c| *c == StatusCode::CREATED), "{made:?}");
+    // Custom resources too: mid-move their CRD may be on one shard and they on the other.
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let (code, body) = s.post("/clusters/brief/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let gadgets = "/clusters/brief/apis/example.com/v1/namespaces/default/gadgets";
+    for i in 0..150 {
+        let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": format!("g{i}")}});
+        common::eventually(10, "a gadget is created", || async {
+            s.post(gadgets, &gadget).await.0 == StatusCode::CREATED
+        })
+        .await;
+    }
     let (_, mut lc) = s.get(&format!("{LC}/brief")).await;
     lc["spec"]["shard"] = json!("b");
     assert_eq!(s.put(&format!("{LC}/brief"), &lc).await.0, StatusCode::OK);

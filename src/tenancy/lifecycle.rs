@@ -368,8 +368,9 @@ impl Lifecycle {
     fn start_move(&self, jobs: &mut Jobs, cluster: &str) {
         let (registry, name, turns) = (self.registry.clone(), cluster.to_string(), self.move_turns.clone());
         let running = self.moving.clone();
-        running.insert(name.clone());
         jobs.start(Job::Move, cluster, async move {
+            // Recorded by the task itself, so that a record never outlives it (a purge waits on it).
+            running.insert(name.clone());
             // Out of `moving` however the task ends: a purge waits for it.
             struct Ended(Arc<dashmap::DashSet<String>>, String);
             impl Drop for Ended {
@@ -404,23 +405,28 @@ async fn run_purge(registry: &Registry, name: &str, request: &PurgeRequest, turn
     loop {
         // A turn per attempt: purges failing on a shard that is down wait without one.
         let Ok(turn) = turns.acquire().await else { return };
-        let mut done = Ok(());
-        let last = request.shards.len().saturating_sub(1);
-        for (i, &shard) in request.shards.iter().enumerate() {
-            let registry = registry.shards.registry(shard, registry);
+        let shards: Vec<Registry> = request.shards.iter().map(|&i| registry.shards.registry(i, registry)).collect();
+        // Over several shards (a cluster deleted while it moved), a shard may hold custom resources
+        // whose CRD is on the other, or staged: each shard's sweep looks under all their prefixes.
+        let mut done = match shards.len() {
+            0 | 1 => Ok(Vec::new()),
+            _ => super::moving::custom_prefixes(&shards.iter().collect::<Vec<_>>(), name).await,
+        };
+        let last = shards.len().saturating_sub(1);
+        for (i, registry) in shards.iter().enumerate() {
             done = match (done, request.how) {
                 // Every shard but the last is swept first: the purge of the last releases the
                 // LogicalCluster, which must not go while another shard holds its objects (its name
                 // made again would find them).
-                (Ok(()), Leaving::Marked) if i < last => sweep(&registry, name).await,
-                (Ok(()), Leaving::Marked) => purge(&registry, name).await,
-                (Ok(()), Leaving::Gone) => sweep(&registry, name).await,
+                (Ok(extra), Leaving::Marked) if i < last => sweep(registry, name, &extra).await.map(|()| extra),
+                (Ok(extra), Leaving::Marked) => purge_with(registry, name, &extra).await.map(|()| extra),
+                (Ok(extra), Leaving::Gone) => sweep(registry, name, &extra).await.map(|()| extra),
                 (Err(e), _) => Err(e),
             };
         }
         drop(turn);
         match done {
-            Ok(()) => return,
+            Ok(_) => return,
             Err(e) => tracing::warn!(error = %e, cluster = %name, "purging a deleted logical cluster; will retry"),
         }
         tokio::time::sleep(backoff).await;
@@ -486,22 +492,28 @@ enum Leaving {
 /// deletes it checks the cluster is still not live, and deletes only what it read (see
 /// [`Registry::delete_prefixes`]), so a cluster of the same name created meanwhile keeps its keys.
 pub async fn purge(registry: &Registry, cluster: &str) -> ApiResult<()> {
+    purge_with(registry, cluster, &[]).await
+}
+
+/// `purge`, also under `extra` prefixes.
+async fn purge_with(registry: &Registry, cluster: &str, extra: &[String]) -> ApiResult<()> {
     if cluster == ROOT {
         return Ok(());
     }
     let last = Mutex::new(None);
-    if swept(registry, cluster, &last).await? {
+    if swept(registry, cluster, extra, &last).await? {
         let known = last.into_inner().unwrap_or_else(|e| e.into_inner());
         release(registry, cluster, known).await?;
-        swept(registry, cluster, &Mutex::new(None)).await?;
+        swept(registry, cluster, extra, &Mutex::new(None)).await?;
     }
     Ok(())
 }
 
-/// One pass of `purge` without the release, for a cluster whose LogicalCluster is gone.
-async fn sweep(registry: &Registry, cluster: &str) -> ApiResult<()> {
+/// One pass of `purge` without the release (for a cluster whose LogicalCluster is gone, or on a
+/// shard other than the last of several), also under `extra` prefixes.
+async fn sweep(registry: &Registry, cluster: &str, extra: &[String]) -> ApiResult<()> {
     if cluster != ROOT {
-        swept(registry, cluster, &Mutex::new(None)).await?;
+        swept(registry, cluster, extra, &Mutex::new(None)).await?;
     }
     Ok(())
 }
@@ -511,10 +523,16 @@ async fn sweep(registry: &Registry, cluster: &str) -> ApiResult<()> {
 /// delete read it, which the release starts from: on the default shard's etcd, the limit when
 /// thousands of clusters go at once, that is a read fewer per cluster. (A std `Mutex`, held for a
 /// store of the value, never across an await.)
-async fn swept(registry: &Registry, cluster: &str, last: &Mutex<Option<KeyValue>>) -> ApiResult<bool> {
+async fn swept(
+    registry: &Registry,
+    cluster: &str,
+    extra: &[String],
+    last: &Mutex<Option<KeyValue>>,
+) -> ApiResult<bool> {
     let mut prefixes = builtin_prefixes(registry, cluster);
     // What a move to this shard had staged when the cluster was deleted.
     prefixes.push(super::moving::staging(registry, cluster));
+    prefixes.extend(extra.iter().filter(|p| p.ends_with(&format!("/{cluster}/"))).cloned());
     let sweep = registry
         .delete_cluster_prefixes(cluster, &prefixes, move || async move {
             let (live, read) = super::leaving(registry, cluster).await?;

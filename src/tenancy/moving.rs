@@ -71,7 +71,7 @@ pub async fn relocate(root: &Registry, cluster: &str) -> ApiResult<()> {
         tokio::time::sleep(GRACE).await;
         // Staged copies from an attempt cut short before its marker: from scratch.
         clear(&*to.store, &staged).await?;
-        for prefix in prefixes(&from, cluster).await? {
+        for prefix in prefixes(&from, &to, cluster).await? {
             let (target, move_) = (&*to.store, &move_);
             let staging = each_page(&*from.store, &prefix, BATCH, |page| {
                 let copies: Vec<(String, Vec<u8>)> =
@@ -152,8 +152,9 @@ async fn resume_namespace_deletions(to: &Registry, cluster: &str) -> ApiResult<(
 }
 
 /// Whether `cluster` is (still) asked to move: live, with a `spec.shard` other than where it is.
+/// A store that does not answer says nothing: the move is tried again.
 pub async fn is_moving(root: &Registry, cluster: &str) -> bool {
-    matches!(endpoints(root, cluster).await, Ok(Some(_)))
+    !matches!(endpoints(root, cluster).await, Ok(None))
 }
 
 /// The source and target registries and the uid of a cluster being moved; `None` when it is not
@@ -172,11 +173,11 @@ async fn endpoints(root: &Registry, cluster: &str) -> ApiResult<Option<(Registry
 
 /// The cluster's prefixes on `from`, in the order they are left: namespaces first, custom resources,
 /// the other built-in resources, CRDs last.
-async fn prefixes(from: &Registry, cluster: &str) -> ApiResult<Vec<String>> {
+async fn prefixes(from: &Registry, to: &Registry, cluster: &str) -> ApiResult<Vec<String>> {
     let builtins = super::lifecycle::builtin_prefixes(from, cluster);
     let is = |p: &str, plural: &str| p.ends_with(&format!("/{plural}/{cluster}/"));
     let (mut first, mut last) = (Vec::new(), Vec::new());
-    let mut middle = crate::crd::custom_prefixes(from, cluster, None).await?;
+    let mut middle = custom_prefixes(&[from, to], cluster).await?;
     for p in builtins {
         if is(&p, "namespaces") && p.contains("/core/") {
             first.push(p);
@@ -189,6 +190,22 @@ async fn prefixes(from: &Registry, cluster: &str) -> ApiResult<Vec<String>> {
     first.append(&mut middle);
     first.append(&mut last);
     Ok(first)
+}
+
+/// The prefixes of every custom resource `cluster` defines on any of `shards`, its CRDs there or
+/// staged there by a move: mid-move, a shard may hold custom resources whose CRD is on the other.
+pub(super) async fn custom_prefixes(shards: &[&Registry], cluster: &str) -> ApiResult<Vec<String>> {
+    let mut found = std::collections::BTreeSet::new();
+    for shard in shards {
+        found.extend(crate::crd::custom_prefixes(shard, cluster, None).await?);
+        let staged = staged_key(shard, &staging(shard, cluster), &crate::crd::definitions(shard, cluster));
+        each_page(&*shard.store, &staged, PAGE, |page| {
+            found.extend(crate::crd::prefixes_defined(shard, cluster, None, &page).collect::<Vec<_>>());
+            async { Ok(()) }
+        })
+        .await?;
+    }
+    Ok(found.into_iter().collect())
 }
 
 /// One move's shards and staging prefix.
@@ -228,10 +245,13 @@ impl Move<'_> {
         if let Some(kv) = read_each(&*self.from.store, std::slice::from_ref(&kube_system)).await?.pop().flatten() {
             self.delete_batch(vec![kv]).await?;
         }
+        // One list for every pass: a pass moves the CRDs last, and a custom resource whose batch
+        // failed must still be found by the next.
+        let all = prefixes(self.from, self.to, self.cluster).await?;
         for _ in 0..PASSES {
             let mut found = false;
-            for prefix in prefixes(self.from, self.cluster).await? {
-                each_page(&*self.from.store, &prefix, BATCH, |page| {
+            for prefix in all.iter() {
+                each_page(&*self.from.store, prefix, BATCH, |page| {
                     found = true;
                     self.delete_batch(page)
                 })

@@ -300,6 +300,7 @@ pub async fn start(
         registry,
         first: true,
         last: start_rev,
+        floor: start_rev,
         initial: pending,
         charge,
         _selectors: selectors,
@@ -400,8 +401,11 @@ struct Pump {
     registry: Registry,
     /// Whether the next object is the first (Table column definitions go with the first row only).
     first: bool,
-    /// Every event up to this revision has been sent (or was the client's already).
+    /// The highest revision sent (or the client's already): an event older is a replay's overlap.
     last: Revision,
+    /// Every event at or below this revision was the client's before this feed began (its resume
+    /// point, a list's revision): an event at `last` itself may be another of one transaction's.
+    floor: Revision,
     /// Initial state still to send.
     initial: Initial,
     /// The definition objects are sent as, when it is a version stored as `def`'s (each is converted).
@@ -504,7 +508,7 @@ impl Pump {
     fn event_line(&mut self, ev: &Event) -> Option<Bytes> {
         // Older than what was sent: a replay's overlap. One transaction writing several keys (a new
         // cluster's objects, a move's batch) makes several events at one revision, each sent.
-        if ev.revision < self.last {
+        if ev.revision <= self.floor || ev.revision < self.last {
             return None;
         }
         self.last = ev.revision;
@@ -545,7 +549,7 @@ impl Pump {
         // Every change in scope up to the store watch's revision has been sent or filtered out.
         let from = self.last.max(d.revision());
         let mut reg = cacher.register(self.scope.clone(), Start::After(from), self.account.clone()).ok()?;
-        self.last = from;
+        (self.last, self.floor) = (from, from);
         self.replay = std::mem::take(&mut reg.replay).into_iter();
         self.feed = Feed::Cache(reg);
         if self.moving() {
@@ -654,6 +658,9 @@ impl Pump {
                     .await;
                     match resumed {
                         Ok(mut f) => {
+                            // Resumed after the last revision sent: what the new feed replays up to
+                            // it was sent.
+                            self.floor = self.last;
                             if let Feed::Cache(reg) = &mut f {
                                 self.replay = std::mem::take(&mut reg.replay).into_iter();
                             }
