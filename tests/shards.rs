@@ -447,14 +447,7 @@ async fn custom_resources_and_initial_events_span_every_shard() {
     let s = TestServer::start_sharded(Backend::Embedded, &[("b", &b.endpoint)]).await;
     create_on(&s, "alpha", Some("b")).await;
     create_on(&s, "beta", Some("default")).await;
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gadgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-                 "versions": [{"name": "v1", "served": true, "storage": true,
-                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    });
+    let crd = gadget_crd();
     for c in ["alpha", "beta"] {
         let (code, body) =
             s.post(&format!("/clusters/{c}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"), &crd).await;
@@ -532,6 +525,18 @@ async fn custom_resources_and_initial_events_span_every_shard() {
     s.stop().await;
 }
 
+/// A namespaced CRD of `gadgets.example.com` that keeps any field.
+fn gadget_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    })
+}
+
 /// Whether `path` answers 200, and its body.
 async fn found(s: &TestServer, path: &str) -> (bool, Value) {
     let (code, body) = s.get(path).await;
@@ -547,14 +552,7 @@ async fn a_cluster_moves_to_another_shard_and_its_clients_list_again() {
     let (p, default_store) = (s.prefix.clone(), s.running_store());
     create_on(&s, "mover", Some("default")).await;
     let cm1 = configmap(&s, "mover", "cm1").await;
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gadgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-                 "versions": [{"name": "v1", "served": true, "storage": true,
-                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    });
+    let crd = gadget_crd();
     let (code, body) = s.post("/clusters/mover/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
     let gadgets = "/clusters/mover/apis/example.com/v1/namespaces/default/gadgets";
@@ -763,14 +761,7 @@ async fn a_cluster_deleted_while_it_moves_leaves_nothing_on_either_shard() {
     .await;
     assert!(made.iter().all(|c| *c == StatusCode::CREATED), "{made:?}");
     // Custom resources too: mid-move their CRD may be on one shard and they on the other.
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gadgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-                 "versions": [{"name": "v1", "served": true, "storage": true,
-                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    });
+    let crd = gadget_crd();
     let (code, body) = s.post("/clusters/brief/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
     let gadgets = "/clusters/brief/apis/example.com/v1/namespaces/default/gadgets";

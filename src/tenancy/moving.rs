@@ -514,12 +514,13 @@ mod tests {
         store.range(RangeRequest { prefix: prefix.into(), ..Default::default() }).await.unwrap().kvs.len()
     }
 
-    #[tokio::test]
-    async fn a_move_cut_short_finishes_without_losing_or_bringing_back_a_write() {
-        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let root_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(a.path()).unwrap());
-        let b_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(b.path()).unwrap());
-        let shard_b = Registry::new(b_store.clone(), P).on_shard("b");
+    /// A default shard and shard b, each an embedded store, with cluster `c` asked to move from the
+    /// default shard to b; the directories (kept alive), the registries and the LogicalCluster's key.
+    async fn moving_c() -> ([tempfile::TempDir; 2], Registry, Registry, String) {
+        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let root_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dirs[0].path()).unwrap());
+        let b_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dirs[1].path()).unwrap());
+        let shard_b = Registry::new(b_store, P).on_shard("b");
         let root = Registry::new(root_store.clone(), P)
             .with_shards(crate::shard::Shards::new(vec![("b".into(), shard_b.clone())]));
         let def = resources::logical_cluster_def();
@@ -528,6 +529,13 @@ mod tests {
             "metadata": {"name": "c", "uid": "u1"}, "spec": {"shard": "b"},
             "status": {"phase": "Ready", "shard": "default"}});
         root_store.create(&lc_key, crate::registry::encode(&lc)).await.unwrap();
+        (dirs, root, shard_b, lc_key)
+    }
+
+    #[tokio::test]
+    async fn a_move_cut_short_finishes_without_losing_or_bringing_back_a_write() {
+        let (_dirs, root, shard_b, lc_key) = moving_c().await;
+        let (root_store, b_store) = (root.store.clone(), shard_b.store.clone());
         let ns = format!("{P}/core/namespaces/c/default");
         root_store.create(&ns, b"{\"ns\":1}".to_vec()).await.unwrap();
         for name in ["k1", "k2", "k3"] {
@@ -578,18 +586,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_move_that_cannot_stage_an_object_is_given_up_before_anything_leaves() {
-        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let root_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(a.path()).unwrap());
-        let b_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(b.path()).unwrap());
-        let shard_b = Registry::new(b_store.clone(), P).on_shard("b");
-        let root = Registry::new(root_store.clone(), P)
-            .with_shards(crate::shard::Shards::new(vec![("b".into(), shard_b.clone())]));
-        let def = resources::logical_cluster_def();
-        let lc_key = keys::object(P, def.storage_group(), &def.plural, crate::cluster::ROOT, None, "c");
-        let lc = json!({"apiVersion": "tenancy.kgate.dev/v1alpha1", "kind": "LogicalCluster",
-            "metadata": {"name": "c", "uid": "u1"}, "spec": {"shard": "b"},
-            "status": {"phase": "Ready", "shard": "default"}});
-        root_store.create(&lc_key, crate::registry::encode(&lc)).await.unwrap();
+        let (_dirs, root, shard_b, lc_key) = moving_c().await;
+        let (root_store, b_store) = (root.store.clone(), shard_b.store.clone());
         // As large as a write may be under its own key: under the longer staging key, too large.
         let big = key("c", "big");
         root_store.create(&big, vec![b'x'; 1536 * 1024 - big.len()]).await.unwrap();
