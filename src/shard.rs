@@ -165,8 +165,21 @@ impl Shards {
     pub fn place_of(&self, lc: &Value) -> Placed {
         match of(lc) {
             None => Placed::At(0),
-            Some(name) => self.names.iter().position(|n| &**n == name).map_or(Placed::Unknown, Placed::At),
+            Some(name) => self.index(name).map_or(Placed::Unknown, Placed::At),
         }
+    }
+
+    /// The index of the shard named `name`, if this server serves it.
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| &**n == name)
+    }
+
+    /// `index`, or the message of `spec.shard`'s cause when the shard is not served here.
+    pub fn served(&self, name: &str) -> Result<usize, String> {
+        self.index(name).ok_or_else(|| {
+            let known: Vec<String> = self.names.iter().map(|n| format!("\"{n}\"")).collect();
+            format!("Unsupported value: \"{name}\": supported values: {}", known.join(", "))
+        })
     }
 
     /// The shard for a new cluster: the one asked for, which must be served here, else the one with
@@ -174,10 +187,7 @@ impl Shards {
     /// A name this server does not serve is refused with the message of `spec.shard`'s cause.
     pub fn choose(&self, asked: Option<&str>) -> Result<usize, String> {
         let at = match asked {
-            Some(name) => self.names.iter().position(|n| &**n == name).ok_or_else(|| {
-                let known: Vec<String> = self.names.iter().map(|n| format!("\"{n}\"")).collect();
-                format!("Unsupported value: \"{name}\": supported values: {}", known.join(", "))
-            })?,
+            Some(name) => self.served(name)?,
             None => {
                 let load = |i: usize| self.counts[i].load(Ordering::Relaxed) + self.pending[i].load(Ordering::Relaxed);
                 (0..self.names.len()).min_by_key(|&i| (load(i), i)).unwrap_or(0)

@@ -899,9 +899,7 @@ impl Registry {
         let changed = was.unwrap_or(crate::shard::DEFAULT) != now.as_deref().unwrap_or(crate::shard::DEFAULT);
         if changed {
             let name = meta::meta_str(current, "name").unwrap_or_default();
-            if let Some(to) = now.as_deref().filter(|to| !self.shards.names().iter().any(|n| &**n == *to)) {
-                let known: Vec<String> = self.shards.names().iter().map(|n| format!("\"{n}\"")).collect();
-                let m = format!("Unsupported value: \"{to}\": supported values: {}", known.join(", "));
+            if let Some(Err(m)) = now.as_deref().map(|to| self.shards.served(to)) {
                 return Err(invalid(def, name, vec![cause("FieldValueNotSupported", "spec.shard", &m)]));
             }
         }

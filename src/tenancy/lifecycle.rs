@@ -320,9 +320,8 @@ impl Lifecycle {
         let shards: BTreeSet<usize> = match obj.map(|o| self.registry.shards.place_of(o)) {
             // A cluster deleted while it moved has keys on the shard it was moving to as well.
             Some(Placed::At(i)) => {
-                let to = obj.and_then(crate::shard::moving_to);
-                let names = self.registry.shards.names();
-                [i].into_iter().chain(to.and_then(|t| names.iter().position(|n| &**n == t))).collect()
+                let to = obj.and_then(crate::shard::moving_to).and_then(|t| self.registry.shards.index(t));
+                [i].into_iter().chain(to).collect()
             }
             Some(Placed::Unknown) => {
                 tracing::warn!(cluster = %cluster, "a deleted logical cluster is on a shard not served here; a replica that serves it purges it");

@@ -163,8 +163,7 @@ async fn endpoints(root: &Registry, cluster: &str) -> ApiResult<Option<(Registry
     let Some((kv, true)) = root.logical_cluster(cluster).await? else { return Ok(None) };
     let lc: Value = serde_json::from_slice(&kv.value).map_err(|e| ApiError::internal(e.to_string()))?;
     let Some(to) = crate::shard::moving_to(&lc) else { return Ok(None) };
-    let index = |name: &str| root.shards.names().iter().position(|n| &**n == name);
-    let (Placed::At(from), Some(to)) = (root.shards.place_of(&lc), index(to)) else {
+    let (Placed::At(from), Some(to)) = (root.shards.place_of(&lc), root.shards.index(to)) else {
         return Err(super::unserved(to));
     };
     let uid = crate::meta::meta_str(&lc, "uid").unwrap_or_default().to_string();
