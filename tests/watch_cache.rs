@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -217,6 +217,112 @@ async fn a_slow_watcher_is_cut_off_catches_up_from_history_and_delays_nobody() {
         }
     }
     assert_eq!(seen, rvs);
+    s.stop().await;
+}
+
+/// A cluster `wide` of `n` ConfigMaps of `kib` KiB each on `s` (etcd), few enough for its purge to
+/// delete them in one transaction (etcd takes 128 operations): as many events at one revision. Returns
+/// the revision to watch from, before the purge.
+async fn one_transaction_of_deletes(s: &TestServer, n: usize, kib: usize) -> i64 {
+    s.create_cluster("wide").await;
+    let blob = "x".repeat(kib * 1024);
+    for i in 0..n {
+        let (code, obj) = s
+            .post(
+                &format!("/clusters/wide/{CM}"),
+                &json!({"metadata": {"name": format!("big-{i}")}, "data": {"b": blob}}),
+            )
+            .await;
+        assert_eq!(code, 201, "{obj}");
+    }
+    let (_, list) = s.get("/clusters/*/api/v1/configmaps?limit=1").await;
+    rv_of(&list)
+}
+
+/// A wildcard watch of ConfigMaps from `from`, with `extra` parameters, by a client that takes 64 KiB
+/// at a time: once that and the server's send buffer are full, the server's watcher takes no more
+/// events from its queue.
+async fn slow_watch(s: &TestServer, from: i64, extra: &str) -> reqwest::Response {
+    let slow_client = common::admin_builder(s.dir.path())
+        .http2_initial_stream_window_size(65_535)
+        .http2_initial_connection_window_size(65_535)
+        .build()
+        .unwrap();
+    let url = format!("{}/clusters/*/api/v1/configmaps?watch=true&resourceVersion={from}{extra}", s.url);
+    let slow = slow_client.get(url).send().await.unwrap();
+    assert_eq!(slow.status(), 200);
+    assert_eq!(slow.version(), reqwest::Version::HTTP_2);
+    slow
+}
+
+/// The lines of a watch, until it ends.
+async fn read_to_end(slow: reqwest::Response) -> Vec<Value> {
+    use futures::StreamExt;
+    let mut stream = slow.bytes_stream();
+    let (mut buf, mut events) = (Vec::new(), Vec::new());
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), stream.next()).await.expect("the watch ends");
+        let Some(chunk) = chunk else { break };
+        buf.extend_from_slice(&chunk.unwrap());
+        while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=i).collect();
+            events.push(serde_json::from_slice(&line).unwrap());
+        }
+    }
+    events
+}
+
+/// The purge's DELETED events among `events`: each object's count, and the revisions they came at.
+fn purge_deletes(events: &[Value]) -> (BTreeMap<String, usize>, BTreeSet<i64>) {
+    let (mut deleted, mut revisions) = (BTreeMap::<String, usize>::new(), BTreeSet::new());
+    for ev in events {
+        let name = ev["object"]["metadata"]["name"].as_str().unwrap_or_default();
+        if ev["type"] == "DELETED" && name.starts_with("big-") {
+            *deleted.entry(name.to_string()).or_default() += 1;
+            revisions.insert(rv_of(&ev["object"]));
+        }
+    }
+    (deleted, revisions)
+}
+
+/// A watch whose time runs out while its client has only part of one transaction's events sends
+/// the rest before it ends, and claims that revision in a bookmark only after them: a client
+/// resuming from the last resourceVersion it got would otherwise never see the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_watch_that_times_out_inside_one_transactions_events_sends_all_of_them_first() {
+    let s = TestServer::start(Backend::Etcd).await;
+    // 60 of 100 KiB: the watcher's queue holds them all, the client's window a few.
+    const N: usize = 60;
+    let from = one_transaction_of_deletes(&s, N, 100).await;
+    let slow = slow_watch(&s, from, "&timeoutSeconds=2&allowWatchBookmarks=true").await;
+    let opened = tokio::time::Instant::now();
+    let (code, st) = s.delete("/apis/tenancy.kgate.dev/v1alpha1/logicalclusters/wide").await;
+    assert!(code.is_success(), "{st}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, list) = s.get(&format!("/clusters/wide/{CM}")).await;
+        if code == 404 || list["items"].as_array().is_some_and(|i| i.is_empty()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the purge never ran: {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The watch's time runs out while its first few events fill the client's window.
+    tokio::time::sleep_until(opened + Duration::from_secs(3)).await;
+    let events = read_to_end(slow).await;
+    let (deleted, revisions) = purge_deletes(&events);
+    assert_eq!(revisions.len(), 1, "one transaction deleted them all: {revisions:?}");
+    assert_eq!(deleted.len(), N, "every object's DELETED event before the watch ended");
+    assert!(deleted.values().all(|n| *n == 1), "each DELETED once: {deleted:?}");
+    let purge = *revisions.first().unwrap();
+    let last_delete = events.iter().rposition(|e| e["type"] == "DELETED").unwrap();
+    for (i, ev) in events.iter().enumerate().filter(|(_, e)| e["type"] == "BOOKMARK") {
+        assert!(
+            i > last_delete || rv_of(&ev["object"]) < purge,
+            "a bookmark at {} before the last DELETED",
+            rv_of(&ev["object"])
+        );
+    }
     s.stop().await;
 }
 

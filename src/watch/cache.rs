@@ -313,6 +313,8 @@ impl Snapshot {
 pub struct Event {
     /// Store key of the object.
     pub key: Arc<str>,
+    /// `key`'s identity for each watcher's record of what it sent (`super::sent`), worked out once.
+    pub key_hash: u64,
     /// The revision of the change.
     pub revision: Revision,
     /// For a put, the new state; for a delete, the last state stamped with the delete's revision.
@@ -972,7 +974,9 @@ impl Cacher {
             let prev = if deleted { st.delete(&key) } else { st.set(key.clone(), object.clone()) };
             // The history keeps it long after the map let it go: in a block, it would keep the block.
             let prev = if st.packed { prev.map(|p| p.detached()) } else { prev };
-            let event = Arc::new(Event { key, revision, object, prev, deleted, selectable: Default::default() });
+            let key_hash = super::sent::key_hash(&key);
+            let event =
+                Arc::new(Event { key, key_hash, revision, object, prev, deleted, selectable: Default::default() });
             let size = event.size();
             st.history.push_back(event.clone());
             st.history_bytes += size;
@@ -1321,6 +1325,7 @@ mod tests {
             (Entry::new(obj(serde_json::json!({"a": "1"})), 2), Entry::new(obj(serde_json::json!({})), 3));
         let ev = Event {
             key: Arc::from("/k"),
+            key_hash: 0,
             revision: 3,
             object: object.unwrap(),
             prev: Some(prev.unwrap()),

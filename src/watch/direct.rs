@@ -58,15 +58,20 @@ impl DirectWatch {
     }
 
     /// The next store event as a watch event (`None` inside when it concerns nobody here), with its
-    /// revision; `None` when the stream ends.
-    pub async fn next(&mut self) -> Option<ApiResult<Option<(&'static str, Value, Revision)>>> {
+    /// revision and its key's `sent::key_hash`; `None` when the stream ends.
+    pub async fn next(&mut self) -> Option<ApiResult<Option<(&'static str, Value, Revision, u64)>>> {
         let ev = match self.stream.next().await? {
             Ok(ev) => ev,
             Err(e) => return Some(Err(e.into())),
         };
         let rev = ev.revision();
         self.revision = self.revision.max(rev);
-        Some(self.translate(ev).map(|o| o.map(|(k, v)| (k, v, rev))))
+        let key = match &ev {
+            WatchEvent::Put { kv, .. } => super::sent::key_hash(&kv.key),
+            WatchEvent::Delete { key, .. } => super::sent::key_hash(key),
+            WatchEvent::Progress(_) => 0,
+        };
+        Some(self.translate(ev).map(|o| o.map(|(k, v)| (k, v, rev, key))))
     }
 
     fn translate(&self, ev: WatchEvent) -> ApiResult<Option<(&'static str, Value)>> {

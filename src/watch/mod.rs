@@ -6,6 +6,9 @@
 pub mod cache;
 mod direct;
 pub mod read;
+mod sent;
+
+use sent::Sent;
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -299,8 +302,8 @@ pub async fn start(
         scope,
         registry,
         first: true,
-        last: start_rev,
-        floor: start_rev,
+        sent: Sent::complete(start_rev),
+        closing: false,
         initial: pending,
         charge,
         _selectors: selectors,
@@ -401,11 +404,12 @@ struct Pump {
     registry: Registry,
     /// Whether the next object is the first (Table column definitions go with the first row only).
     first: bool,
-    /// The highest revision sent (or the client's already): an event older is a replay's overlap.
-    last: Revision,
-    /// Every event at or below this revision was the client's before this feed began (its resume
-    /// point, a list's revision): an event at `last` itself may be another of one transaction's.
-    floor: Revision,
+    /// How far the client has got: a replay's overlap is skipped by it, and resumes and bookmarks
+    /// never split one transaction's events (see `sent`).
+    sent: Sent,
+    /// The watch's time is up, but the client has only part of its last revision's events: the
+    /// rest go out first, so that its resume point drops none of them.
+    closing: bool,
     /// Initial state still to send.
     initial: Initial,
     /// The definition objects are sent as, when it is a version stored as `def`'s (each is converted).
@@ -506,12 +510,9 @@ impl Pump {
 
     /// This watcher's line for a cached event, if it concerns it.
     fn event_line(&mut self, ev: &Event) -> Option<Bytes> {
-        // Older than what was sent: a replay's overlap. One transaction writing several keys (a new
-        // cluster's objects, a move's batch) makes several events at one revision, each sent.
-        if ev.revision <= self.floor || ev.revision < self.last {
+        if !self.sent.admit(ev.revision, ev.key_hash) {
             return None;
         }
-        self.last = ev.revision;
         match translate(&self.def, &self.head, &self.opts, ev) {
             Ok(Some((kind, p))) => Some(self.encode(kind, p)),
             Ok(None) => None,
@@ -519,26 +520,25 @@ impl Pump {
         }
     }
 
+    /// A bookmark at `rev`, which the client then has all of.
     fn bookmark_line(&mut self, rev: Revision, initial_end: bool) -> Bytes {
-        self.last = self.last.max(rev);
-        line("BOOKMARK", bookmark(self.served.as_ref().unwrap_or(&self.def), self.last, initial_end))
+        self.sent.complete_to(rev);
+        line("BOOKMARK", bookmark(self.served.as_ref().unwrap_or(&self.def), self.sent.last(), initial_end))
     }
 
-    /// The revision a bookmark may claim: the cache's, when everything it applied has reached us.
-    fn bookmark_revision(&self) -> Revision {
-        match &self.feed {
-            Feed::Cache(reg) => {
-                // Read the revision first: every event at or below it was queued before it was published,
-                // so an empty queue afterwards means we have sent them all.
-                let applied = reg.cacher().revision();
-                if reg.is_drained() && reg.cutoff() == Cutoff::Active {
-                    self.last.max(applied)
-                } else {
-                    self.last
-                }
+    /// The revision a bookmark may claim, none while the client may lack some of its last revision's
+    /// events: the cache's, when everything it applied has reached us.
+    fn bookmark_revision(&mut self) -> Option<Revision> {
+        if let Feed::Cache(reg) = &self.feed {
+            // Read the revision first: every event at or below it was queued before it was published,
+            // so an empty queue afterwards means we have sent them all.
+            let applied = reg.cacher().revision();
+            if reg.is_drained() && reg.cutoff() == Cutoff::Active && applied >= self.sent.last() {
+                self.sent.complete_to(applied);
             }
-            Feed::Store(d, _) => self.last.max(d.revision()),
         }
+        // A store watch's own revision is not claimed: more events at it may still be on their way.
+        (!self.sent.is_partial()).then(|| self.sent.last())
     }
 
     /// Move a store-fed watcher back onto the cache once everything it has seen reaches the cache's
@@ -546,10 +546,11 @@ impl Pump {
     /// the first line the cache's history still owes it, if any.
     fn rejoin_cache(&mut self) -> Option<Bytes> {
         let Feed::Store(d, cacher) = &self.feed else { return None };
-        // Every change in scope up to the store watch's revision has been sent or filtered out.
-        let from = self.last.max(d.revision());
+        // Every change in scope before the store watch's revision has been sent or filtered out; of
+        // that revision, perhaps not yet.
+        self.sent.seen(d.revision());
+        let from = self.sent.resume_after();
         let mut reg = cacher.register(self.scope.clone(), Start::After(from), self.account.clone()).ok()?;
-        (self.last, self.floor) = (from, from);
         self.replay = std::mem::take(&mut reg.replay).into_iter();
         self.feed = Feed::Cache(reg);
         if self.moving() {
@@ -601,29 +602,47 @@ impl Pump {
             tokio::task::coop::consume_budget().await;
         }
         if std::mem::take(&mut self.initial_end) {
-            return Some(self.bookmark_line(self.last, true));
+            let rev = self.sent.last();
+            return Some(self.bookmark_line(rev, true));
         }
         loop {
             if self.moving() {
                 return None;
             }
+            if self.closing {
+                // Ends once the client has all of its last revision. A store watch cannot tell, and
+                // ends at once, as it always did.
+                let rev = self.bookmark_revision();
+                if rev.is_some() || matches!(self.feed, Feed::Store(..)) {
+                    self.done = true;
+                    return rev.filter(|_| self.opts.bookmarks).map(|rev| self.bookmark_line(rev, false));
+                }
+            }
             if let Some(b) = self.rejoin_cache() {
                 return Some(b);
             }
             let next = tokio::select! {
-                _ = &mut self.deadline => {
-                    self.done = true;
-                    let rev = self.bookmark_revision();
-                    return self.opts.bookmarks.then(|| self.bookmark_line(rev, false));
+                _ = &mut self.deadline, if !self.closing => {
+                    self.closing = true;
+                    continue;
                 }
                 _ = self.shutdown.changed() => return None,
                 _ = moved(&mut self.moves) => continue,
-                _ = tick(&mut self.ticker) => {
-                    let rev = self.bookmark_revision();
-                    return Some(self.bookmark_line(rev, false));
-                }
+                _ = tick(&mut self.ticker), if !self.closing => match self.bookmark_revision() {
+                    Some(rev) => return Some(self.bookmark_line(rev, false)),
+                    // In the middle of a transaction's events: the next tick, once they are sent.
+                    None => continue,
+                },
                 next = next_event(&mut self.feed) => next,
             };
+            if let (true, Next::Cached(ev)) = (self.closing, &next) {
+                if ev.revision > self.sent.last() {
+                    // A later revision: the last one is whole. This event goes to the client's next
+                    // watch, which starts after the revision the client then has.
+                    self.sent.complete_to(self.sent.last());
+                    continue;
+                }
+            }
             if matches!(next, Next::Cached(_) | Next::Stored(Ok(Some(_)))) && self.moving() {
                 return None;
             }
@@ -634,9 +653,10 @@ impl Pump {
                     }
                     tokio::task::coop::consume_budget().await;
                 }
-                Next::Stored(Ok(Some((kind, obj, rev)))) => {
-                    self.last = self.last.max(rev);
-                    return Some(self.encode(kind, Payload::Value(obj)));
+                Next::Stored(Ok(Some((kind, obj, rev, key)))) => {
+                    if self.sent.admit(rev, key) {
+                        return Some(self.encode(kind, Payload::Value(obj)));
+                    }
                 }
                 Next::Stored(Ok(None)) => {}
                 Next::Stored(Err(e)) => return self.fail(&e),
@@ -652,15 +672,13 @@ impl Pump {
                         &self.def,
                         &self.scope,
                         &self.opts,
-                        self.last,
+                        self.sent.resume_after(),
                         &self.account,
                     ))
                     .await;
                     match resumed {
                         Ok(mut f) => {
-                            // Resumed after the last revision sent: what the new feed replays up to
-                            // it was sent.
-                            self.floor = self.last;
+                            // What the new feed replays that the client has, `sent` skips.
                             if let Feed::Cache(reg) = &mut f {
                                 self.replay = std::mem::take(&mut reg.replay).into_iter();
                             }
@@ -710,7 +728,7 @@ async fn tick(ticker: &mut Option<tokio::time::Interval>) {
 
 enum Next {
     Cached(Arc<Event>),
-    Stored(ApiResult<Option<(&'static str, Value, Revision)>>),
+    Stored(ApiResult<Option<(&'static str, Value, Revision, u64)>>),
     CutOff,
     End,
 }
