@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use dashmap::DashMap;
 use futures::task::AtomicWaker;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -315,6 +315,8 @@ pub struct Event {
     pub key: Arc<str>,
     /// `key`'s identity for each watcher's record of what it sent (`super::sent`), worked out once.
     pub key_hash: u64,
+    /// The last event of its revision: a watcher that has passed it has all of that revision.
+    pub ends: bool,
     /// The revision of the change.
     pub revision: Revision,
     /// For a put, the new state; for a delete, the last state stamped with the delete's revision.
@@ -956,27 +958,42 @@ impl Cacher {
         self.progress.send_replace((Phase::Serving, revision));
     }
 
-    /// Apply one store event: update the objects, append to history, queue for interested watchers.
-    fn apply(&self, registry: &Registry, ev: WatchEvent) -> Result<(), StoreError> {
-        let revision = ev.revision();
-        let built = match ev {
-            WatchEvent::Progress(_) => None,
-            WatchEvent::Put { kv, .. } => match self.entry_of(registry, &kv)? {
-                Some(entry) => Some((Arc::from(kv.key.as_str()), entry, false)),
-                // A key this cache holds whose new value does not read back: the version held is
-                // not the object any more, so it goes, as if deleted, rather than be served as current.
-                None => self.gone(&kv.key, revision)?,
-            },
-            WatchEvent::Delete { key, revision, .. } => self.gone(&key, revision)?,
-        };
+    /// Apply one revision's store events (one transaction's): update the objects, append to history,
+    /// queue for interested watchers, all under one hold of the lock, so that nobody (a list, a new
+    /// watcher's snapshot, a bookmark) ever sees part of a transaction as the cache's revision.
+    fn apply(&self, registry: &Registry, evs: Vec<WatchEvent>) -> Result<(), StoreError> {
+        let Some(revision) = evs.iter().map(WatchEvent::revision).max() else { return Ok(()) };
+        let mut built = Vec::with_capacity(evs.len());
+        for ev in evs {
+            built.extend(match ev {
+                WatchEvent::Progress(_) => None,
+                WatchEvent::Put { kv, .. } => match self.entry_of(registry, &kv)? {
+                    Some(entry) => Some((Arc::from(kv.key.as_str()), entry, false)),
+                    // A key this cache holds whose new value does not read back: the version held is
+                    // not the object any more, so it goes, as if deleted, rather than be served as current.
+                    None => self.gone(&kv.key, revision)?,
+                },
+                WatchEvent::Delete { key, revision, .. } => self.gone(&key, revision)?,
+            });
+        }
         let mut st = self.lock_write();
-        if let Some((key, object, deleted)) = built {
+        let count = built.len();
+        for (i, (key, object, deleted)) in built.into_iter().enumerate() {
             let prev = if deleted { st.delete(&key) } else { st.set(key.clone(), object.clone()) };
             // The history keeps it long after the map let it go: in a block, it would keep the block.
             let prev = if st.packed { prev.map(|p| p.detached()) } else { prev };
             let key_hash = super::sent::key_hash(&key);
-            let event =
-                Arc::new(Event { key, key_hash, revision, object, prev, deleted, selectable: Default::default() });
+            let ends = i + 1 == count;
+            let event = Arc::new(Event {
+                key,
+                key_hash,
+                ends,
+                revision,
+                object,
+                prev,
+                deleted,
+                selectable: Default::default(),
+            });
             let size = event.size();
             st.history.push_back(event.clone());
             st.history_bytes += size;
@@ -1104,8 +1121,36 @@ impl Cacher {
         // one for every update and delete (etcd 3.4 for every event).
         let mut events = store.watch_current(&self.prefix, at).await?;
         self.reset(objects, at);
-        while let Some(ev) = events.next().await {
-            self.apply(registry, ev?)?;
+        // A transaction's events arrive together (etcd never splits a revision across watch
+        // responses, and the store's stream hands a response's events out without waiting), so the
+        // ones ready now at the first one's revision are all of it.
+        let (mut held, mut ended) = (None, false);
+        while !ended {
+            let first = match held.take() {
+                Some(ev) => ev,
+                None => match events.next().await {
+                    Some(ev) => ev?,
+                    None => break,
+                },
+            };
+            let revision = first.revision();
+            let mut batch = vec![first];
+            while let Some(ready) = events.next().now_or_never() {
+                match ready {
+                    Some(ev) => match ev? {
+                        ev if ev.revision() == revision => batch.push(ev),
+                        later => {
+                            held = Some(later);
+                            break;
+                        }
+                    },
+                    None => {
+                        ended = true;
+                        break;
+                    }
+                }
+            }
+            self.apply(registry, batch)?;
         }
         Err(StoreError::Unavailable("store watch ended".into()))
     }
@@ -1326,6 +1371,7 @@ mod tests {
         let ev = Event {
             key: Arc::from("/k"),
             key_hash: 0,
+            ends: true,
             revision: 3,
             object: object.unwrap(),
             prev: Some(prev.unwrap()),
@@ -1407,13 +1453,45 @@ mod tests {
             prev: None,
             created: revision == 2,
         };
-        c.apply(&registry, put(br#"{"metadata":{"name":"x","namespace":"default"}}"#, 2)).unwrap();
+        c.apply(&registry, vec![put(br#"{"metadata":{"name":"x","namespace":"default"}}"#, 2)]).unwrap();
         assert!(c.lock_read().objects.get(key.as_str()).is_some());
-        c.apply(&registry, put(b"{not json", 3)).unwrap();
+        c.apply(&registry, vec![put(b"{not json", 3)]).unwrap();
         let st = c.lock_read();
         assert!(st.objects.get(key.as_str()).is_none(), "the old version is not served as current");
         let last = st.history.back().unwrap();
         assert!(last.deleted && last.revision == 3);
+    }
+
+    /// One transaction's events reach a watcher together, the last marked as its revision's end, and
+    /// the cache's revision moves once they are all queued: a bookmark or a list at that revision
+    /// never claims part of a transaction.
+    #[tokio::test]
+    async fn one_transactions_events_are_applied_together_and_the_last_ends_its_revision() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn crate::storage::Store> =
+            Arc::new(crate::storage::embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let registry = Registry::new(store, "/registry");
+        let c = cacher_with(&[]);
+        let reg = c.register(Scope { cluster: None, namespace: None }, Start::After(0), None).unwrap();
+        let put = |name: &str, revision| WatchEvent::Put {
+            kv: KeyValue {
+                key: format!("{P}a/default/{name}"),
+                value: format!(r#"{{"metadata":{{"name":"{name}","namespace":"default"}}}}"#).into_bytes(),
+                mod_revision: revision,
+            },
+            prev: None,
+            created: true,
+        };
+        c.apply(&registry, vec![put("x", 5), put("y", 5), put("z", 5)]).unwrap();
+        assert_eq!(c.revision(), 5);
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let ev = reg.recv().await.unwrap();
+            got.push((ev.key.rsplit('/').next().unwrap().to_string(), ev.revision, ev.ends));
+        }
+        let want = [("x", 5, false), ("y", 5, false), ("z", 5, true)].map(|(k, r, e)| (k.to_string(), r, e));
+        assert_eq!(got, want);
+        assert!(reg.is_drained());
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub struct DirectWatch {
     opts: ListOptions,
     stream: WatchStream,
     revision: Revision,
+    /// Every change up to this revision has been given out: the revision before the last event's
+    /// (more of that one's may follow), or a progress notification's.
+    whole: Revision,
     /// Counts open store-fed watchers; decremented on drop.
     gauge: prometheus::IntGauge,
 }
@@ -49,12 +52,18 @@ impl DirectWatch {
             opts: opts.clone(),
             stream,
             revision: after,
+            whole: after,
         })
     }
 
-    /// Every change up to this revision has been seen.
+    /// Every change before this revision has been seen, and some of this one's.
     pub fn revision(&self) -> Revision {
         self.revision
+    }
+
+    /// Every change up to this revision has been seen.
+    pub fn whole(&self) -> Revision {
+        self.whole
     }
 
     /// The next store event as a watch event (`None` inside when it concerns nobody here), with its
@@ -66,6 +75,7 @@ impl DirectWatch {
         };
         let rev = ev.revision();
         self.revision = self.revision.max(rev);
+        self.whole = self.whole.max(if matches!(ev, WatchEvent::Progress(_)) { rev } else { rev - 1 });
         let key = match &ev {
             WatchEvent::Put { kv, .. } => super::sent::key_hash(&kv.key),
             WatchEvent::Delete { key, .. } => super::sent::key_hash(key),

@@ -27,6 +27,9 @@ use cache::{Cutoff, Entry, Event, Head, Registration, Scope, Snapshot, Start, Wa
 
 /// How often a bookmark is sent when the client allows them.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+/// How long a watch whose time is up waits for the rest of a transaction's events it has only part
+/// of (they are normally queued already) before it ends anyway.
+const CLOSING_GRACE: Duration = Duration::from_secs(5);
 /// kube-apiserver's `--min-request-timeout`, the base of the random default watch timeout.
 const MIN_REQUEST_TIMEOUT: u64 = 1800;
 /// How long a read waits for the cache to catch up with a revision before it goes to the store instead.
@@ -408,7 +411,7 @@ struct Pump {
     /// never split one transaction's events (see `sent`).
     sent: Sent,
     /// The watch's time is up, but the client has only part of its last revision's events: the
-    /// rest go out first, so that its resume point drops none of them.
+    /// rest go out first (within `CLOSING_GRACE`), so that its resume point drops none of them.
     closing: bool,
     /// Initial state still to send.
     initial: Initial,
@@ -510,7 +513,7 @@ impl Pump {
 
     /// This watcher's line for a cached event, if it concerns it.
     fn event_line(&mut self, ev: &Event) -> Option<Bytes> {
-        if !self.sent.admit(ev.revision, ev.key_hash) {
+        if !self.sent.admit(ev.revision, ev.key_hash, ev.ends) {
             return None;
         }
         match translate(&self.def, &self.head, &self.opts, ev) {
@@ -529,15 +532,18 @@ impl Pump {
     /// The revision a bookmark may claim, none while the client may lack some of its last revision's
     /// events: the cache's, when everything it applied has reached us.
     fn bookmark_revision(&mut self) -> Option<Revision> {
-        if let Feed::Cache(reg) = &self.feed {
-            // Read the revision first: every event at or below it was queued before it was published,
-            // so an empty queue afterwards means we have sent them all.
-            let applied = reg.cacher().revision();
-            if reg.is_drained() && reg.cutoff() == Cutoff::Active && applied >= self.sent.last() {
-                self.sent.complete_to(applied);
+        match &self.feed {
+            Feed::Cache(reg) => {
+                // Read the revision first: every event at or below it was queued before it was
+                // published (a whole transaction at once), so an empty queue afterwards means we have
+                // sent them all.
+                let applied = reg.cacher().revision();
+                if reg.is_drained() && reg.cutoff() == Cutoff::Active && applied >= self.sent.last() {
+                    self.sent.complete_to(applied);
+                }
             }
+            Feed::Store(d, _) => self.sent.complete_to(d.whole()),
         }
-        // A store watch's own revision is not claimed: more events at it may still be on their way.
         (!self.sent.is_partial()).then(|| self.sent.last())
     }
 
@@ -548,6 +554,7 @@ impl Pump {
         let Feed::Store(d, cacher) = &self.feed else { return None };
         // Every change in scope before the store watch's revision has been sent or filtered out; of
         // that revision, perhaps not yet.
+        self.sent.complete_to(d.whole());
         self.sent.seen(d.revision());
         let from = self.sent.resume_after();
         let mut reg = cacher.register(self.scope.clone(), Start::After(from), self.account.clone()).ok()?;
@@ -610,20 +617,24 @@ impl Pump {
                 return None;
             }
             if self.closing {
-                // Ends once the client has all of its last revision. A store watch cannot tell, and
-                // ends at once, as it always did.
-                let rev = self.bookmark_revision();
-                if rev.is_some() || matches!(self.feed, Feed::Store(..)) {
+                // Ends once the client has all of its last revision.
+                if let Some(rev) = self.bookmark_revision() {
                     self.done = true;
-                    return rev.filter(|_| self.opts.bookmarks).map(|rev| self.bookmark_line(rev, false));
+                    return self.opts.bookmarks.then(|| self.bookmark_line(rev, false));
                 }
             }
             if let Some(b) = self.rejoin_cache() {
                 return Some(b);
             }
             let next = tokio::select! {
-                _ = &mut self.deadline, if !self.closing => {
-                    self.closing = true;
+                _ = &mut self.deadline => {
+                    if std::mem::replace(&mut self.closing, true) {
+                        // The rest of the revision did not come within the grace: end anyway.
+                        self.done = true;
+                        return None;
+                    }
+                    let grace = tokio::time::Instant::now() + CLOSING_GRACE;
+                    self.deadline.as_mut().reset(grace);
                     continue;
                 }
                 _ = self.shutdown.changed() => return None,
@@ -637,10 +648,11 @@ impl Pump {
             };
             if let (true, Next::Cached(ev)) = (self.closing, &next) {
                 if ev.revision > self.sent.last() {
-                    // A later revision: the last one is whole. This event goes to the client's next
-                    // watch, which starts after the revision the client then has.
-                    self.sent.complete_to(self.sent.last());
-                    continue;
+                    // A later revision: the last one is whole, and is where the client's next watch
+                    // starts (a bookmark claims no more), so this event goes to that watch.
+                    self.done = true;
+                    let rev = self.sent.last();
+                    return self.opts.bookmarks.then(|| self.bookmark_line(rev, false));
                 }
             }
             if matches!(next, Next::Cached(_) | Next::Stored(Ok(Some(_)))) && self.moving() {
@@ -654,7 +666,7 @@ impl Pump {
                     tokio::task::coop::consume_budget().await;
                 }
                 Next::Stored(Ok(Some((kind, obj, rev, key)))) => {
-                    if self.sent.admit(rev, key) {
+                    if self.sent.admit(rev, key, false) {
                         return Some(self.encode(kind, Payload::Value(obj)));
                     }
                 }

@@ -11,7 +11,8 @@
 //! revision still misses the rest: kube's resourceVersions cannot say more. kgate's transactions of
 //! many keys are its own: a new cluster's bootstrap, a purge, a move.)
 
-use std::hash::{BuildHasher, BuildHasherDefault};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::OnceLock;
 
 use crate::storage::Revision;
 
@@ -32,9 +33,12 @@ pub(super) struct Sent {
 /// Keys of one revision a watcher keeps room for once they are passed; a larger list is let go.
 const KEEP: usize = 16;
 
-/// A key's identity in [`Sent`]: 64 bits of a fixed hash, the same in every feed.
+/// A key's identity in [`Sent`]: 64 bits of a hash keyed once per process, the same in every feed.
+/// Keyed at random, so a tenant cannot choose two names that collide (the second's event would be
+/// taken for the first's and skipped).
 pub(super) fn key_hash(key: &str) -> u64 {
-    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(key)
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    KEYS.get_or_init(RandomState::new).hash_one(key)
 }
 
 impl Sent {
@@ -54,9 +58,18 @@ impl Sent {
     }
 
     /// Whether the event at `rev` for `key` is new to the client: it is then counted as passed, and
-    /// the caller sends it or filters it out. Events arrive in revision order, and within one
-    /// revision in one order whatever the feed, but a replay may overlap what was sent.
-    pub(super) fn admit(&mut self, rev: Revision, key: u64) -> bool {
+    /// the caller sends it or filters it out. Events arrive in revision order, but a replay may
+    /// overlap what was sent. `ends` says the event is its revision's last (the cache knows; a store
+    /// watch does not): once it is passed the client has all of that revision.
+    pub(super) fn admit(&mut self, rev: Revision, key: u64, ends: bool) -> bool {
+        let new = self.passed(rev, key);
+        if ends && rev == self.last {
+            self.complete_to(rev);
+        }
+        new
+    }
+
+    fn passed(&mut self, rev: Revision, key: u64) -> bool {
         match rev.cmp(&self.last) {
             std::cmp::Ordering::Less => false,
             std::cmp::Ordering::Equal if self.whole || self.first == Some(key) || self.more.contains(&key) => false,
@@ -90,8 +103,9 @@ impl Sent {
     /// The client has everything up to `rev` (never moves back).
     pub(super) fn complete_to(&mut self, rev: Revision) {
         if rev >= self.last {
-            self.start(rev);
-            self.whole = true;
+            (self.last, self.whole, self.first) = (rev, true, None);
+            // A whole revision needs no list: an idle watcher holds no memory for one.
+            self.more = Vec::new();
         }
     }
 
@@ -118,34 +132,57 @@ impl Sent {
 mod tests {
     use super::*;
 
+    fn admit(s: &mut Sent, rev: Revision, key: &str) -> bool {
+        s.admit(rev, key_hash(key), false)
+    }
+
     /// A transaction's events split by a resume: the replay from just before its revision sends only
     /// what the client lacks, once.
     #[test]
     fn a_resume_inside_one_revision_sends_the_rest_of_it_once() {
         let mut s = Sent::complete(10);
-        assert!(!s.admit(10, key_hash("/a")), "the start revision is the client's");
-        assert!(s.admit(11, key_hash("/a")));
-        assert!(s.admit(11, key_hash("/b")));
+        assert!(!admit(&mut s, 10, "/a"), "the start revision is the client's");
+        assert!(admit(&mut s, 11, "/a"));
+        assert!(admit(&mut s, 11, "/b"));
         assert_eq!(s.resume_after(), 10, "resume from before the revision the client has part of");
-        // The replay: the whole of revision 11, then what came after.
-        let replay = [(11, "/a"), (11, "/b"), (11, "/c"), (12, "/a")];
-        let sent: Vec<_> = replay.iter().filter(|(r, k)| s.admit(*r, key_hash(k))).copied().collect();
+        // The replay: the whole of revision 11 (its last event says so), then what came after.
+        let replay = [(11, "/a", false), (11, "/b", false), (11, "/c", true), (12, "/a", true)];
+        let sent: Vec<_> =
+            replay.iter().filter(|(r, k, e)| s.admit(*r, key_hash(k), *e)).map(|(r, k, _)| (*r, *k)).collect();
         assert_eq!(sent, [(11, "/c"), (12, "/a")]);
-        assert!(!s.admit(11, key_hash("/d")), "an older revision than the last is never sent");
+        assert!(!admit(&mut s, 11, "/d"), "an older revision than the last is never sent");
+        assert!(!s.is_partial(), "12's last event was passed");
+        assert_eq!(s.resume_after(), 12);
+    }
+
+    /// The last event of a revision, sent or replayed as a duplicate, makes the revision whole, and
+    /// the list of keys goes with it.
+    #[test]
+    fn a_revisions_last_event_makes_it_whole() {
+        let mut s = Sent::complete(1);
+        assert!(admit(&mut s, 2, "/a"));
+        assert!(s.admit(2, key_hash("/b"), true));
+        assert!(!s.is_partial());
+        assert_eq!(s.more.capacity(), 0, "a whole revision holds no list");
+        assert!(!admit(&mut s, 2, "/c"), "nothing more at a whole revision");
+        let mut r = Sent::complete(1);
+        assert!(admit(&mut r, 2, "/a"));
+        assert!(!r.admit(2, key_hash("/a"), true), "a duplicate that ends the revision");
+        assert!(!r.is_partial(), "still ends it");
     }
 
     #[test]
     fn a_whole_revision_is_claimed_and_then_nothing_more_at_it_is_sent() {
         let mut s = Sent::complete(5);
-        assert!(s.admit(7, key_hash("/a")));
+        assert!(admit(&mut s, 7, "/a"));
         assert!(s.is_partial());
         s.complete_to(7);
         assert!(!s.is_partial());
         assert_eq!(s.resume_after(), 7);
-        assert!(!s.admit(7, key_hash("/b")), "a bookmark at 7 said the client had all of 7");
+        assert!(!admit(&mut s, 7, "/b"), "a bookmark at 7 said the client had all of 7");
         s.complete_to(6);
         assert_eq!(s.last(), 7, "a claim never moves back");
-        assert!(s.admit(8, key_hash("/b")));
+        assert!(admit(&mut s, 8, "/b"));
     }
 
     #[test]
@@ -153,9 +190,9 @@ mod tests {
         let mut s = Sent::complete(5);
         s.seen(9);
         assert_eq!((s.last(), s.resume_after()), (9, 8));
-        assert!(s.admit(9, key_hash("/a")), "an event at 9 the store watch had not yet given");
+        assert!(admit(&mut s, 9, "/a"), "an event at 9 the store watch had not yet given");
         s.seen(9);
-        assert!(!s.admit(9, key_hash("/a")), "seeing 9 again forgets nothing");
+        assert!(!admit(&mut s, 9, "/a"), "seeing 9 again forgets nothing");
         s.seen(3);
         assert_eq!(s.last(), 9);
     }
@@ -166,10 +203,10 @@ mod tests {
     fn a_large_transaction_is_counted_key_by_key_and_its_room_let_go() {
         let mut s = Sent::complete(1);
         let keys: Vec<u64> = (0..100).map(|i| key_hash(&format!("/k{i}"))).collect();
-        assert!(keys.iter().all(|k| s.admit(2, *k)));
-        assert!(keys.iter().all(|k| !s.admit(2, *k)), "each once");
-        assert!(s.admit(3, keys[0]));
+        assert!(keys.iter().all(|k| s.admit(2, *k, false)));
+        assert!(keys.iter().all(|k| !s.admit(2, *k, false)), "each once");
+        assert!(s.admit(3, keys[0], false));
         assert!(s.more.capacity() <= KEEP, "{}", s.more.capacity());
-        assert!(s.admit(3, keys[1]), "another key at the new revision");
+        assert!(s.admit(3, keys[1], false), "another key at the new revision");
     }
 }
