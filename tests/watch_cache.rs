@@ -255,15 +255,26 @@ async fn slow_watch(s: &TestServer, from: i64, extra: &str) -> reqwest::Response
     slow
 }
 
-/// The lines of a watch, until it ends.
-async fn read_to_end(slow: reqwest::Response) -> Vec<Value> {
+/// How many objects of 100 KiB the purge in the tests below deletes in one transaction: their
+/// events, each with the object's last version (6 MiB), fit in a watcher's queue (8 MiB).
+const PURGED: usize = 30;
+
+/// The lines of a watch, until it ends, read at 320 KiB a second: the 3 MiB of `PURGED` events take
+/// longer than a closing watch's grace of 5 s.
+async fn read_slowly_to_end(slow: reqwest::Response) -> Vec<Value> {
     use futures::StreamExt;
     let mut stream = slow.bytes_stream();
-    let (mut buf, mut events) = (Vec::new(), Vec::new());
+    let (mut buf, mut events, mut unpaused) = (Vec::new(), Vec::new(), 0);
     loop {
-        let chunk = tokio::time::timeout(Duration::from_secs(20), stream.next()).await.expect("the watch ends");
+        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next()).await.expect("the watch ends");
         let Some(chunk) = chunk else { break };
-        buf.extend_from_slice(&chunk.unwrap());
+        let chunk = chunk.unwrap();
+        unpaused += chunk.len();
+        if unpaused >= 64 * 1024 {
+            unpaused = 0;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        buf.extend_from_slice(&chunk);
         while let Some(i) = buf.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = buf.drain(..=i).collect();
             events.push(serde_json::from_slice(&line).unwrap());
@@ -286,13 +297,14 @@ fn purge_deletes(events: &[Value]) -> (BTreeMap<String, usize>, BTreeSet<i64>) {
 }
 
 /// A watch whose time runs out while its client has only part of one transaction's events sends
-/// the rest before it ends, and claims that revision in a bookmark only after them: a client
-/// resuming from the last resourceVersion it got would otherwise never see the others.
+/// the rest before it ends, however slowly the client reads them, and claims that revision in a
+/// bookmark only after them: a client resuming from the last resourceVersion it got would otherwise
+/// never see the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_watch_that_times_out_inside_one_transactions_events_sends_all_of_them_first() {
     let s = TestServer::start(Backend::Etcd).await;
-    // 60 of 100 KiB: the watcher's queue holds them all, the client's window a few.
-    const N: usize = 60;
+    // The watcher's queue holds them all, the client's window a few.
+    const N: usize = PURGED;
     let from = one_transaction_of_deletes(&s, N, 100).await;
     let slow = slow_watch(&s, from, "&timeoutSeconds=2&allowWatchBookmarks=true").await;
     let opened = tokio::time::Instant::now();
@@ -309,7 +321,7 @@ async fn a_watch_that_times_out_inside_one_transactions_events_sends_all_of_them
     }
     // The watch's time runs out while its first few events fill the client's window.
     tokio::time::sleep_until(opened + Duration::from_secs(3)).await;
-    let events = read_to_end(slow).await;
+    let events = read_slowly_to_end(slow).await;
     let (deleted, revisions) = purge_deletes(&events);
     assert_eq!(revisions.len(), 1, "one transaction deleted them all: {revisions:?}");
     assert_eq!(deleted.len(), N, "every object's DELETED event before the watch ended");
@@ -323,6 +335,58 @@ async fn a_watch_that_times_out_inside_one_transactions_events_sends_all_of_them
             rv_of(&ev["object"])
         );
     }
+    let cut_off = s.metric("kgate_watch_cache_lagging_watchers_total{resource=\"configmaps\"}").await;
+    assert_eq!(cut_off, 0.0, "the events came from the watcher's queue, not a resume");
+    s.stop().await;
+}
+
+/// The same for a watch fed by a store watch of its own (its resume point is older than the cache's
+/// history, as after a restart): it sends the rest of the transaction it is in, then ends with a
+/// bookmark at that revision, not sending a later one's events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_store_fed_watch_that_times_out_inside_one_transaction_finishes_it_and_ends_there() {
+    const N: usize = PURGED;
+    let s = TestServer::start(Backend::Etcd).await;
+    let from = one_transaction_of_deletes(&s, N, 100).await;
+    let prefix = s.prefix.clone();
+    let dir = s.stop().await;
+    let s = TestServer::start_in(Backend::Etcd, dir, prefix).await;
+    let (code, st) = s.delete("/apis/tenancy.kgate.dev/v1alpha1/logicalclusters/wide").await;
+    assert!(code.is_success(), "{st}");
+    // Waited for in the store: the ConfigMaps cache, loaded by the watch below, then starts after
+    // the purge, and the watch from before it is fed by the store.
+    let store = s.running_store();
+    let def = kgate::resources::find("", "v1", "configmaps").unwrap();
+    let keys = kgate::storage::keys::collection(&s.prefix, def.storage_group(), &def.plural, Some("wide"), None);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !store
+        .range(kgate::storage::RangeRequest { prefix: keys.clone(), ..Default::default() })
+        .await
+        .unwrap()
+        .kvs
+        .is_empty()
+    {
+        assert!(tokio::time::Instant::now() < deadline, "the purge never ran");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (code, later) = s.post(&format!("/{CM}"), &json!({"metadata": {"name": "after-purge"}})).await;
+    assert_eq!(code, 201, "{later}");
+    let slow = slow_watch(&s, from, "&timeoutSeconds=2&allowWatchBookmarks=true").await;
+    let opened = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(s.metric("kgate_watch_store_fed_watchers").await, 1.0, "the watch is fed by the store");
+    tokio::time::sleep_until(opened + Duration::from_secs(3)).await;
+    let events = read_slowly_to_end(slow).await;
+    let (deleted, revisions) = purge_deletes(&events);
+    assert_eq!(revisions.len(), 1, "one transaction deleted them all: {revisions:?}");
+    assert_eq!(deleted.len(), N, "every object's DELETED event before the watch ended");
+    assert!(deleted.values().all(|n| *n == 1), "each DELETED once: {deleted:?}");
+    let purge = *revisions.first().unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "BOOKMARK", "the watch ends with a bookmark: {last}");
+    assert_eq!(rv_of(&last["object"]), purge, "at the transaction it finished");
+    let beyond: Vec<&Value> = events.iter().filter(|e| rv_of(&e["object"]) > purge).collect();
+    assert!(beyond.is_empty(), "nothing of a later revision: {beyond:?}");
     s.stop().await;
 }
 

@@ -978,6 +978,12 @@ impl Cacher {
         }
         let mut st = self.lock_write();
         let count = built.len();
+        if count > 0 && revision <= st.revision {
+            // A revision whose events came in two parts (etcd never splits one, and the stores'
+            // streams hand a response's events out together): watchers that passed the first part
+            // would take the rest for events already sent. Reload, which cuts them off to resume.
+            return Err(StoreError::Unavailable(format!("watch events at revision {revision}, applied already")));
+        }
         for (i, (key, object, deleted)) in built.into_iter().enumerate() {
             let prev = if deleted { st.delete(&key) } else { st.set(key.clone(), object.clone()) };
             // The history keeps it long after the map let it go: in a block, it would keep the block.
@@ -1492,6 +1498,11 @@ mod tests {
         let want = [("x", 5, false), ("y", 5, false), ("z", 5, true)].map(|(k, r, e)| (k.to_string(), r, e));
         assert_eq!(got, want);
         assert!(reg.is_drained());
+        // More of revision 5 later would be taken for events passed already: the cache reloads
+        // instead, and applies nothing of it.
+        assert!(c.apply(&registry, vec![put("w", 5)]).is_err());
+        assert!(reg.is_drained());
+        assert_eq!(c.revision(), 5);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A watcher's own store watch, for a resume point older than the watch cache's history (after a kgate
 //! restart the cache's history starts at the restart, but the store may still hold the client's place).
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::{json, Value};
 
 use super::cache::Scope;
@@ -10,6 +10,17 @@ use crate::resources::ResourceDef;
 use crate::status::ApiResult;
 use crate::storage::{Revision, StoreError, WatchEvent, WatchStream};
 
+/// One store event as this watcher's watch event.
+pub struct Change {
+    pub kind: &'static str,
+    pub object: Value,
+    pub revision: Revision,
+    /// The key's `sent::key_hash`.
+    pub key: u64,
+    /// The last of its revision's events.
+    pub ends: bool,
+}
+
 /// A store watch of one scope, translated to watch events.
 pub struct DirectWatch {
     registry: Registry,
@@ -17,9 +28,12 @@ pub struct DirectWatch {
     scope: Scope,
     opts: ListOptions,
     stream: WatchStream,
+    /// The stream's next item, taken to see whether the last one given out ended its revision
+    /// (`Some(None)`: the stream ended).
+    held: Option<Option<Result<WatchEvent, StoreError>>>,
     revision: Revision,
-    /// Every change up to this revision has been given out: the revision before the last event's
-    /// (more of that one's may follow), or a progress notification's.
+    /// Every change up to this revision has been given out: the last event's revision once its
+    /// revision's events are all out, else the one before it, or a progress notification's.
     whole: Revision,
     /// Counts open store-fed watchers; decremented on drop.
     gauge: prometheus::IntGauge,
@@ -51,6 +65,7 @@ impl DirectWatch {
             scope: scope.clone(),
             opts: opts.clone(),
             stream,
+            held: None,
             revision: after,
             whole: after,
         })
@@ -66,22 +81,40 @@ impl DirectWatch {
         self.whole
     }
 
-    /// The next store event as a watch event (`None` inside when it concerns nobody here), with its
-    /// revision and its key's `sent::key_hash`; `None` when the stream ends.
-    pub async fn next(&mut self) -> Option<ApiResult<Option<(&'static str, Value, Revision, u64)>>> {
-        let ev = match self.stream.next().await? {
+    /// Whether an event is waiting to be given out.
+    pub fn has_ready(&self) -> bool {
+        matches!(self.held, Some(Some(_)))
+    }
+
+    /// The next store event as a watch event (`None` inside when it concerns nobody here); `None`
+    /// when the stream ends.
+    pub async fn next(&mut self) -> Option<ApiResult<Option<Change>>> {
+        let next = match self.held.take() {
+            Some(held) => held,
+            None => self.stream.next().await,
+        };
+        let ev = match next? {
             Ok(ev) => ev,
             Err(e) => return Some(Err(e.into())),
         };
         let rev = ev.revision();
+        // A revision's events come together (etcd never splits one across watch responses, and the
+        // store's stream hands a response's events out without waiting, as the cache relies on too):
+        // the last of them is the one not followed by another of its revision ready now.
+        self.held = self.stream.next().now_or_never();
+        let ends = match &self.held {
+            Some(Some(Ok(later))) => later.revision() != rev,
+            _ => true,
+        };
         self.revision = self.revision.max(rev);
-        self.whole = self.whole.max(if matches!(ev, WatchEvent::Progress(_)) { rev } else { rev - 1 });
+        let whole = if ends || matches!(ev, WatchEvent::Progress(_)) { rev } else { rev - 1 };
+        self.whole = self.whole.max(whole);
         let key = match &ev {
             WatchEvent::Put { kv, .. } => super::sent::key_hash(&kv.key),
             WatchEvent::Delete { key, .. } => super::sent::key_hash(key),
             WatchEvent::Progress(_) => 0,
         };
-        Some(self.translate(ev).map(|o| o.map(|(k, v)| (k, v, rev, key))))
+        Some(self.translate(ev).map(|o| o.map(|(kind, object)| Change { kind, object, revision: rev, key, ends })))
     }
 
     fn translate(&self, ev: WatchEvent) -> ApiResult<Option<(&'static str, Value)>> {

@@ -28,8 +28,10 @@ use cache::{Cutoff, Entry, Event, Head, Registration, Scope, Snapshot, Start, Wa
 /// How often a bookmark is sent when the client allows them.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 /// How long a watch whose time is up waits for the rest of a transaction's events it has only part
-/// of (they are normally queued already) before it ends anyway.
+/// of (they are normally queued already) before it ends anyway, once none of them is waiting.
 const CLOSING_GRACE: Duration = Duration::from_secs(5);
+/// How often a closing watch checks whether the cache has published the revision it is finishing.
+const CLOSING_RECHECK: Duration = Duration::from_millis(50);
 /// kube-apiserver's `--min-request-timeout`, the base of the random default watch timeout.
 const MIN_REQUEST_TIMEOUT: u64 = 1800;
 /// How long a read waits for the cache to catch up with a revision before it goes to the store instead.
@@ -148,6 +150,17 @@ fn bookmark(def: &ResourceDef, rev: Revision, initial_end: bool) -> Value {
 
 fn expired(requested: Revision, oldest: Revision) -> ApiError {
     ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
+}
+
+/// Where a watch is in ending at its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    /// Its time is not up.
+    No,
+    /// Its time is up: it sends the rest of its last revision, waiting for them until then.
+    Until(tokio::time::Instant),
+    /// The grace is over too: it ends as soon as nothing of the revision is waiting to be sent.
+    Overdue,
 }
 
 /// Where a watcher's events come from.
@@ -306,7 +319,7 @@ pub async fn start(
         registry,
         first: true,
         sent: Sent::complete(start_rev),
-        closing: false,
+        closing: Closing::No,
         initial: pending,
         charge,
         _selectors: selectors,
@@ -411,8 +424,8 @@ struct Pump {
     /// never split one transaction's events (see `sent`).
     sent: Sent,
     /// The watch's time is up, but the client has only part of its last revision's events: the
-    /// rest go out first (within `CLOSING_GRACE`), so that its resume point drops none of them.
-    closing: bool,
+    /// rest go out first, so that its resume point drops none of them.
+    closing: Closing,
     /// Initial state still to send.
     initial: Initial,
     /// The definition objects are sent as, when it is a version stored as `def`'s (each is converted).
@@ -548,27 +561,60 @@ impl Pump {
     }
 
     /// Move a store-fed watcher back onto the cache once everything it has seen reaches the cache's
-    /// history, so resume points from before a restart do not each keep a store watch for ever. Returns
-    /// the first line the cache's history still owes it, if any.
-    fn rejoin_cache(&mut self) -> Option<Bytes> {
-        let Feed::Store(d, cacher) = &self.feed else { return None };
+    /// history, so resume points from before a restart do not each keep a store watch for ever. What
+    /// the cache's history still owes it is left in `replay`.
+    fn rejoin_cache(&mut self) -> bool {
+        let Feed::Store(d, cacher) = &self.feed else { return false };
         // Every change in scope before the store watch's revision has been sent or filtered out; of
         // that revision, perhaps not yet.
         self.sent.complete_to(d.whole());
         self.sent.seen(d.revision());
         let from = self.sent.resume_after();
-        let mut reg = cacher.register(self.scope.clone(), Start::After(from), self.account.clone()).ok()?;
+        let Ok(mut reg) = cacher.register(self.scope.clone(), Start::After(from), self.account.clone()) else {
+            return false;
+        };
         self.replay = std::mem::take(&mut reg.replay).into_iter();
         self.feed = Feed::Cache(reg);
-        if self.moving() {
-            return None;
-        }
+        true
+    }
+
+    /// The next line of `replay`, if it has one for this client; `None` also when the watch ends
+    /// (see `done`).
+    async fn replayed(&mut self) -> Option<Bytes> {
         while let Some(ev) = next_of(&mut self.replay) {
+            if self.closing_before(ev.revision) {
+                return self.close();
+            }
             if let Some(b) = self.event_line(&ev) {
                 return Some(b);
             }
+            // Events filtered out send nothing, yet took work: the worker is given up now and then.
+            tokio::task::coop::consume_budget().await;
         }
         None
+    }
+
+    /// Whether an event at `rev` comes after the revision a closing watch was finishing: that one is
+    /// then whole, and is where the client's next watch starts, so this event goes to that watch.
+    fn closing_before(&self, rev: Revision) -> bool {
+        self.closing != Closing::No && rev > self.sent.last()
+    }
+
+    /// End the watch, with a bookmark at the last revision sent, which the client has all of, if it
+    /// asked for bookmarks.
+    fn close(&mut self) -> Option<Bytes> {
+        self.done = true;
+        let rev = self.sent.last();
+        self.opts.bookmarks.then(|| self.bookmark_line(rev, false))
+    }
+
+    /// Whether nothing is waiting to be sent: a closing watch past its grace ends then.
+    fn idle(&self) -> bool {
+        self.replay.len() == 0
+            && match &self.feed {
+                Feed::Cache(reg) => reg.is_drained(),
+                Feed::Store(d, _) => !d.has_ready(),
+            }
     }
 
     fn fail(&mut self, e: &ApiError) -> Option<Bytes> {
@@ -576,7 +622,6 @@ impl Pump {
         Some(error_line(e))
     }
 
-    /// The next line to send, or `None` when the watch ends.
     /// Whether this watch's cluster is being moved: the watch then ends (and says so once), rather
     /// than send the move's deletes as the cluster's, or stay on the shard it leaves. Its clients
     /// watch again once the cluster is served from its new shard, where their resourceVersion is
@@ -589,6 +634,7 @@ impl Pump {
         moving
     }
 
+    /// The next line to send, or `None` when the watch ends.
     async fn next_line(&mut self) -> Option<Bytes> {
         if let Some(piece) = self.pieces.pop_front() {
             return Some(piece);
@@ -601,12 +647,8 @@ impl Pump {
             Some(Err(e)) => return self.fail(&e),
             None => {}
         }
-        while let Some(ev) = next_of(&mut self.replay) {
-            if let Some(b) = self.event_line(&ev) {
-                return Some(b);
-            }
-            // Events filtered out send nothing, yet took work: the worker is given up now and then.
-            tokio::task::coop::consume_budget().await;
+        if let Some(b) = self.replayed().await {
+            return Some(b);
         }
         if std::mem::take(&mut self.initial_end) {
             let rev = self.sent.last();
@@ -616,46 +658,60 @@ impl Pump {
             if self.moving() {
                 return None;
             }
-            if self.closing {
-                // Ends once the client has all of its last revision.
-                if let Some(rev) = self.bookmark_revision() {
-                    self.done = true;
-                    return self.opts.bookmarks.then(|| self.bookmark_line(rev, false));
-                }
-            }
-            if let Some(b) = self.rejoin_cache() {
+            // A resume or a return to the cache left events to send first.
+            if let Some(b) = self.replayed().await {
                 return Some(b);
             }
+            if self.done {
+                return None;
+            }
+            if self.closing != Closing::No {
+                // Ends once the client has all of its last revision; or, past the grace, once
+                // nothing more of it is waiting (a client still reading it is not cut short).
+                if self.bookmark_revision().is_some() {
+                    return self.close();
+                }
+                if self.closing == Closing::Overdue && self.idle() {
+                    self.done = true;
+                    return None;
+                }
+            }
+            if self.rejoin_cache() {
+                continue;
+            }
             let next = tokio::select! {
-                _ = &mut self.deadline => {
-                    if std::mem::replace(&mut self.closing, true) {
-                        // The rest of the revision did not come within the grace: end anyway.
-                        self.done = true;
-                        return None;
+                _ = &mut self.deadline, if self.closing != Closing::Overdue => {
+                    let now = tokio::time::Instant::now();
+                    self.closing = match self.closing {
+                        Closing::No => Closing::Until(now + CLOSING_GRACE),
+                        Closing::Until(end) if now < end => Closing::Until(end),
+                        _ => Closing::Overdue,
+                    };
+                    // While closing, the client's last revision is checked for wholeness now and then:
+                    // a watcher of one namespace or cluster is not woken when the cache publishes it.
+                    if let Closing::Until(end) = self.closing {
+                        self.deadline.as_mut().reset(end.min(now + CLOSING_RECHECK));
                     }
-                    let grace = tokio::time::Instant::now() + CLOSING_GRACE;
-                    self.deadline.as_mut().reset(grace);
                     continue;
                 }
                 _ = self.shutdown.changed() => return None,
                 _ = moved(&mut self.moves) => continue,
-                _ = tick(&mut self.ticker), if !self.closing => match self.bookmark_revision() {
+                _ = tick(&mut self.ticker), if self.closing == Closing::No => match self.bookmark_revision() {
                     Some(rev) => return Some(self.bookmark_line(rev, false)),
                     // In the middle of a transaction's events: the next tick, once they are sent.
                     None => continue,
                 },
                 next = next_event(&mut self.feed) => next,
             };
-            if let (true, Next::Cached(ev)) = (self.closing, &next) {
-                if ev.revision > self.sent.last() {
-                    // A later revision: the last one is whole, and is where the client's next watch
-                    // starts (a bookmark claims no more), so this event goes to that watch.
-                    self.done = true;
-                    let rev = self.sent.last();
-                    return self.opts.bookmarks.then(|| self.bookmark_line(rev, false));
-                }
+            let rev = match &next {
+                Next::Cached(ev) => Some(ev.revision),
+                Next::Stored(Ok(Some(c))) => Some(c.revision),
+                _ => None,
+            };
+            if rev.is_some_and(|r| self.closing_before(r)) {
+                return self.close();
             }
-            if matches!(next, Next::Cached(_) | Next::Stored(Ok(Some(_)))) && self.moving() {
+            if rev.is_some() && self.moving() {
                 return None;
             }
             match next {
@@ -665,9 +721,9 @@ impl Pump {
                     }
                     tokio::task::coop::consume_budget().await;
                 }
-                Next::Stored(Ok(Some((kind, obj, rev, key)))) => {
-                    if self.sent.admit(rev, key, false) {
-                        return Some(self.encode(kind, Payload::Value(obj)));
+                Next::Stored(Ok(Some(c))) => {
+                    if self.sent.admit(c.revision, c.key, c.ends) {
+                        return Some(self.encode(c.kind, Payload::Value(c.object)));
                     }
                 }
                 Next::Stored(Ok(None)) => {}
@@ -689,17 +745,12 @@ impl Pump {
                     ))
                     .await;
                     match resumed {
+                        // What the new feed replays that the client has, `sent` skips.
                         Ok(mut f) => {
-                            // What the new feed replays that the client has, `sent` skips.
                             if let Feed::Cache(reg) = &mut f {
                                 self.replay = std::mem::take(&mut reg.replay).into_iter();
                             }
                             self.feed = f;
-                            while let Some(ev) = next_of(&mut self.replay) {
-                                if let Some(b) = self.event_line(&ev) {
-                                    return Some(b);
-                                }
-                            }
                         }
                         Err(e) => return self.fail(&e),
                     }
@@ -740,7 +791,7 @@ async fn tick(ticker: &mut Option<tokio::time::Interval>) {
 
 enum Next {
     Cached(Arc<Event>),
-    Stored(ApiResult<Option<(&'static str, Value, Revision, u64)>>),
+    Stored(ApiResult<Option<direct::Change>>),
     CutOff,
     End,
 }
