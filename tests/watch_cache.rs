@@ -283,6 +283,16 @@ async fn read_slowly_to_end(slow: reqwest::Response) -> Vec<Value> {
     events
 }
 
+/// Asserts that `events` hold the DELETED event of each of the purge's `n` objects once, all at one
+/// revision, which it returns.
+fn whole_purge(events: &[Value], n: usize) -> i64 {
+    let (deleted, revisions) = purge_deletes(events);
+    assert_eq!(revisions.len(), 1, "one transaction deleted them all: {revisions:?}");
+    assert_eq!(deleted.len(), n, "every object's DELETED event before the watch ended");
+    assert!(deleted.values().all(|n| *n == 1), "each DELETED once: {deleted:?}");
+    *revisions.first().unwrap()
+}
+
 /// The purge's DELETED events among `events`: each object's count, and the revisions they came at.
 fn purge_deletes(events: &[Value]) -> (BTreeMap<String, usize>, BTreeSet<i64>) {
     let (mut deleted, mut revisions) = (BTreeMap::<String, usize>::new(), BTreeSet::new());
@@ -322,11 +332,7 @@ async fn a_watch_that_times_out_inside_one_transactions_events_sends_all_of_them
     // The watch's time runs out while its first few events fill the client's window.
     tokio::time::sleep_until(opened + Duration::from_secs(3)).await;
     let events = read_slowly_to_end(slow).await;
-    let (deleted, revisions) = purge_deletes(&events);
-    assert_eq!(revisions.len(), 1, "one transaction deleted them all: {revisions:?}");
-    assert_eq!(deleted.len(), N, "every object's DELETED event before the watch ended");
-    assert!(deleted.values().all(|n| *n == 1), "each DELETED once: {deleted:?}");
-    let purge = *revisions.first().unwrap();
+    let purge = whole_purge(&events, N);
     let last_delete = events.iter().rposition(|e| e["type"] == "DELETED").unwrap();
     for (i, ev) in events.iter().enumerate().filter(|(_, e)| e["type"] == "BOOKMARK") {
         assert!(
@@ -377,11 +383,7 @@ async fn a_store_fed_watch_that_times_out_inside_one_transaction_finishes_it_and
     assert_eq!(s.metric("kgate_watch_store_fed_watchers").await, 1.0, "the watch is fed by the store");
     tokio::time::sleep_until(opened + Duration::from_secs(3)).await;
     let events = read_slowly_to_end(slow).await;
-    let (deleted, revisions) = purge_deletes(&events);
-    assert_eq!(revisions.len(), 1, "one transaction deleted them all: {revisions:?}");
-    assert_eq!(deleted.len(), N, "every object's DELETED event before the watch ended");
-    assert!(deleted.values().all(|n| *n == 1), "each DELETED once: {deleted:?}");
-    let purge = *revisions.first().unwrap();
+    let purge = whole_purge(&events, N);
     let last = events.last().unwrap();
     assert_eq!(last["type"], "BOOKMARK", "the watch ends with a bookmark: {last}");
     assert_eq!(rv_of(&last["object"]), purge, "at the transaction it finished");
