@@ -312,11 +312,24 @@ fn purge_deletes(events: &[Value]) -> (BTreeMap<String, usize>, BTreeSet<i64>) {
 /// never see the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_watch_that_times_out_inside_one_transactions_events_sends_all_of_them_first() {
+    closing_inside_a_purge(false).await;
+}
+
+/// The same when, while the client is still reading the rest after the watch's grace, later writes
+/// overflow its queue: the watch is cut off from the queue, resumes, and still sends the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_closing_watch_cut_off_from_its_queue_still_sends_the_whole_transaction() {
+    closing_inside_a_purge(true).await;
+}
+
+/// A slow client's watch times out inside a purge's transaction (see the two tests above); with
+/// `overflow`, 9 MiB of later creates arrive once its grace is over, while it is still reading.
+async fn closing_inside_a_purge(overflow: bool) {
     let s = TestServer::start(Backend::Etcd).await;
     // The watcher's queue holds them all, the client's window a few.
     const N: usize = PURGED;
     let from = one_transaction_of_deletes(&s, N, 100).await;
-    let slow = slow_watch(&s, from, "&timeoutSeconds=2&allowWatchBookmarks=true").await;
+    let slow = slow_watch(&s, from, "&timeoutSeconds=5&allowWatchBookmarks=true").await;
     let opened = tokio::time::Instant::now();
     let (code, st) = s.delete("/apis/tenancy.kgate.dev/v1alpha1/logicalclusters/wide").await;
     assert!(code.is_success(), "{st}");
@@ -329,9 +342,23 @@ async fn a_watch_that_times_out_inside_one_transactions_events_sends_all_of_them
         assert!(tokio::time::Instant::now() < deadline, "the purge never ran: {list}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The watch's time runs out while its first few events fill the client's window.
-    tokio::time::sleep_until(opened + Duration::from_secs(3)).await;
-    let events = read_slowly_to_end(slow).await;
+    assert!(opened.elapsed() < Duration::from_secs(5), "the purge ran within the watch's time");
+    // The watch's time runs out while its first few events fill the client's window; its grace
+    // starts when the client reads again, and is over about 5 s later, some 4 s before the client
+    // has read the whole transaction.
+    tokio::time::sleep_until(opened + Duration::from_secs(6)).await;
+    let reader = tokio::spawn(read_slowly_to_end(slow));
+    if overflow {
+        tokio::time::sleep_until(opened + Duration::from_secs(12)).await;
+        let blob = "y".repeat(900 * 1024);
+        for i in 0..10 {
+            let (code, obj) = s
+                .post(&format!("/{CM}"), &json!({"metadata": {"name": format!("later-{i}")}, "data": {"b": blob}}))
+                .await;
+            assert_eq!(code, 201, "{obj}");
+        }
+    }
+    let events = reader.await.unwrap();
     let purge = whole_purge(&events, N);
     let last_delete = events.iter().rposition(|e| e["type"] == "DELETED").unwrap();
     for (i, ev) in events.iter().enumerate().filter(|(_, e)| e["type"] == "BOOKMARK") {
@@ -342,7 +369,14 @@ async fn a_watch_that_times_out_inside_one_transactions_events_sends_all_of_them
         );
     }
     let cut_off = s.metric("kgate_watch_cache_lagging_watchers_total{resource=\"configmaps\"}").await;
-    assert_eq!(cut_off, 0.0, "the events came from the watcher's queue, not a resume");
+    if overflow {
+        assert!(cut_off >= 1.0, "the later writes overflowed the watcher's queue");
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "BOOKMARK", "the watch ends with a bookmark: {last}");
+        assert_eq!(rv_of(&last["object"]), purge, "at the transaction it finished");
+    } else {
+        assert_eq!(cut_off, 0.0, "the events came from the watcher's queue, not a resume");
+    }
     s.stop().await;
 }
 

@@ -979,10 +979,12 @@ impl Cacher {
         let mut st = self.lock_write();
         let count = built.len();
         if count > 0 && revision <= st.revision {
-            // A revision whose events came in two parts (etcd never splits one, and the stores'
-            // streams hand a response's events out together): watchers that passed the first part
-            // would take the rest for events already sent. Reload, which cuts them off to resume.
-            return Err(StoreError::Unavailable(format!("watch events at revision {revision}, applied already")));
+            // A revision whose events came in two parts, which etcd never sends and the stores'
+            // streams never hand out: watchers took the first part's last event for the revision's
+            // end, and skip the rest. Applied, so the cache holds what the store does; said loudly,
+            // as it breaks what watches rely on.
+            tracing::error!(revision, applied = st.revision, resource = %self.def.plural,
+                "watch events of a revision the cache has applied; watchers may miss them");
         }
         for (i, (key, object, deleted)) in built.into_iter().enumerate() {
             let prev = if deleted { st.delete(&key) } else { st.set(key.clone(), object.clone()) };
@@ -1498,11 +1500,11 @@ mod tests {
         let want = [("x", 5, false), ("y", 5, false), ("z", 5, true)].map(|(k, r, e)| (k.to_string(), r, e));
         assert_eq!(got, want);
         assert!(reg.is_drained());
-        // More of revision 5 later would be taken for events passed already: the cache reloads
-        // instead, and applies nothing of it.
-        assert!(c.apply(&registry, vec![put("w", 5)]).is_err());
-        assert!(reg.is_drained());
+        // More of revision 5 later (which no store sends) is still applied: the cache holds what the
+        // store does.
+        c.apply(&registry, vec![put("w", 5)]).unwrap();
         assert_eq!(c.revision(), 5);
+        assert!(c.get(&format!("{P}a/default/w")).0.is_some());
     }
 
     #[test]

@@ -104,7 +104,9 @@ impl DirectWatch {
         self.held = self.stream.next().now_or_never();
         let ends = match &self.held {
             Some(Some(Ok(later))) => later.revision() != rev,
-            _ => true,
+            // The watch fails with it: claim nothing more.
+            Some(Some(Err(_))) => false,
+            Some(None) | None => true,
         };
         self.revision = self.revision.max(rev);
         let whole = if ends || matches!(ev, WatchEvent::Progress(_)) { rev } else { rev - 1 };

@@ -32,6 +32,9 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 const CLOSING_GRACE: Duration = Duration::from_secs(5);
 /// How often a closing watch checks whether the cache has published the revision it is finishing.
 const CLOSING_RECHECK: Duration = Duration::from_millis(50);
+/// How long after the grace a watch whose client is still reading the rest of its last revision may
+/// go on sending it: a client that reads a byte a minute does not hold a watcher for ever.
+const CLOSING_LIMIT: Duration = Duration::from_secs(60);
 /// kube-apiserver's `--min-request-timeout`, the base of the random default watch timeout.
 const MIN_REQUEST_TIMEOUT: u64 = 1800;
 /// How long a read waits for the cache to catch up with a revision before it goes to the store instead.
@@ -159,7 +162,8 @@ enum Closing {
     No,
     /// Its time is up: it sends the rest of its last revision, waiting for them until then.
     Until(tokio::time::Instant),
-    /// The grace is over too: it ends as soon as nothing of the revision is waiting to be sent.
+    /// The grace is over too: it ends as soon as nothing of the revision is waiting to be sent, or
+    /// at `CLOSING_LIMIT`.
     Overdue,
 }
 
@@ -581,6 +585,9 @@ impl Pump {
     /// The next line of `replay`, if it has one for this client; `None` also when the watch ends
     /// (see `done`).
     async fn replayed(&mut self) -> Option<Bytes> {
+        if self.replay.len() > 0 && self.moving() {
+            return None;
+        }
         while let Some(ev) = next_of(&mut self.replay) {
             if self.closing_before(ev.revision) {
                 return self.close();
@@ -608,11 +615,12 @@ impl Pump {
         self.opts.bookmarks.then(|| self.bookmark_line(rev, false))
     }
 
-    /// Whether nothing is waiting to be sent: a closing watch past its grace ends then.
+    /// Whether nothing is waiting to be sent: a closing watch past its grace ends then. A queue
+    /// emptied by a cut-off is not idle: the watch resumes, and sends the rest.
     fn idle(&self) -> bool {
         self.replay.len() == 0
             && match &self.feed {
-                Feed::Cache(reg) => reg.is_drained(),
+                Feed::Cache(reg) => reg.is_drained() && reg.cutoff() == Cutoff::Active,
                 Feed::Store(d, _) => !d.has_ready(),
             }
     }
@@ -680,18 +688,24 @@ impl Pump {
                 continue;
             }
             let next = tokio::select! {
-                _ = &mut self.deadline, if self.closing != Closing::Overdue => {
+                _ = &mut self.deadline => {
                     let now = tokio::time::Instant::now();
                     self.closing = match self.closing {
                         Closing::No => Closing::Until(now + CLOSING_GRACE),
                         Closing::Until(end) if now < end => Closing::Until(end),
-                        _ => Closing::Overdue,
+                        Closing::Until(_) => Closing::Overdue,
+                        Closing::Overdue => {
+                            self.done = true;
+                            return None;
+                        }
                     };
                     // While closing, the client's last revision is checked for wholeness now and then:
                     // a watcher of one namespace or cluster is not woken when the cache publishes it.
-                    if let Closing::Until(end) = self.closing {
-                        self.deadline.as_mut().reset(end.min(now + CLOSING_RECHECK));
-                    }
+                    let next = match self.closing {
+                        Closing::Until(end) => end.min(now + CLOSING_RECHECK),
+                        _ => now + CLOSING_LIMIT,
+                    };
+                    self.deadline.as_mut().reset(next);
                     continue;
                 }
                 _ = self.shutdown.changed() => return None,
@@ -771,7 +785,6 @@ fn next_of<T>(items: &mut std::vec::IntoIter<T>) -> Option<T> {
     next
 }
 
-/// The next bookmark tick, or never.
 /// A cluster started moving (never, for a watch across clusters, or once the server has gone).
 async fn moved(moves: &mut Option<tokio::sync::watch::Receiver<u64>>) {
     let Some(rx) = moves else { return std::future::pending().await };
@@ -780,6 +793,7 @@ async fn moved(moves: &mut Option<tokio::sync::watch::Receiver<u64>>) {
     }
 }
 
+/// The next bookmark tick, or never.
 async fn tick(ticker: &mut Option<tokio::time::Interval>) {
     match ticker {
         Some(t) => {

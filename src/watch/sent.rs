@@ -59,8 +59,8 @@ impl Sent {
 
     /// Whether the event at `rev` for `key` is new to the client: it is then counted as passed, and
     /// the caller sends it or filters it out. Events arrive in revision order, but a replay may
-    /// overlap what was sent. `ends` says the event is its revision's last (the cache knows; a store
-    /// watch does not): once it is passed the client has all of that revision.
+    /// overlap what was sent. `ends` says the event is its revision's last (both feeds tell, from
+    /// the events that arrive together): once it is passed the client has all of that revision.
     pub(super) fn admit(&mut self, rev: Revision, key: u64, ends: bool) -> bool {
         let new = self.passed(rev, key);
         if ends && rev == self.last {
