@@ -658,6 +658,9 @@ impl Pump {
         if let Some(b) = self.replayed().await {
             return Some(b);
         }
+        if self.done {
+            return None;
+        }
         if std::mem::take(&mut self.initial_end) {
             let rev = self.sent.last();
             return Some(self.bookmark_line(rev, true));
