@@ -180,6 +180,9 @@ async fn steady_creates(
                             let cm = json!({"metadata": {"name": format!("steady-{run}-{i}")}, "data": {"k": "v"}});
                             let r = admin.post(&url).json(&cm).send().await.unwrap();
                             assert_eq!(r.status(), 201);
+                            // Read as clients do: a response dropped unread resets its HTTP/2
+                            // stream, and the client's h2 ends the connection after 1,024 of those.
+                            r.bytes().await.unwrap();
                             return;
                         }
                         let mut when =

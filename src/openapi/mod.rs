@@ -53,7 +53,9 @@ pub struct Builtins {
     schemas: BTreeMap<String, Value>,
     /// Direct `$ref` targets of each schema, to compute a document's closure cheaply.
     refs: HashMap<String, Vec<String>>,
-    kinds: HashMap<(String, String, String), KindInfo>,
+    /// By kind name, then its groups and versions (a few at most): looked up on every write, by a
+    /// `&str` that needs no key built.
+    kinds: HashMap<String, Vec<KindInfo>>,
 }
 
 /// Definition name of `metav1.DeleteOptions`.
@@ -84,16 +86,18 @@ impl Builtins {
             if let Some(s) = schemas.get_mut(def) {
                 schema::add_gvk(s, group, version, kind);
             }
-            kinds.insert(
-                (group.to_string(), version.to_string(), kind.to_string()),
-                KindInfo {
-                    group: group.into(),
-                    version: version.into(),
-                    kind: kind.into(),
-                    def: def.into(),
-                    strategic,
-                },
-            );
+            let info = KindInfo {
+                group: group.into(),
+                version: version.into(),
+                kind: kind.into(),
+                def: def.into(),
+                strategic,
+            };
+            let same: &mut Vec<KindInfo> = kinds.entry(kind.to_string()).or_default();
+            match same.iter_mut().find(|k| k.group == group && k.version == version) {
+                Some(k) => *k = info,
+                None => same.push(info),
+            }
         };
         for e in &entries {
             add_kind(&mut schemas, e.group, e.version, e.kind, &e.def, true);
@@ -135,16 +139,15 @@ impl Builtins {
 
     /// Finds a kind by its group/version/kind.
     fn kind(&self, group: &str, version: &str, kind: &str) -> Option<&KindInfo> {
-        self.kinds.get(&(group.to_string(), version.to_string(), kind.to_string()))
+        self.kinds.get(kind)?.iter().find(|k| k.group == group && k.version == version)
     }
 
     /// Finds a subresource's kind, which may live in another group (e.g. `TokenRequest` served
     /// under `serviceaccounts/token` in the core group).
     fn kind_anywhere(&self, group: &str, version: &str, kind: &str) -> Option<&KindInfo> {
-        self.kind(group, version, kind).or_else(|| {
-            let mut found = self.kinds.values().filter(|k| k.kind == kind);
-            let first = found.next()?;
-            found.next().is_none().then_some(first)
+        self.kind(group, version, kind).or_else(|| match self.kinds.get(kind)?.as_slice() {
+            [only] => Some(only),
+            _ => None,
         })
     }
 
@@ -289,11 +292,7 @@ impl Builtins {
     pub fn strategic_root(&self, group: &str, version: Option<&str>, kind: &str) -> Option<&str> {
         let found = match version {
             Some(v) => self.kind(group, v, kind),
-            None => self
-                .kinds
-                .values()
-                .filter(|k| k.group == group && k.kind == kind)
-                .min_by(|a, b| a.version.cmp(&b.version)),
+            None => self.kinds.get(kind)?.iter().filter(|k| k.group == group).min_by(|a, b| a.version.cmp(&b.version)),
         };
         found.filter(|k| k.strategic).map(|k| k.def.as_str())
     }
