@@ -181,7 +181,8 @@ async fn steady_creates(
                             let r = admin.post(&url).json(&cm).send().await.unwrap();
                             assert_eq!(r.status(), 201);
                             // Read as clients do: a response dropped unread resets its HTTP/2
-                            // stream, and the client's h2 ends the connection after 1,024 of those.
+                            // stream, frames still arriving on it count as protocol errors, and the
+                            // client's h2 ends the connection after 1,024 of those.
                             r.bytes().await.unwrap();
                             return;
                         }
