@@ -13,6 +13,11 @@
 //! landed at. When the key holds something else, the earlier attempt may have landed and been
 //! written over since, or not: the answer is `OutcomeUnknown` (kube's 504), never a conflict or an
 //! "already exists" that would make the caller write again.
+//!
+//! A write that timed out is not sent again blindly: one sent before the new leader is elected is
+//! lost as the first was, and would hold its client for its whole patience. It waits until etcd
+//! answers a linearizable read started after the timeout (see `Recovery`), which takes a leader that
+//! a quorum follows, and is sent then; or, when etcd answers no read for a while, sent anyway.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -48,12 +53,99 @@ pub struct EtcdStore {
     watch: WatchClient,
     /// The last health probe, which later ones within `PROBE_EVERY` answer with.
     probe: Arc<Probe>,
+    /// When etcd last answered a read that stuck writes wait on before they are sent again.
+    recovery: Arc<Recovery>,
+}
+
+/// How long a stuck write's probe waits for etcd's answer: a read held by a member that follows a
+/// dead leader is given up on this soon, and the next probe sent.
+const RECOVERY_PROBE: Duration = Duration::from_millis(300);
+/// How long a stuck write waits for etcd to answer a probe before it is sent again anyway (a slow
+/// etcd that answers no read this soon may still take the write).
+const RECOVERY_WAIT: Duration = Duration::from_millis(1500);
+
+/// Whether etcd has answered a linearizable read since a given moment, for the writes that timed
+/// out. One of them probes at a time, the others wait to be told: during a leader's election every
+/// write in flight times out at once, and each sending reads of its own would add hundreds of
+/// requests to an etcd that is electing. Atomics and a `Notify` rather than a lock: the prober
+/// holds nothing while it waits on etcd, and a waiter dropped mid-wait (its client gone) leaves
+/// nothing behind; a prober dropped mid-probe gives the turn back in `Turn`'s drop.
+struct Recovery {
+    epoch: std::time::Instant,
+    /// The latest start of a probe that etcd answered, in microseconds from `epoch` plus one (0 for
+    /// none yet).
+    answered: AtomicU64,
+    /// Whether a probe is under way.
+    probing: std::sync::atomic::AtomicBool,
+    /// Woken when a probe is answered.
+    answers: tokio::sync::Notify,
+}
+
+/// The turn to probe, given back when dropped.
+struct Turn<'a>(&'a Recovery);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.probing.store(false, Ordering::Release);
+    }
+}
+
+impl Recovery {
+    fn new() -> Self {
+        Recovery {
+            epoch: std::time::Instant::now(),
+            answered: AtomicU64::new(0),
+            probing: std::sync::atomic::AtomicBool::new(false),
+            answers: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Now, as `answered` counts.
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64 + 1
+    }
+
+    /// Return once etcd has answered a probe started at `since` (a `now()`) or later, or after
+    /// `limit`; `probe` reads once through etcd's leader.
+    async fn answered_since<P, Fut>(&self, since: u64, limit: Duration, probe: P)
+    where
+        P: Fn() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let told = self.answers.notified();
+            let mut told = std::pin::pin!(told);
+            told.as_mut().enable();
+            if self.answered.load(Ordering::Acquire) >= since || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            if self.probing.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                let _turn = Turn(self);
+                let (started, sent) = (self.now(), tokio::time::Instant::now());
+                let answered =
+                    matches!(tokio::time::timeout_at(deadline.min(sent + RECOVERY_PROBE), probe()).await, Ok(true));
+                if answered {
+                    self.answered.fetch_max(started, Ordering::AcqRel);
+                    self.answers.notify_waiters();
+                    return;
+                }
+                // Refused at once (no member reachable): a moment before the next probe.
+                tokio::time::sleep_until(deadline.min(sent + RECOVERY_PROBE)).await;
+            } else {
+                // Bounded, in case the prober is dropped without an answer.
+                let _ = tokio::time::timeout_at(deadline.min(tokio::time::Instant::now() + RECOVERY_PROBE), told).await;
+            }
+        }
+    }
 }
 
 /// How often `healthy` asks etcd at most: `/readyz` and `componentstatuses` are open to anyone, and
 /// each probe is a linearizable read through etcd's leader. kube-apiserver's etcd check allows one per
 /// half its 2 s timeout and answers the rest with the last result; so does this.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// The key probes read: any key will do, this one is never written.
+const HEALTH_KEY: &str = "\0kgate-health";
 /// How long a probe waits for etcd's answer (kube-apiserver's default health check timeout).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -200,6 +292,7 @@ impl EtcdStore {
             kv: client.kv_client().max_decoding_message_size(MAX_REPLY),
             watch: client.watch_client().max_decoding_message_size(MAX_REPLY),
             probe: Arc::new(Probe::new()),
+            recovery: Arc::new(Recovery::new()),
         })
     }
 
@@ -216,7 +309,14 @@ impl EtcdStore {
         value: &[u8],
         refused: impl Fn(Option<KeyValue>) -> StoreError + Copy,
     ) -> Result<Revision, StoreError> {
-        with_retries(|maybe_landed| {
+        let recovered = |since| async move {
+            let probe = || {
+                let mut kv = self.kv();
+                async move { kv.get(HEALTH_KEY, None).await.is_ok() }
+            };
+            self.recovery.answered_since(since, RECOVERY_WAIT, probe).await
+        };
+        let attempt = |maybe_landed| {
             let (txn, mut kv) = (txn.clone(), self.kv());
             async move {
                 let resp = kv.txn(txn).await.map_err(map_err)?;
@@ -225,8 +325,8 @@ impl EtcdStore {
                 }
                 after_failed_compare(maybe_landed, else_current(&resp)?, value, refused)
             }
-        })
-        .await
+        };
+        with_retries(attempt, || self.recovery.now(), recovered).await
     }
 }
 
@@ -249,12 +349,16 @@ fn certainly_unsent(why: &str) -> bool {
 /// Run `attempt` until it answers something other than etcd being unreachable, within
 /// `WRITE_PATIENCE`; it is told whether an earlier attempt may have landed. An attempt past its
 /// patience is dropped, which cancels the call; what it asked of etcd may still land, which the next
-/// attempt finds (see the module's note). When every attempt failed and one may have landed, the
+/// attempt finds (see the module's note). The next is sent once `recovered(since)` returns, `since`
+/// being `now()` when the last timed out. When every attempt failed and one may have landed, the
 /// outcome is unknown.
-async fn with_retries<T, F, Fut>(mut attempt: F) -> Result<T, StoreError>
+async fn with_retries<T, F, Fut, N, R, RFut>(mut attempt: F, now: N, recovered: R) -> Result<T, StoreError>
 where
     F: FnMut(bool) -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
+    N: Fn() -> u64,
+    R: Fn(u64) -> RFut,
+    RFut: std::future::Future<Output = ()>,
 {
     let mut last = String::from("etcd did not answer");
     let mut maybe_landed = false;
@@ -271,6 +375,9 @@ where
                 tracing::debug!(attempt = i, ?patience, "an etcd write took too long; sending it again");
                 maybe_landed = true;
                 last = format!("etcd did not answer within {patience:?}");
+                if i + 1 < WRITE_PATIENCE.len() {
+                    recovered(now()).await;
+                }
             }
         }
     }
@@ -504,7 +611,7 @@ impl Store for EtcdStore {
         // would read what the one before found.
         let (probe, mut kv) = (self.probe.clone(), self.kv());
         let asked = tokio::spawn(async move {
-            let ok = matches!(tokio::time::timeout(PROBE_TIMEOUT, kv.get("\0kgate-health", None)).await, Ok(Ok(_)));
+            let ok = matches!(tokio::time::timeout(PROBE_TIMEOUT, kv.get(HEALTH_KEY, None)).await, Ok(Ok(_)));
             probe.last.fetch_max(started << 1 | u64::from(ok), Ordering::AcqRel);
             ok
         });
@@ -652,38 +759,123 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn writes_are_sent_again_when_stuck_or_refused() {
         let started = tokio::time::Instant::now();
-        let got = with_retries(|maybe_landed| async move {
-            if !maybe_landed {
-                // A member holding the write for etcd's 7 s.
-                tokio::time::sleep(Duration::from_secs(7)).await;
-            }
-            Ok::<_, StoreError>(maybe_landed)
-        })
+        let got = with_retries(
+            |maybe_landed| async move {
+                if !maybe_landed {
+                    // A member holding the write for etcd's 7 s.
+                    tokio::time::sleep(Duration::from_secs(7)).await;
+                }
+                Ok::<_, StoreError>(maybe_landed)
+            },
+            || 0,
+            |_| async {},
+        )
         .await;
         assert!(got.unwrap(), "the second attempt knows the first may have landed");
         assert_eq!(started.elapsed(), WRITE_PATIENCE[0], "sent again after the first patience, not after 7 s");
 
         let calls = std::sync::atomic::AtomicUsize::new(0);
-        let refused: Result<(), _> = with_retries(|_| {
-            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            async { Err(StoreError::Unavailable("tcp connect error".into())) }
-        })
+        let refused: Result<(), _> = with_retries(
+            |_| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                async { Err(StoreError::Unavailable("tcp connect error".into())) }
+            },
+            || 0,
+            |_| async {},
+        )
         .await;
         assert!(matches!(refused, Err(StoreError::Unavailable(_))), "never sent: {refused:?}");
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), WRITE_PATIENCE.len());
 
-        let reset: Result<(), _> =
-            with_retries(|_| async { Err(StoreError::Unavailable("etcdserver: request timed out".into())) }).await;
+        let reset: Result<(), _> = with_retries(
+            |_| async { Err(StoreError::Unavailable("etcdserver: request timed out".into())) },
+            || 0,
+            |_| async {},
+        )
+        .await;
         assert!(matches!(reset, Err(StoreError::OutcomeUnknown(_))), "may have landed: {reset:?}");
 
         let calls = std::sync::atomic::AtomicUsize::new(0);
-        let got: Result<(), _> = with_retries(|_| {
-            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            async { Err(StoreError::AlreadyExists) }
-        })
+        let got: Result<(), _> = with_retries(
+            |_| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                async { Err(StoreError::AlreadyExists) }
+            },
+            || 0,
+            |_| async {},
+        )
         .await;
         assert!(matches!(got, Err(StoreError::AlreadyExists)));
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1, "an answer is not retried");
+    }
+
+    /// A write that timed out is sent again once etcd answers a read started after the timeout, not
+    /// blindly: sent during the election, it would be lost as the first was.
+    #[tokio::test(start_paused = true)]
+    async fn a_stuck_write_is_sent_again_once_etcd_answers() {
+        let recovery = Recovery::new();
+        let started = tokio::time::Instant::now();
+        // etcd elects a new leader 1.8 s after the first attempt; until then every attempt is lost.
+        let elected = started + Duration::from_millis(1800);
+        let sent = std::sync::Mutex::new(Vec::new());
+        let probes = std::sync::atomic::AtomicUsize::new(0);
+        let probe = || {
+            probes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async move {
+                if tokio::time::Instant::now() < elected {
+                    std::future::pending::<()>().await;
+                }
+                true
+            }
+        };
+        let got = with_retries(
+            |_| {
+                sent.lock().unwrap().push(tokio::time::Instant::now() - started);
+                async move {
+                    if tokio::time::Instant::now() < elected {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, StoreError>(())
+                }
+            },
+            || recovery.now(),
+            |since| recovery.answered_since(since, RECOVERY_WAIT, probe),
+        )
+        .await;
+        assert!(got.is_ok());
+        let sent = sent.into_inner().unwrap();
+        assert_eq!(sent.len(), 2, "sent once more, after the election: {sent:?}");
+        // Probes of 300 ms from the timeout at 1.5 s: the one sent at 1.8 s is answered.
+        assert_eq!(sent[1], Duration::from_millis(1800), "sent again when etcd answered");
+        assert_eq!(probes.load(std::sync::atomic::Ordering::Relaxed), 2);
+    }
+
+    /// Many stuck writes share one probe at a time, and all are let go by its answer; with no answer
+    /// they are let go after `RECOVERY_WAIT`.
+    #[tokio::test(start_paused = true)]
+    async fn stuck_writes_share_one_probe_and_wait_a_bounded_time() {
+        let recovery = Recovery::new();
+        let start = tokio::time::Instant::now();
+        let probes = std::sync::atomic::AtomicUsize::new(0);
+        let answer_at = start + Duration::from_millis(700);
+        let probe = || {
+            probes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async move {
+                tokio::time::sleep_until(answer_at.max(tokio::time::Instant::now() + Duration::from_millis(10))).await;
+                tokio::time::Instant::now() >= answer_at
+            }
+        };
+        let since = recovery.now();
+        let waits = (0..50).map(|_| recovery.answered_since(since, RECOVERY_WAIT, probe));
+        futures::future::join_all(waits).await;
+        assert!(start.elapsed() < Duration::from_millis(800), "let go by the answer: {:?}", start.elapsed());
+        // Probes at 0 and 300 ms time out; the one at 600 ms is answered at 700.
+        assert_eq!(probes.load(std::sync::atomic::Ordering::Relaxed), 3, "one probe at a time");
+
+        let start = tokio::time::Instant::now();
+        let since = recovery.now();
+        recovery.answered_since(since, RECOVERY_WAIT, || async { false }).await;
+        assert_eq!(start.elapsed(), RECOVERY_WAIT, "sent anyway when etcd answers nothing");
     }
 
     /// One probe a second is claimed, whoever asks; and an older probe finishing late does not
