@@ -58,7 +58,9 @@ pub struct EtcdStore {
 }
 
 /// How long a stuck write's probe waits for etcd's answer: a read held by a member that follows a
-/// dead leader is given up on this soon, and the next probe sent.
+/// dead leader is given up on this soon, and the next probe sent. An etcd so slow that no read is
+/// answered this soon gets each write again after `RECOVERY_WAIT` instead, where it used to get it
+/// at once.
 const RECOVERY_PROBE: Duration = Duration::from_millis(300);
 /// How long a stuck write waits for etcd to answer a probe before it is sent again anyway (a slow
 /// etcd that answers no read this soon may still take the write).
@@ -71,29 +73,32 @@ const RECOVERY_WAIT: Duration = Duration::from_millis(1500);
 /// holds nothing while it waits on etcd, and a waiter dropped mid-wait (its client gone) leaves
 /// nothing behind; a prober dropped mid-probe gives the turn back in `Turn`'s drop.
 struct Recovery {
-    epoch: std::time::Instant,
+    /// Tokio's clock, which tests pause and move.
+    epoch: tokio::time::Instant,
     /// The latest start of a probe that etcd answered, in microseconds from `epoch` plus one (0 for
     /// none yet).
     answered: AtomicU64,
     /// Whether a probe is under way.
     probing: std::sync::atomic::AtomicBool,
-    /// Woken when a probe is answered.
+    /// Woken when a probe ends.
     answers: tokio::sync::Notify,
 }
 
-/// The turn to probe, given back when dropped.
+/// The turn to probe, given back when dropped, waking the waiters: to see an answer, or to take the
+/// turn when the prober went without one (its request dropped, or its own wait over).
 struct Turn<'a>(&'a Recovery);
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
         self.0.probing.store(false, Ordering::Release);
+        self.0.answers.notify_waiters();
     }
 }
 
 impl Recovery {
     fn new() -> Self {
         Recovery {
-            epoch: std::time::Instant::now(),
+            epoch: tokio::time::Instant::now(),
             answered: AtomicU64::new(0),
             probing: std::sync::atomic::AtomicBool::new(false),
             answers: tokio::sync::Notify::new(),
@@ -121,19 +126,21 @@ impl Recovery {
                 return;
             }
             if self.probing.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                let _turn = Turn(self);
+                let turn = Turn(self);
                 let (started, sent) = (self.now(), tokio::time::Instant::now());
                 let answered =
                     matches!(tokio::time::timeout_at(deadline.min(sent + RECOVERY_PROBE), probe()).await, Ok(true));
                 if answered {
                     self.answered.fetch_max(started, Ordering::AcqRel);
-                    self.answers.notify_waiters();
+                    // Given back after the answer is recorded: the waiters it wakes see both.
+                    drop(turn);
                     return;
                 }
                 // Refused at once (no member reachable): a moment before the next probe.
                 tokio::time::sleep_until(deadline.min(sent + RECOVERY_PROBE)).await;
+                drop(turn);
             } else {
-                // Bounded, in case the prober is dropped without an answer.
+                // Bounded, though a prober going without an answer wakes the waiters (`Turn`).
                 let _ = tokio::time::timeout_at(deadline.min(tokio::time::Instant::now() + RECOVERY_PROBE), told).await;
             }
         }
