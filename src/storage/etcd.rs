@@ -219,6 +219,10 @@ fn map_err(e: etcd_client::Error) -> StoreError {
                     tonic_code::UNAVAILABLE | tonic_code::DEADLINE_EXCEEDED | tonic_code::CANCELLED => {
                         StoreError::Unavailable(msg.to_string())
                     }
+                    // The connection broke mid-call (a member killed with the call in flight): tonic
+                    // reports it so. The call may have reached etcd, so a write is sent again told
+                    // that it may have landed (see `certainly_unsent`), not answered as a failure.
+                    tonic_code::UNKNOWN if msg == "transport error" => StoreError::Unavailable(e.to_string()),
                     _ => StoreError::Internal(e.to_string()),
                 }
             }
@@ -236,6 +240,7 @@ mod tonic_code {
     pub const UNAVAILABLE: Code = Code::Unavailable;
     pub const DEADLINE_EXCEEDED: Code = Code::DeadlineExceeded;
     pub const CANCELLED: Code = Code::Cancelled;
+    pub const UNKNOWN: Code = Code::Unknown;
 }
 
 fn kv_of(kv: &etcd_client::KeyValue) -> Result<KeyValue, StoreError> {
@@ -346,6 +351,12 @@ const MAX_TXN_OPS: usize = 128;
 /// that a slow etcd under load sees each write at most three times, not a storm of them.
 const WRITE_PATIENCE: [Duration; 3] = [Duration::from_millis(1500), Duration::from_secs(3), Duration::from_secs(30)];
 
+/// Refusals of a write that never reached etcd (see `certainly_unsent`) that are not counted as
+/// attempts: with a member just killed, each lasts the 100 ms `with_retries` waits after it, so these
+/// give the channel about a second to stop choosing it, where three went by in 200 ms and the
+/// client got a 503 for a write another member would have taken.
+const MAX_REFUSALS: usize = 10;
+
 /// Whether an `Unavailable` failure means the write never reached etcd: a connection that could not
 /// be made, or a member without a leader, which proposes nothing. Any other (a connection reset
 /// mid-call, etcd's own "request timed out" or "leader changed") may follow a write that lands.
@@ -368,14 +379,21 @@ where
     RFut: std::future::Future<Output = ()>,
 {
     let mut last = String::from("etcd did not answer");
-    let mut maybe_landed = false;
-    for (i, patience) in WRITE_PATIENCE.iter().enumerate() {
+    let (mut maybe_landed, mut refusals, mut i) = (false, 0, 0);
+    while let Some(patience) = WRITE_PATIENCE.get(i) {
         match tokio::time::timeout(*patience, attempt(maybe_landed)).await {
             Ok(Err(StoreError::Unavailable(why))) => {
-                maybe_landed |= !certainly_unsent(&why);
+                let unsent = certainly_unsent(&why);
+                maybe_landed |= !unsent;
                 last = why;
                 // Refused at once (a member that is gone): a moment for the channel to move on.
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                // Never sent: not an attempt, a few times over (the channel may pick the same dead
+                // member again while it has not yet seen it go).
+                if unsent && refusals < MAX_REFUSALS {
+                    refusals += 1;
+                    continue;
+                }
             }
             Ok(done) => return done,
             Err(_) => {
@@ -387,6 +405,7 @@ where
                 }
             }
         }
+        i += 1;
     }
     Err(if maybe_landed { StoreError::OutcomeUnknown(last) } else { StoreError::Unavailable(last) })
 }
@@ -792,7 +811,7 @@ mod tests {
         )
         .await;
         assert!(matches!(refused, Err(StoreError::Unavailable(_))), "never sent: {refused:?}");
-        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), WRITE_PATIENCE.len());
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), WRITE_PATIENCE.len() + MAX_REFUSALS);
 
         let reset: Result<(), _> = with_retries(
             |_| async { Err(StoreError::Unavailable("etcdserver: request timed out".into())) },
@@ -932,5 +951,16 @@ mod tests {
         ] {
             assert!(matches!(mapped(code, msg), StoreError::Internal(_)), "{msg}");
         }
+    }
+
+    /// A connection broken mid-call (a member killed with the call in flight) is etcd being
+    /// unavailable, and the write may have reached it; other unknown errors are not.
+    #[test]
+    fn a_connection_broken_mid_call_is_unavailable_and_may_have_landed() {
+        let StoreError::Unavailable(why) = mapped(Code::Unknown, "transport error") else {
+            panic!("a broken connection is etcd being unavailable");
+        };
+        assert!(!certainly_unsent(&why), "it may have reached etcd: {why}");
+        assert!(matches!(mapped(Code::Unknown, "something else"), StoreError::Internal(_)));
     }
 }
