@@ -222,7 +222,7 @@ fn map_err(e: etcd_client::Error) -> StoreError {
                     // The connection broke mid-call (a member killed with the call in flight): tonic
                     // reports it so. The call may have reached etcd, so a write is sent again told
                     // that it may have landed (see `certainly_unsent`), not answered as a failure.
-                    tonic_code::UNKNOWN if msg == "transport error" => StoreError::Unavailable(e.to_string()),
+                    tonic_code::UNKNOWN if msg == "transport error" => StoreError::Unavailable(msg.to_string()),
                     _ => StoreError::Internal(e.to_string()),
                 }
             }
@@ -348,11 +348,12 @@ const MAX_TXN_OPS: usize = 128;
 /// How long each attempt of a create or update may take before it is sent again, the last attempt's
 /// being the whole request's deadline: the first short, since a healthy etcd answers a write in
 /// milliseconds and a leader's death costs it a second to elect another; the later ones longer, so
-/// that a slow etcd under load sees each write at most three times, not a storm of them.
+/// that a slow etcd under load sees each write at most three times, not a storm of them (refusals of a
+/// write etcd never received aside, see `MAX_REFUSALS`).
 const WRITE_PATIENCE: [Duration; 3] = [Duration::from_millis(1500), Duration::from_secs(3), Duration::from_secs(30)];
 
 /// Refusals of a write that never reached etcd (see `certainly_unsent`) that are not counted as
-/// attempts: with a member just killed, each lasts the 100 ms `with_retries` waits after it, so these
+/// attempts, per write, each within the patience of the attempt it repeats: with a member just killed, each lasts the 100 ms `with_retries` waits after it, so these
 /// give the channel about a second to stop choosing it, where three went by in 200 ms and the
 /// client got a 503 for a write another member would have taken.
 const MAX_REFUSALS: usize = 10;
@@ -380,8 +381,11 @@ where
 {
     let mut last = String::from("etcd did not answer");
     let (mut maybe_landed, mut refusals, mut i) = (false, 0, 0);
+    // When the attempt under way must be answered by: refusals sent again within it share it.
+    let mut by = None;
     while let Some(patience) = WRITE_PATIENCE.get(i) {
-        match tokio::time::timeout(*patience, attempt(maybe_landed)).await {
+        let deadline = *by.get_or_insert_with(|| tokio::time::Instant::now() + *patience);
+        match tokio::time::timeout_at(deadline, attempt(maybe_landed)).await {
             Ok(Err(StoreError::Unavailable(why))) => {
                 let unsent = certainly_unsent(&why);
                 maybe_landed |= !unsent;
@@ -390,7 +394,7 @@ where
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 // Never sent: not an attempt, a few times over (the channel may pick the same dead
                 // member again while it has not yet seen it go).
-                if unsent && refusals < MAX_REFUSALS {
+                if unsent && refusals < MAX_REFUSALS && tokio::time::Instant::now() < deadline {
                     refusals += 1;
                     continue;
                 }
@@ -406,6 +410,7 @@ where
             }
         }
         i += 1;
+        by = None;
     }
     Err(if maybe_landed { StoreError::OutcomeUnknown(last) } else { StoreError::Unavailable(last) })
 }
@@ -582,7 +587,12 @@ impl Store for EtcdStore {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::delete(key, Some(DeleteOptions::new().with_prev_key()))])
             .or_else([TxnOp::get(key, None)]);
-        let resp = client.txn(txn).await.map_err(map_err)?;
+        // Not sent again: a delete that may have landed is answered as unknown (504), which clients
+        // do not resend on their own as they do a 503.
+        let resp = client.txn(txn).await.map_err(|e| match map_err(e) {
+            StoreError::Unavailable(why) if !certainly_unsent(&why) => StoreError::OutcomeUnknown(why),
+            other => other,
+        })?;
         if !resp.succeeded() {
             return match else_current(&resp)? {
                 None => Err(StoreError::NotFound),
