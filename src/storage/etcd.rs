@@ -321,7 +321,9 @@ impl EtcdStore {
         value: &[u8],
         refused: impl Fn(Option<KeyValue>) -> StoreError + Copy,
     ) -> Result<Revision, StoreError> {
-        let recovered = |since| async move {
+        let recovered = || async move {
+            // Taken when the attempt timed out: this future is awaited at once.
+            let since = self.recovery.now();
             let probe = || {
                 let mut kv = self.kv();
                 async move { kv.get(HEALTH_KEY, None).await.is_ok() }
@@ -338,7 +340,7 @@ impl EtcdStore {
                 after_failed_compare(maybe_landed, else_current(&resp)?, value, refused)
             }
         };
-        with_retries(attempt, || self.recovery.now(), recovered).await
+        with_retries(attempt, recovered).await
     }
 }
 
@@ -352,10 +354,11 @@ const MAX_TXN_OPS: usize = 128;
 /// write etcd never received aside, see `MAX_REFUSALS`).
 const WRITE_PATIENCE: [Duration; 3] = [Duration::from_millis(1500), Duration::from_secs(3), Duration::from_secs(30)];
 
-/// Refusals of a write that never reached etcd (see `certainly_unsent`) that are not counted as
-/// attempts, per write, each within the patience of the attempt it repeats: with a member just killed, each lasts the 100 ms `with_retries` waits after it, so these
-/// give the channel about a second to stop choosing it, where three went by in 200 ms and the
-/// client got a 503 for a write another member would have taken.
+/// Refusals of a write that never reached etcd (see `certainly_unsent`) not counted as attempts, per
+/// write, each within the patience of the attempt it repeats. With a member just killed, each lasts
+/// the 100 ms `with_retries` waits after it, so these give the channel about a second to stop
+/// choosing it, where three went by in 200 ms and the client got a 503 for a write another member
+/// would have taken.
 const MAX_REFUSALS: usize = 10;
 
 /// Whether an `Unavailable` failure means the write never reached etcd: a connection that could not
@@ -368,15 +371,14 @@ fn certainly_unsent(why: &str) -> bool {
 /// Run `attempt` until it answers something other than etcd being unreachable, within
 /// `WRITE_PATIENCE`; it is told whether an earlier attempt may have landed. An attempt past its
 /// patience is dropped, which cancels the call; what it asked of etcd may still land, which the next
-/// attempt finds (see the module's note). The next is sent once `recovered(since)` returns, `since`
-/// being `now()` when the last timed out. When every attempt failed and one may have landed, the
+/// attempt finds (see the module's note). After a timeout the next is sent once `recovered()`
+/// returns. When every attempt failed and one may have landed, the
 /// outcome is unknown.
-async fn with_retries<T, F, Fut, N, R, RFut>(mut attempt: F, now: N, recovered: R) -> Result<T, StoreError>
+async fn with_retries<T, F, Fut, R, RFut>(mut attempt: F, recovered: R) -> Result<T, StoreError>
 where
     F: FnMut(bool) -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
-    N: Fn() -> u64,
-    R: Fn(u64) -> RFut,
+    R: Fn() -> RFut,
     RFut: std::future::Future<Output = ()>,
 {
     let mut last = String::from("etcd did not answer");
@@ -405,7 +407,7 @@ where
                 maybe_landed = true;
                 last = format!("etcd did not answer within {patience:?}");
                 if i + 1 < WRITE_PATIENCE.len() {
-                    recovered(now()).await;
+                    recovered().await;
                 }
             }
         }
@@ -803,8 +805,7 @@ mod tests {
                 }
                 Ok::<_, StoreError>(maybe_landed)
             },
-            || 0,
-            |_| async {},
+            || async {},
         )
         .await;
         assert!(got.unwrap(), "the second attempt knows the first may have landed");
@@ -816,8 +817,7 @@ mod tests {
                 calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 async { Err(StoreError::Unavailable("tcp connect error".into())) }
             },
-            || 0,
-            |_| async {},
+            || async {},
         )
         .await;
         assert!(matches!(refused, Err(StoreError::Unavailable(_))), "never sent: {refused:?}");
@@ -825,8 +825,7 @@ mod tests {
 
         let reset: Result<(), _> = with_retries(
             |_| async { Err(StoreError::Unavailable("etcdserver: request timed out".into())) },
-            || 0,
-            |_| async {},
+            || async {},
         )
         .await;
         assert!(matches!(reset, Err(StoreError::OutcomeUnknown(_))), "may have landed: {reset:?}");
@@ -837,8 +836,7 @@ mod tests {
                 calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 async { Err(StoreError::AlreadyExists) }
             },
-            || 0,
-            |_| async {},
+            || async {},
         )
         .await;
         assert!(matches!(got, Err(StoreError::AlreadyExists)));
@@ -874,8 +872,7 @@ mod tests {
                     Ok::<_, StoreError>(())
                 }
             },
-            || recovery.now(),
-            |since| recovery.answered_since(since, RECOVERY_WAIT, probe),
+            || recovery.answered_since(recovery.now(), RECOVERY_WAIT, probe),
         )
         .await;
         assert!(got.is_ok());
