@@ -1,5 +1,5 @@
-//! kgate on a 3-member etcd under write and watch load: the leader killed, a follower killed, and every
-//! member restarted at once. Nothing acknowledged is lost, a watch opened before the first write sees
+//! kgate on a 3-member etcd under write and watch load: the leader killed, a follower killed, every
+//! member restarted at once, and each member frozen in turn. Nothing acknowledged is lost, a watch opened before the first write sees
 //! every acknowledged create exactly once, and writes go on after each fault. And kgate on an etcd that
 //! serves TLS and demands client certificates.
 
@@ -184,4 +184,125 @@ async fn kgate_serves_from_etcd_that_demands_client_certificates() {
     assert_eq!(got["data"]["k"], "v");
     let events = watch.text().await.unwrap();
     assert!(events.lines().any(|l| l.contains("over-tls") && l.contains("ADDED")), "{events}");
+}
+
+/// Each member of a 3-member etcd frozen in turn (SIGSTOP: a paused VM or container, or a partition
+/// that drops packets), the leader first, under write and watch load. Its connections stay open and
+/// nothing on them answers, so only kgate's own probes tell it apart from a busy member: creates must
+/// go on at their rate once the election is over, and the watch must go on delivering while the member
+/// is still frozen, whichever member it was on. Before kgate took such a member out of its balancer,
+/// creates fell to about 8 a second for as long as it was frozen, and a watch on it missed everything
+/// until HTTP/2 keepalive gave up on the connection, 15 s later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_member_costs_no_more_than_an_election() {
+    // Long enough for an election, the probe that takes the member out, and a stretch at full rate.
+    const FROZEN: Duration = Duration::from_secs(8);
+    // What an election and the probe may take under a loaded test run; a frozen member cost far more.
+    const SETTLE: Duration = Duration::from_secs(4);
+    let cluster = tokio::task::block_in_place(|| TestEtcd::start_cluster(3, EtcdVersion::from_env()));
+    let endpoints: Vec<String> = cluster.iter().map(|m| m.endpoint.clone()).collect();
+    let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
+    let s = TestServer::start_configured(Backend::Etcd, tempfile::tempdir().unwrap(), prefix, |c| {
+        c.etcd_servers = endpoints.clone();
+    })
+    .await;
+    let (_, list) = s.get(CMS).await;
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut events = s.watch(&format!("{CMS}?watch=true&resourceVersion={rv}")).await;
+    // When the watch delivered each create, and how often.
+    let seen: Arc<Mutex<std::collections::HashMap<String, (Instant, usize)>>> = Arc::default();
+    let watching = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            while let Some(e) = events.recv().await {
+                assert_ne!(e["type"], "ERROR", "{e}");
+                if e["type"] == "ADDED" {
+                    let name = e["object"]["metadata"]["name"].as_str().unwrap().to_string();
+                    seen.lock().unwrap().entry(name).or_insert((Instant::now(), 0)).1 += 1;
+                }
+            }
+        })
+    };
+    let acked: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let (client, url, acked, stop) = (s.client.clone(), format!("{}{CMS}", s.url), acked.clone(), stop.clone());
+        writers.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                let name = format!("w{w}-{i}");
+                let cm = json!({"metadata": {"name": name}, "data": {"k": "v"}});
+                match tokio::time::timeout(Duration::from_secs(30), client.post(&url).json(&cm).send()).await {
+                    Ok(Ok(r)) if r.status() == StatusCode::CREATED => {
+                        acked.lock().unwrap().push((name, Instant::now()))
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let leader = common::etcd_leader(&cluster).await;
+    for n in 0..3 {
+        let victim = (leader + n) % 3;
+        let frozen = Instant::now();
+        cluster[victim].signal("STOP");
+        tokio::time::sleep(FROZEN).await;
+        let thawing = Instant::now();
+        {
+            let (acked, seen) = (acked.lock().unwrap(), seen.lock().unwrap());
+            let during: Vec<&(String, Instant)> = acked.iter().filter(|(_, at)| *at > frozen).collect();
+            // The longest stretch without an acknowledged create once the election is over.
+            let mut last = frozen + SETTLE;
+            let mut gap = Duration::ZERO;
+            for (_, at) in during.iter().filter(|(_, at)| *at > frozen + SETTLE) {
+                gap = gap.max(*at - last);
+                last = *at;
+            }
+            gap = gap.max(thawing - last);
+            let what = format!("member {victim} frozen (the leader: {})", n == 0);
+            assert!(
+                gap < Duration::from_secs(1),
+                "{what}: {gap:?} without a create {SETTLE:?} after the freeze ({} acknowledged while frozen)",
+                during.len()
+            );
+            // Delivered while the member is still frozen (a second's grace for the last ones).
+            let unseen: Vec<&String> = during
+                .iter()
+                .filter(|(_, at)| *at < thawing - Duration::from_secs(1))
+                .filter(|(name, _)| seen.get(name).is_none_or(|(when, _)| *when >= thawing))
+                .map(|(name, _)| name)
+                .collect();
+            assert!(unseen.is_empty(), "{what}: {} acknowledged creates not yet watched: {unseen:?}", unseen.len());
+        }
+        cluster[victim].signal("CONT");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let acked: Vec<String> = acked.lock().unwrap().iter().map(|(n, _)| n.clone()).collect();
+    let (code, list) = s.get(CMS).await;
+    assert_eq!(code, StatusCode::OK);
+    let stored: std::collections::HashSet<&str> =
+        list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    let lost: Vec<&String> = acked.iter().filter(|n| !stored.contains(n.as_str())).collect();
+    assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
+    common::eventually(20, "the watch to deliver every acknowledged create", || {
+        let seen = seen.clone();
+        let acked = &acked;
+        async move {
+            let seen = seen.lock().unwrap();
+            acked.iter().all(|n| seen.contains_key(n))
+        }
+    })
+    .await;
+    let twice: Vec<(String, usize)> =
+        seen.lock().unwrap().iter().filter(|(_, (_, n))| *n > 1).map(|(k, (_, n))| (k.clone(), *n)).collect();
+    assert!(twice.is_empty(), "seen more than once: {twice:?}");
+    assert!(!watching.is_finished(), "the watch ended");
+    s.stop().await;
 }

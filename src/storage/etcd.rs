@@ -18,6 +18,10 @@
 //! lost as the first was, and would hold its client for its whole patience. It waits until etcd
 //! answers a linearizable read started after the timeout (see `Recovery`), which takes a leader that
 //! a quorum follows, and is sent then; or, when etcd answers no read for a while, sent anyway.
+//!
+//! With several members, a member that stops answering while the others answer (frozen, or cut off
+//! from its peers) is taken out of the client's balancer until it answers again (see `members`), and
+//! watches are opened again on the others.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -44,6 +48,8 @@ pub struct EtcdTls {
     pub key_file: Option<std::path::PathBuf>,
 }
 
+mod members;
+
 /// A `Store` over etcd.
 pub struct EtcdStore {
     /// The key-value client alone: calls clone it because its methods take `&mut self`, and a whole
@@ -55,6 +61,8 @@ pub struct EtcdStore {
     probe: Arc<Probe>,
     /// When etcd last answered a read that stuck writes wait on before they are sent again.
     recovery: Arc<Recovery>,
+    /// Which members take requests; watches reopen when one is taken out.
+    members: members::Members,
 }
 
 /// How long a stuck write's probe waits for etcd's answer: a read held by a member that follows a
@@ -266,6 +274,7 @@ impl EtcdStore {
         }
         let state = EtcdWatch {
             client: self.watch.clone(),
+            left: self.members.left(),
             prefix: prefix.to_string(),
             after,
             inner: None,
@@ -299,8 +308,14 @@ impl EtcdStore {
             }
             opts = opts.with_tls(t);
         }
-        let client = Client::connect(endpoints, Some(opts)).await.map_err(map_err)?;
+        // With its scheme, as the client's balancer keys members: a member is taken out by that key.
+        let scheme = if tls.ca_file.is_some() || tls.cert_file.is_some() { "https://" } else { "http://" };
+        let endpoints: Vec<String> =
+            endpoints.iter().map(|e| if e.contains("://") { e.clone() } else { format!("{scheme}{e}") }).collect();
+        let client = Client::connect(&endpoints, Some(opts.clone())).await.map_err(map_err)?;
+        let members = members::Members::start(client.clone(), &endpoints, &opts).await.map_err(map_err)?;
         Ok(EtcdStore {
+            members,
             kv: client.kv_client().max_decoding_message_size(MAX_REPLY),
             watch: client.watch_client().max_decoding_message_size(MAX_REPLY),
             probe: Arc::new(Probe::new()),
@@ -668,6 +683,9 @@ struct EtcdWatch {
     done: bool,
     /// What the watch asks etcd to send.
     sent: Sent,
+    /// Moves when an etcd member is taken out of the balancer: the stream may be on it, frozen, so it
+    /// is opened again on the members left.
+    left: tokio::sync::watch::Receiver<u64>,
 }
 
 /// What a watch asks etcd to send.
@@ -716,7 +734,16 @@ impl EtcdWatch {
                 }
             }
             let inner = self.inner.as_mut().expect("set above");
-            match inner.next().await {
+            let next = tokio::select! {
+                next = inner.next() => next,
+                // Err: the store is going; the stream ends as it will.
+                Ok(()) = self.left.changed() => {
+                    tracing::info!(prefix = %self.prefix, "an etcd member was taken out; reopening the watch on the others");
+                    self.inner = None;
+                    continue;
+                }
+            };
+            match next {
                 Some(Ok(resp)) => {
                     if resp.compact_revision() > 0 {
                         self.done = true;

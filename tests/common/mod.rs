@@ -236,6 +236,18 @@ impl TestEtcd {
         self.stop();
     }
 
+    /// Send it a signal by name (`STOP`, `CONT`): stopped, it is a frozen VM or a paused container,
+    /// whose connections stay open while nothing on them answers.
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("pkill")
+            .arg(format!("-{name}"))
+            .arg("-f")
+            .arg(format!("listen-client-urls {}://127.0.0.1:{} ", self.scheme(), self.client_port))
+            .status()
+            .unwrap();
+        assert!(ok.success(), "pkill -{name} found no etcd on port {}", self.client_port);
+    }
+
     fn spawn(&mut self) {
         self.spawn_process();
         self.wait_serving();

@@ -1,0 +1,183 @@
+//! Which etcd members take kgate's requests: each member is read through a connection of its own
+//! every `ROUND`, and one that does not answer while another does is taken out of the client's
+//! balancer until it answers again.
+//!
+//! The balancer alone cannot tell a frozen member (a stopped process, a paused VM, a partition that
+//! drops packets) from a busy one: its connection stays open, so requests keep going to it and each
+//! waits out its deadline, and a watch on it is silent until HTTP/2 keepalive gives up on the
+//! connection (15 s). On three members with one frozen, kgate acknowledged about 8 creates a second
+//! instead of hundreds, and its watch missed 12 s of events. etcd's own Go client once did the
+//! same (its health balancer marked an endpoint unhealthy on failure and skipped it for a while).
+//!
+//! The probe is a linearizable read, which a member answers only while it follows a leader that a
+//! quorum follows: a partitioned member fails it too. During an election every member fails it, and
+//! then nobody is taken out: a member leaves only when another answered the same round, so the
+//! balancer never runs out of members. Watches are told when a member leaves (`Members::left`),
+//! since nothing says which member carries a watch: each reopens from its last revision, through the
+//! balancer, on the members left.
+
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, KvClient};
+
+use super::HEALTH_KEY;
+
+/// How often every member is read.
+const ROUND: Duration = Duration::from_millis(500);
+/// How long a member has to answer its read; a loaded member answers one in milliseconds.
+const ANSWER: Duration = Duration::from_secs(1);
+/// Rounds in a row a member taken out must answer before it takes requests again: a member that
+/// answers only now and then would otherwise leave every other round, and each time it leaves every
+/// watch is opened again.
+const BACK_AFTER: u32 = 2;
+
+/// The members' watcher: its task ends when this is dropped.
+pub(super) struct Members {
+    /// Counts the members taken out so far; watches reopen when it moves.
+    left: tokio::sync::watch::Receiver<u64>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Members {
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}
+
+impl Members {
+    /// Watch `endpoints` (as `client` was connected with them, scheme included) and take a member
+    /// out of `client`'s balancer while it does not answer; one member is never taken out.
+    pub(super) async fn start(
+        client: Client,
+        endpoints: &[String],
+        options: &ConnectOptions,
+    ) -> Result<Members, etcd_client::Error> {
+        let (tx, left) = tokio::sync::watch::channel(0);
+        if endpoints.len() < 2 {
+            // Nothing to take out; the sender goes, and `left` never moves.
+            return Ok(Members { left, task: None });
+        }
+        let mut probes = Vec::with_capacity(endpoints.len());
+        for e in endpoints {
+            // Connected lazily: a member down at start is simply out of the first rounds.
+            probes.push(Client::connect([e], Some(options.clone())).await?.kv_client());
+        }
+        let endpoints = endpoints.to_vec();
+        let task = tokio::spawn(watch_members(client, endpoints, probes, tx));
+        Ok(Members { left, task: Some(task) })
+    }
+
+    /// A receiver that sees each member taken out from now on.
+    pub(super) fn left(&self) -> tokio::sync::watch::Receiver<u64> {
+        let mut r = self.left.clone();
+        r.borrow_and_update();
+        r
+    }
+}
+
+/// Read every member each round; take out or put back those the round says.
+async fn watch_members(
+    client: Client,
+    endpoints: Vec<String>,
+    probes: Vec<KvClient>,
+    left: tokio::sync::watch::Sender<u64>,
+) {
+    let mut out = vec![false; endpoints.len()];
+    // Rounds in a row each member answered.
+    let mut answering = vec![0u32; endpoints.len()];
+    loop {
+        let round = tokio::time::Instant::now();
+        let answers = futures::future::join_all(probes.iter().map(|kv| {
+            let mut kv = kv.clone();
+            async move { matches!(tokio::time::timeout(ANSWER, kv.get(HEALTH_KEY, None)).await, Ok(Ok(_))) }
+        }))
+        .await;
+        for (streak, answered) in answering.iter_mut().zip(&answers) {
+            *streak = if *answered { streak.saturating_add(1) } else { 0 };
+        }
+        for (i, change) in changes(&answering, &out).into_iter().enumerate() {
+            let endpoint = &endpoints[i];
+            match change {
+                Change::Keep => {}
+                Change::TakeOut => {
+                    if let Err(e) = client.remove_endpoint(endpoint).await {
+                        tracing::warn!(error = %e, endpoint, "could not take an etcd member out of the balancer");
+                        continue;
+                    }
+                    out[i] = true;
+                    tracing::warn!(
+                        endpoint,
+                        "an etcd member did not answer while others did; requests and watches move to the others"
+                    );
+                    left.send_modify(|n| *n += 1);
+                }
+                Change::PutBack => {
+                    if let Err(e) = client.add_endpoint(endpoint).await {
+                        tracing::warn!(error = %e, endpoint, "could not put an etcd member back in the balancer");
+                        continue;
+                    }
+                    out[i] = false;
+                    tracing::info!(endpoint, "an etcd member answers again; it takes requests again");
+                }
+            }
+        }
+        tokio::time::sleep_until(round + ROUND).await;
+    }
+}
+
+/// What a round does to one member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Keep,
+    TakeOut,
+    PutBack,
+}
+
+/// The changes a round calls for, given the rounds in a row each member has answered up to this one
+/// (`answering`, 0 if it did not answer this one) and which members are `out` now. A member in that
+/// did not answer leaves if another member in answered, so that the balancer keeps one that answers.
+/// A member out comes back once it has answered `BACK_AFTER` rounds in a row, or at its first answer
+/// if no member in answered.
+fn changes(answering: &[u32], out: &[bool]) -> Vec<Change> {
+    let answered_in = |except: Option<usize>| {
+        answering.iter().zip(out).enumerate().any(|(j, (&a, &o))| Some(j) != except && a > 0 && !o)
+    };
+    answering
+        .iter()
+        .zip(out)
+        .enumerate()
+        .map(|(i, (&streak, &out))| match (streak, out) {
+            (0, false) if answered_in(Some(i)) => Change::TakeOut,
+            (n, true) if n >= BACK_AFTER || (n > 0 && !answered_in(None)) => Change::PutBack,
+            _ => Change::Keep,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Change::*;
+    use super::*;
+
+    #[test]
+    fn a_member_leaves_only_while_another_answers_and_comes_back_once_it_answers_again() {
+        // A frozen member, the others electing or serving.
+        assert_eq!(changes(&[0, 1, 5], &[false; 3]), [TakeOut, Keep, Keep]);
+        // An election: nobody answers, nobody leaves (the balancer keeps every member).
+        assert_eq!(changes(&[0, 0, 0], &[false; 3]), [Keep, Keep, Keep]);
+        // Out and still silent: stays out. Out and answering: back on its second round in a row.
+        assert_eq!(changes(&[0, 3, 3], &[true, false, false]), [Keep, Keep, Keep]);
+        assert_eq!(changes(&[1, 3, 3], &[true, false, false]), [Keep, Keep, Keep]);
+        assert_eq!(changes(&[BACK_AFTER, 3, 3], &[true, false, false]), [PutBack, Keep, Keep]);
+        // Two silent while one answers: both leave, the one answering stays.
+        assert_eq!(changes(&[0, 0, 1], &[false; 3]), [TakeOut, TakeOut, Keep]);
+        // The only one answering is out: it comes back at once, and the silent one stays until the
+        // next round, when one that answers is in.
+        assert_eq!(changes(&[0, 1], &[false, true]), [Keep, PutBack]);
+        assert_eq!(changes(&[0, 2], &[false, false]), [TakeOut, Keep]);
+        // A single member is never taken out.
+        assert_eq!(changes(&[0], &[false]), [Keep]);
+    }
+}
