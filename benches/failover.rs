@@ -311,6 +311,10 @@ async fn main() {
                 match tokio::time::timeout(Duration::from_secs(30), client.post(&url).json(&cm).send()).await {
                     Ok(Ok(resp)) if resp.status() == 201 => {
                         acked.lock().unwrap().push(name);
+                        // Read, as in `steady_creates`: responses dropped unread made the client's
+                        // h2 end the connection (too_many_internal_resets) mid-round, with the watch
+                        // on it, and the round counted every create after that as lost.
+                        let _ = resp.bytes().await;
                         true
                     }
                     _ => false,

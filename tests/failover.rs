@@ -41,7 +41,10 @@ async fn writes_and_watches_survive_member_loss_and_a_full_restart() {
                 let cm = json!({"metadata": {"name": name}, "data": {"k": "v"}});
                 match tokio::time::timeout(Duration::from_secs(30), client.post(&url).json(&cm).send()).await {
                     Ok(Ok(r)) if r.status() == StatusCode::CREATED => {
-                        acked.lock().unwrap().push((name, Instant::now()))
+                        acked.lock().unwrap().push((name, Instant::now()));
+                        // Read: h2 ends a connection on which too many responses were dropped unread
+                        // (too_many_internal_resets), and the watch shares it.
+                        let _ = r.bytes().await;
                     }
                     _ => tokio::time::sleep(Duration::from_millis(50)).await,
                 }
@@ -197,8 +200,11 @@ async fn kgate_serves_from_etcd_that_demands_client_certificates() {
 async fn a_frozen_member_costs_no_more_than_an_election() {
     // Long enough for an election, the probe that takes the member out, and a stretch at full rate.
     const FROZEN: Duration = Duration::from_secs(8);
-    // What an election and the probe may take under a loaded test run; a frozen member cost far more.
+    // What an election and the probes that take the member out may take under a loaded test run.
     const SETTLE: Duration = Duration::from_secs(4);
+    // Creates a second once that is over: about 8 went through with a frozen member in the balancer,
+    // hundreds without it (a debug build on a loaded machine still makes well over this).
+    const RATE: f64 = 40.0;
     let cluster = tokio::task::block_in_place(|| TestEtcd::start_cluster(3, EtcdVersion::from_env()));
     let endpoints: Vec<String> = cluster.iter().map(|m| m.endpoint.clone()).collect();
     let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
@@ -236,7 +242,10 @@ async fn a_frozen_member_costs_no_more_than_an_election() {
                 let cm = json!({"metadata": {"name": name}, "data": {"k": "v"}});
                 match tokio::time::timeout(Duration::from_secs(30), client.post(&url).json(&cm).send()).await {
                     Ok(Ok(r)) if r.status() == StatusCode::CREATED => {
-                        acked.lock().unwrap().push((name, Instant::now()))
+                        acked.lock().unwrap().push((name, Instant::now()));
+                        // Read: h2 ends a connection on which too many responses were dropped unread
+                        // (too_many_internal_resets), and the watch shares it.
+                        let _ = r.bytes().await;
                     }
                     _ => tokio::time::sleep(Duration::from_millis(50)).await,
                 }
@@ -254,24 +263,18 @@ async fn a_frozen_member_costs_no_more_than_an_election() {
         {
             let (acked, seen) = (acked.lock().unwrap(), seen.lock().unwrap());
             let during: Vec<&(String, Instant)> = acked.iter().filter(|(_, at)| *at > frozen).collect();
-            // The longest stretch without an acknowledged create once the election is over.
-            let mut last = frozen + SETTLE;
-            let mut gap = Duration::ZERO;
-            for (_, at) in during.iter().filter(|(_, at)| *at > frozen + SETTLE) {
-                gap = gap.max(*at - last);
-                last = *at;
-            }
-            gap = gap.max(thawing - last);
+            let settled = during.iter().filter(|(_, at)| *at > frozen + SETTLE).count();
+            let rate = settled as f64 / (thawing - frozen - SETTLE).as_secs_f64();
             let what = format!("member {victim} frozen (the leader: {})", n == 0);
             assert!(
-                gap < Duration::from_secs(1),
-                "{what}: {gap:?} without a create {SETTLE:?} after the freeze ({} acknowledged while frozen)",
+                rate > RATE,
+                "{what}: {rate:.0} creates a second from {SETTLE:?} after the freeze ({} acknowledged while frozen)",
                 during.len()
             );
-            // Delivered while the member is still frozen (a second's grace for the last ones).
+            // Delivered while the member is still frozen (with grace for the last ones).
             let unseen: Vec<&String> = during
                 .iter()
-                .filter(|(_, at)| *at < thawing - Duration::from_secs(1))
+                .filter(|(_, at)| *at < thawing - Duration::from_secs(2))
                 .filter(|(name, _)| seen.get(name).is_none_or(|(when, _)| *when >= thawing))
                 .map(|(name, _)| name)
                 .collect();

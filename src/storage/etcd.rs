@@ -275,6 +275,8 @@ impl EtcdStore {
         let state = EtcdWatch {
             client: self.watch.clone(),
             left: self.members.left(),
+            alive_by: None,
+            ask: false,
             prefix: prefix.to_string(),
             after,
             inner: None,
@@ -683,10 +685,20 @@ struct EtcdWatch {
     done: bool,
     /// What the watch asks etcd to send.
     sent: Sent,
-    /// Moves when an etcd member is taken out of the balancer: the stream may be on it, frozen, so it
-    /// is opened again on the members left.
+    /// Moves when an etcd member is taken out of the balancer: the stream may be on it, frozen.
     left: tokio::sync::watch::Receiver<u64>,
+    /// Set when a member was taken out: by when the stream must show it is alive (anything it
+    /// delivers, or the answer to the progress request sent then), or be opened again on the others.
+    alive_by: Option<tokio::time::Instant>,
+    /// A progress request is to be sent on the stream.
+    ask: bool,
 }
+
+/// How long a watch's stream has to answer a progress request once a member was taken out.
+const ALIVE_WITHIN: Duration = Duration::from_secs(2);
+/// How long opening a watch may take: etcd answers at once with the watch created, so a longer wait
+/// is a member that does not answer (the request's own timeout is 30 s).
+const OPEN_WITHIN: Duration = Duration::from_secs(5);
 
 /// What a watch asks etcd to send.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -720,8 +732,13 @@ impl EtcdWatch {
                     Sent::Deletes => opts = opts.with_filters([etcd_client::WatchFilterType::NoPut]),
                     Sent::Current => {}
                 }
-                match self.client.watch(self.prefix.as_str(), Some(opts)).await {
+                let open = tokio::time::timeout(OPEN_WITHIN, self.client.watch(self.prefix.as_str(), Some(opts)));
+                let opened = open.await.unwrap_or_else(|_| {
+                    Err(etcd_client::Error::WatchError(format!("no answer within {OPEN_WITHIN:?}")))
+                });
+                match opened {
                     Ok(s) => {
+                        (self.alive_by, self.ask) = (None, false);
                         self.inner = Some(s);
                         continue;
                     }
@@ -734,12 +751,24 @@ impl EtcdWatch {
                 }
             }
             let inner = self.inner.as_mut().expect("set above");
+            if std::mem::take(&mut self.ask) && inner.request_progress().await.is_err() {
+                self.inner = None;
+                continue;
+            }
+            let alive_by = self.alive_by;
             let next = tokio::select! {
-                next = inner.next() => next,
+                next = inner.next() => {
+                    self.alive_by = None;
+                    next
+                }
                 // Err: the store is going; the stream ends as it will.
-                Ok(()) = self.left.changed() => {
-                    tracing::info!(prefix = %self.prefix, "an etcd member was taken out; reopening the watch on the others");
-                    self.inner = None;
+                Ok(()) = self.left.changed(), if alive_by.is_none() => {
+                    (self.ask, self.alive_by) = (true, Some(tokio::time::Instant::now() + ALIVE_WITHIN));
+                    continue;
+                }
+                () = tokio::time::sleep_until(alive_by.unwrap_or_else(tokio::time::Instant::now)), if alive_by.is_some() => {
+                    tracing::info!(prefix = %self.prefix, "an etcd watch went silent as a member was taken out; reopening it on the others");
+                    (self.inner, self.alive_by) = (None, None);
                     continue;
                 }
             };
@@ -783,7 +812,9 @@ impl EtcdWatch {
                         last = last.max(item.revision());
                         self.pending.push_back(item);
                     }
-                    if resp.events().is_empty() {
+                    // The answer to a progress request (watch id -1) shows the stream alive, and no
+                    // more: etcd before 3.5.8 may send it ahead of events of the revision it names.
+                    if resp.events().is_empty() && resp.watch_id() != -1 {
                         if let Some(h) = resp.header() {
                             // A progress notification: everything up to the header revision was sent.
                             if h.revision() > self.after && !resp.created() {

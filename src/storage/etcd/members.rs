@@ -11,10 +11,12 @@
 //!
 //! The probe is a linearizable read, which a member answers only while it follows a leader that a
 //! quorum follows: a partitioned member fails it too. During an election every member fails it, and
-//! then nobody is taken out: a member leaves only when another answered the same round, so the
-//! balancer never runs out of members. Watches are told when a member leaves (`Members::left`),
-//! since nothing says which member carries a watch: each reopens from its last revision, through the
-//! balancer, on the members left.
+//! then nobody is taken out: a member leaves only when another member in the balancer answered the
+//! same round, so the balancer never runs out of members that answer. Watches are told when a member
+//! leaves (`Members::left`), since nothing says which member carries a watch: each asks etcd for
+//! progress on its stream and reopens it from its last revision, on the members left, only if no
+//! answer comes (reopening every quiet watch would send those whose last revision has since been
+//! compacted back to a list).
 
 use std::time::Duration;
 
@@ -22,14 +24,16 @@ use etcd_client::{Client, ConnectOptions, KvClient};
 
 use super::HEALTH_KEY;
 
-/// How often every member is read.
-const ROUND: Duration = Duration::from_millis(500);
+/// How often every member is read (a round waits for the slowest answer, up to `ANSWER`).
+const ROUND: Duration = Duration::from_secs(1);
 /// How long a member has to answer its read; a loaded member answers one in milliseconds.
 const ANSWER: Duration = Duration::from_secs(1);
+/// Rounds in a row a member must miss before it is taken out: one slow read is not a frozen member.
+const OUT_AFTER: i32 = 2;
 /// Rounds in a row a member taken out must answer before it takes requests again: a member that
-/// answers only now and then would otherwise leave every other round, and each time it leaves every
-/// watch is opened again.
-const BACK_AFTER: u32 = 2;
+/// answers only now and then would otherwise leave and come back every few rounds, and each time it
+/// leaves every watch checks its stream.
+const BACK_AFTER: i32 = 2;
 
 /// The members' watcher: its task ends when this is dropped.
 pub(super) struct Members {
@@ -85,8 +89,8 @@ async fn watch_members(
     left: tokio::sync::watch::Sender<u64>,
 ) {
     let mut out = vec![false; endpoints.len()];
-    // Rounds in a row each member answered.
-    let mut answering = vec![0u32; endpoints.len()];
+    // Per member, the rounds in a row it answered (positive) or missed (negative).
+    let mut streaks = vec![0i32; endpoints.len()];
     loop {
         let round = tokio::time::Instant::now();
         let answers = futures::future::join_all(probes.iter().map(|kv| {
@@ -94,10 +98,15 @@ async fn watch_members(
             async move { matches!(tokio::time::timeout(ANSWER, kv.get(HEALTH_KEY, None)).await, Ok(Ok(_))) }
         }))
         .await;
-        for (streak, answered) in answering.iter_mut().zip(&answers) {
-            *streak = if *answered { streak.saturating_add(1) } else { 0 };
+        for (streak, answered) in streaks.iter_mut().zip(&answers) {
+            *streak = match (*answered, *streak > 0) {
+                (true, true) => streak.saturating_add(1),
+                (true, false) => 1,
+                (false, true) => -1,
+                (false, false) => streak.saturating_sub(1),
+            };
         }
-        for (i, change) in changes(&answering, &out).into_iter().enumerate() {
+        for (i, change) in changes(&streaks, &out).into_iter().enumerate() {
             let endpoint = &endpoints[i];
             match change {
                 Change::Keep => {}
@@ -135,21 +144,21 @@ enum Change {
     PutBack,
 }
 
-/// The changes a round calls for, given the rounds in a row each member has answered up to this one
-/// (`answering`, 0 if it did not answer this one) and which members are `out` now. A member in that
-/// did not answer leaves if another member in answered, so that the balancer keeps one that answers.
-/// A member out comes back once it has answered `BACK_AFTER` rounds in a row, or at its first answer
-/// if no member in answered.
-fn changes(answering: &[u32], out: &[bool]) -> Vec<Change> {
+/// The changes a round calls for, given each member's streak up to this round (the rounds in a row
+/// it answered, or missed as a negative count) and which members are `out` now. A member in that
+/// missed `OUT_AFTER` rounds leaves if another member in answered this one, so that the balancer
+/// keeps one that answers. A member out comes back once it has answered `BACK_AFTER` rounds in a
+/// row, or at its first answer if no member in answered.
+fn changes(streaks: &[i32], out: &[bool]) -> Vec<Change> {
     let answered_in = |except: Option<usize>| {
-        answering.iter().zip(out).enumerate().any(|(j, (&a, &o))| Some(j) != except && a > 0 && !o)
+        streaks.iter().zip(out).enumerate().any(|(j, (&s, &o))| Some(j) != except && s > 0 && !o)
     };
-    answering
+    streaks
         .iter()
         .zip(out)
         .enumerate()
         .map(|(i, (&streak, &out))| match (streak, out) {
-            (0, false) if answered_in(Some(i)) => Change::TakeOut,
+            (n, false) if n <= -OUT_AFTER && answered_in(Some(i)) => Change::TakeOut,
             (n, true) if n >= BACK_AFTER || (n > 0 && !answered_in(None)) => Change::PutBack,
             _ => Change::Keep,
         })
@@ -163,21 +172,23 @@ mod tests {
 
     #[test]
     fn a_member_leaves_only_while_another_answers_and_comes_back_once_it_answers_again() {
-        // A frozen member, the others electing or serving.
-        assert_eq!(changes(&[0, 1, 5], &[false; 3]), [TakeOut, Keep, Keep]);
+        let quiet = -OUT_AFTER;
+        // A frozen member, the others electing or serving: one miss is a slow read, two are out.
+        assert_eq!(changes(&[-1, 1, 5], &[false; 3]), [Keep, Keep, Keep]);
+        assert_eq!(changes(&[quiet, 1, 5], &[false; 3]), [TakeOut, Keep, Keep]);
         // An election: nobody answers, nobody leaves (the balancer keeps every member).
-        assert_eq!(changes(&[0, 0, 0], &[false; 3]), [Keep, Keep, Keep]);
+        assert_eq!(changes(&[quiet, quiet, -5], &[false; 3]), [Keep, Keep, Keep]);
         // Out and still silent: stays out. Out and answering: back on its second round in a row.
-        assert_eq!(changes(&[0, 3, 3], &[true, false, false]), [Keep, Keep, Keep]);
+        assert_eq!(changes(&[-9, 3, 3], &[true, false, false]), [Keep, Keep, Keep]);
         assert_eq!(changes(&[1, 3, 3], &[true, false, false]), [Keep, Keep, Keep]);
         assert_eq!(changes(&[BACK_AFTER, 3, 3], &[true, false, false]), [PutBack, Keep, Keep]);
         // Two silent while one answers: both leave, the one answering stays.
-        assert_eq!(changes(&[0, 0, 1], &[false; 3]), [TakeOut, TakeOut, Keep]);
+        assert_eq!(changes(&[quiet, quiet, 1], &[false; 3]), [TakeOut, TakeOut, Keep]);
         // The only one answering is out: it comes back at once, and the silent one stays until the
         // next round, when one that answers is in.
-        assert_eq!(changes(&[0, 1], &[false, true]), [Keep, PutBack]);
-        assert_eq!(changes(&[0, 2], &[false, false]), [TakeOut, Keep]);
+        assert_eq!(changes(&[quiet, 1], &[false, true]), [Keep, PutBack]);
+        assert_eq!(changes(&[quiet - 1, 2], &[false, false]), [TakeOut, Keep]);
         // A single member is never taken out.
-        assert_eq!(changes(&[0], &[false]), [Keep]);
+        assert_eq!(changes(&[-9], &[false]), [Keep]);
     }
 }
