@@ -15,6 +15,53 @@ use serde_json::{json, Value};
 const WRITERS: usize = 8;
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
+/// `WRITERS` clients creating ConfigMaps one after another until finished, each acknowledged create
+/// noted with when it was acknowledged.
+struct Writers {
+    acked: Arc<Mutex<Vec<(String, Instant)>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Writers {
+    fn start(s: &TestServer) -> Writers {
+        let acked: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for w in 0..WRITERS {
+            let (client, url, acked, stop) = (s.client.clone(), format!("{}{CMS}", s.url), acked.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    let name = format!("w{w}-{i}");
+                    let cm = json!({"metadata": {"name": name}, "data": {"k": "v"}});
+                    match tokio::time::timeout(Duration::from_secs(30), client.post(&url).json(&cm).send()).await {
+                        Ok(Ok(r)) if r.status() == StatusCode::CREATED => {
+                            acked.lock().unwrap().push((name, Instant::now()));
+                            // Read: h2 ends a connection on which too many responses were dropped
+                            // unread (too_many_internal_resets), and the tests' watches share it.
+                            let _ = r.bytes().await;
+                        }
+                        _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                    }
+                }
+            }));
+        }
+        Writers { acked, stop, tasks }
+    }
+
+    /// Stop, and the names acknowledged.
+    async fn finish(self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+        let acked = self.acked.lock().unwrap();
+        acked.iter().map(|(n, _)| n.clone()).collect()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_and_watches_survive_member_loss_and_a_full_restart() {
     let mut cluster = tokio::task::block_in_place(|| TestEtcd::start_cluster(3, EtcdVersion::from_env()));
@@ -28,29 +75,8 @@ async fn writes_and_watches_survive_member_loss_and_a_full_restart() {
     let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
     let mut events = s.watch(&format!("{CMS}?watch=true&resourceVersion={rv}")).await;
 
-    let acked: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut writers = Vec::new();
-    for w in 0..WRITERS {
-        let (client, url, acked, stop) = (s.client.clone(), format!("{}{CMS}", s.url), acked.clone(), stop.clone());
-        writers.push(tokio::spawn(async move {
-            let mut i = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                i += 1;
-                let name = format!("w{w}-{i}");
-                let cm = json!({"metadata": {"name": name}, "data": {"k": "v"}});
-                match tokio::time::timeout(Duration::from_secs(30), client.post(&url).json(&cm).send()).await {
-                    Ok(Ok(r)) if r.status() == StatusCode::CREATED => {
-                        acked.lock().unwrap().push((name, Instant::now()));
-                        // Read: h2 ends a connection on which too many responses were dropped unread
-                        // (too_many_internal_resets), and the watch shares it.
-                        let _ = r.bytes().await;
-                    }
-                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
-                }
-            }
-        }));
-    }
+    let writers = Writers::start(&s);
+    let acked = writers.acked.clone();
     // After each fault is mended, writes must be acknowledged again within `RESUME`.
     const RESUME: Duration = Duration::from_secs(20);
     let resumed = |since: Instant, what: &'static str| {
@@ -90,12 +116,7 @@ async fn writes_and_watches_survive_member_loss_and_a_full_restart() {
     });
     resumed(back, "every member was restarted").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for w in writers {
-        w.await.unwrap();
-    }
-
-    let acked: Vec<String> = acked.lock().unwrap().iter().map(|(n, _)| n.clone()).collect();
+    let acked = writers.finish().await;
     assert!(acked.len() > 100, "writes went on: {}", acked.len());
     // Nothing acknowledged is lost.
     let (code, list) = s.get(CMS).await;
@@ -229,29 +250,8 @@ async fn a_frozen_member_costs_no_more_than_an_election() {
             }
         })
     };
-    let acked: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut writers = Vec::new();
-    for w in 0..WRITERS {
-        let (client, url, acked, stop) = (s.client.clone(), format!("{}{CMS}", s.url), acked.clone(), stop.clone());
-        writers.push(tokio::spawn(async move {
-            let mut i = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                i += 1;
-                let name = format!("w{w}-{i}");
-                let cm = json!({"metadata": {"name": name}, "data": {"k": "v"}});
-                match tokio::time::timeout(Duration::from_secs(30), client.post(&url).json(&cm).send()).await {
-                    Ok(Ok(r)) if r.status() == StatusCode::CREATED => {
-                        acked.lock().unwrap().push((name, Instant::now()));
-                        // Read: h2 ends a connection on which too many responses were dropped unread
-                        // (too_many_internal_resets), and the watch shares it.
-                        let _ = r.bytes().await;
-                    }
-                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
-                }
-            }
-        }));
-    }
+    let writers = Writers::start(&s);
+    let acked = writers.acked.clone();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let leader = common::etcd_leader(&cluster).await;
     for n in 0..3 {
@@ -283,11 +283,7 @@ async fn a_frozen_member_costs_no_more_than_an_election() {
         cluster[victim].signal("CONT");
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for w in writers {
-        w.await.unwrap();
-    }
-    let acked: Vec<String> = acked.lock().unwrap().iter().map(|(n, _)| n.clone()).collect();
+    let acked = writers.finish().await;
     let (code, list) = s.get(CMS).await;
     assert_eq!(code, StatusCode::OK);
     let stored: std::collections::HashSet<&str> =
