@@ -62,9 +62,9 @@ impl Writers {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_and_watches_survive_member_loss_and_a_full_restart() {
-    let mut cluster = tokio::task::block_in_place(|| TestEtcd::start_cluster(3, EtcdVersion::from_env()));
+/// A 3-member etcd, kgate on it, and a watch of ConfigMaps from before the first write.
+async fn on_three_members() -> (Vec<TestEtcd>, TestServer, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let cluster = tokio::task::block_in_place(|| TestEtcd::start_cluster(3, EtcdVersion::from_env()));
     let endpoints: Vec<String> = cluster.iter().map(|m| m.endpoint.clone()).collect();
     let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
     let s = TestServer::start_configured(Backend::Etcd, tempfile::tempdir().unwrap(), prefix, |c| {
@@ -73,7 +73,13 @@ async fn writes_and_watches_survive_member_loss_and_a_full_restart() {
     .await;
     let (_, list) = s.get(CMS).await;
     let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
-    let mut events = s.watch(&format!("{CMS}?watch=true&resourceVersion={rv}")).await;
+    let events = s.watch(&format!("{CMS}?watch=true&resourceVersion={rv}")).await;
+    (cluster, s, events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_and_watches_survive_member_loss_and_a_full_restart() {
+    let (mut cluster, s, mut events) = on_three_members().await;
 
     let writers = Writers::start(&s);
     let acked = writers.acked.clone();
@@ -226,16 +232,7 @@ async fn a_frozen_member_costs_no_more_than_an_election() {
     // Creates a second once that is over: about 8 went through with a frozen member in the balancer,
     // hundreds without it (a debug build on a loaded machine still makes well over this).
     const RATE: f64 = 40.0;
-    let cluster = tokio::task::block_in_place(|| TestEtcd::start_cluster(3, EtcdVersion::from_env()));
-    let endpoints: Vec<String> = cluster.iter().map(|m| m.endpoint.clone()).collect();
-    let prefix = format!("/t{}", uuid::Uuid::new_v4().simple());
-    let s = TestServer::start_configured(Backend::Etcd, tempfile::tempdir().unwrap(), prefix, |c| {
-        c.etcd_servers = endpoints.clone();
-    })
-    .await;
-    let (_, list) = s.get(CMS).await;
-    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
-    let mut events = s.watch(&format!("{CMS}?watch=true&resourceVersion={rv}")).await;
+    let (cluster, s, mut events) = on_three_members().await;
     // When the watch delivered each create, and how often.
     let seen: Arc<Mutex<std::collections::HashMap<String, (Instant, usize)>>> = Arc::default();
     let watching = {
