@@ -1,7 +1,9 @@
 //! Failover on a 3-member etcd (issue 27's figure): 20 writers create objects through raw etcd clients
-//! and 20 through kgate, at once, while the etcd leader is SIGKILLed (and restarted 5 s later). Printed per round: the longest stretch without an acknowledged create from the kill on (target:
-//! kgate within 1 s of raw etcd's), errors, and for kgate the watch's events lost or duplicated
-//! (target 0).
+//! and 20 through kgate, at once, while the etcd leader is SIGKILLed (and restarted 5 s later), three
+//! rounds, then frozen (SIGSTOP, and SIGCONT 5 s later: a paused VM, or a partition that drops
+//! packets), two rounds. Printed per round: the longest stretch without an acknowledged create from
+//! the fault on (target: kgate within 1 s of raw etcd's), errors, and for kgate the watch's events
+//! lost or duplicated (target 0).
 //!
 //! Before the kills, creates at concurrency 64 through kgate against raw compare-and-put transactions
 //! of the same bytes on the same 3 members (target: kgate at 0.6x raw or better), measured five times
@@ -21,11 +23,20 @@ use common::{EtcdVersion, KgateProcess, TestEtcd};
 use serde_json::{json, Value};
 
 const WRITERS: usize = 20;
-const ROUNDS: usize = 3;
-/// Writers run this long; the leader is killed `KILL_AT` in and restarted `DOWN` later.
+/// What happens to the leader in each round.
+const FAULTS: [Fault; 5] = [Fault::Kill, Fault::Kill, Fault::Kill, Fault::Freeze, Fault::Freeze];
+/// Writers run this long; the leader is killed or frozen `KILL_AT` in, and back `DOWN` later.
 const RUN: Duration = Duration::from_secs(14);
 const KILL_AT: Duration = Duration::from_secs(4);
 const DOWN: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Fault {
+    /// SIGKILL, then started again.
+    Kill,
+    /// SIGSTOP, then SIGCONT: its connections stay open and nothing on them answers.
+    Freeze,
+}
 
 /// What one round saw: when each create was acknowledged, and how many failed.
 struct Round {
@@ -270,7 +281,7 @@ async fn main() {
     let version = EtcdVersion::from_env();
     let mut cluster = tokio::task::block_in_place(|| TestEtcd::start_cluster(3, version));
     let endpoints: Vec<String> = cluster.iter().map(|m| m.endpoint.clone()).collect();
-    println!("etcd {version:?}, 3 members; {WRITERS} writers; the leader killed {KILL_AT:?} in, back {DOWN:?} later");
+    println!("etcd {version:?}, 3 members; {WRITERS} writers; the leader killed or frozen {KILL_AT:?} in, back {DOWN:?} later");
     let prefix = format!("/f{}", uuid::Uuid::new_v4().simple());
     let joined = endpoints.join(",");
     let k =
@@ -282,8 +293,8 @@ async fn main() {
         [own, k.cpu_ms(), cluster.iter().map(TestEtcd::cpu_ms).sum()]
     };
     steady_creates(&raw, &admin, &k.url, &prefix, cpu, &endpoints).await;
-    let (mut raw_gaps, mut kgate_gaps) = (Vec::new(), Vec::new());
-    for r in 0..ROUNDS {
+    let mut gaps: Vec<(Fault, Duration, Duration)> = Vec::new();
+    for (r, fault) in FAULTS.into_iter().enumerate() {
         // Both at once, through the same election: etcd's own unavailability varies from one kill to
         // the next (a restarted member can start another election), so each round compares like with like.
         let url = format!("{}/api/v1/namespaces/default/configmaps", k.url);
@@ -324,9 +335,15 @@ async fn main() {
         tokio::time::sleep(KILL_AT).await;
         let victim = common::etcd_leader(&cluster).await;
         let killed = Instant::now();
-        cluster[victim].kill();
+        match fault {
+            Fault::Kill => cluster[victim].kill(),
+            Fault::Freeze => cluster[victim].signal("STOP"),
+        }
         tokio::time::sleep(DOWN).await;
-        tokio::task::block_in_place(|| cluster[victim].restart());
+        match fault {
+            Fault::Kill => tokio::task::block_in_place(|| cluster[victim].restart()),
+            Fault::Freeze => cluster[victim].signal("CONT"),
+        }
         let raw_round = finish(raw_writers, killed).await;
         let kgate_round = finish(kgate_writers, killed).await;
         // The watch has until a little after the last write to deliver everything.
@@ -349,7 +366,7 @@ async fn main() {
         let lost = acked.iter().filter(|n| !seen.contains_key(*n)).count();
         let duplicated = seen.values().filter(|n| **n > 1).count();
         println!(
-            "round {r}: longest stretch without a create after the kill: raw etcd {:?} ({} acks, {} errors), kgate {:?} ({} acks, {} errors); watch: {lost} lost, {duplicated} duplicated",
+            "round {r} ({fault:?}): longest stretch without a create after the fault: raw etcd {:?} ({} acks, {} errors), kgate {:?} ({} acks, {} errors); watch: {lost} lost, {duplicated} duplicated",
             raw_round.longest_gap(),
             raw_round.acks.len(),
             raw_round.errors,
@@ -357,13 +374,16 @@ async fn main() {
             kgate_round.acks.len(),
             kgate_round.errors,
         );
-        raw_gaps.push(raw_round.longest_gap());
-        kgate_gaps.push(kgate_round.longest_gap());
+        gaps.push((fault, raw_round.longest_gap(), kgate_round.longest_gap()));
     }
-    let worst = |g: &[Duration]| g.iter().max().copied().unwrap_or_default();
-    println!(
-        "worst stretch: raw etcd {:?}, kgate {:?} (target: kgate within 1 s of raw etcd; watch 0 lost, 0 duplicated)",
-        worst(&raw_gaps),
-        worst(&kgate_gaps)
-    );
+    for fault in [Fault::Kill, Fault::Freeze] {
+        let of = |side: fn(&(Fault, Duration, Duration)) -> Duration| {
+            gaps.iter().filter(|g| g.0 == fault).map(side).max().unwrap_or_default()
+        };
+        println!(
+            "worst stretch ({fault:?}): raw etcd {:?}, kgate {:?} (target: kgate within 1 s of raw etcd; watch 0 lost, 0 duplicated)",
+            of(|g| g.1),
+            of(|g| g.2)
+        );
+    }
 }
