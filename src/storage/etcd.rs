@@ -687,15 +687,18 @@ struct EtcdWatch {
     sent: Sent,
     /// Moves when an etcd member is taken out of the balancer: the stream may be on it, frozen.
     left: tokio::sync::watch::Receiver<u64>,
-    /// Set when a member was taken out: by when the stream must show it is alive (anything it
-    /// delivers, or the answer to the progress request sent then), or be opened again on the others.
+    /// Set when a member was taken out: by when the stream must answer the progress request sent
+    /// then, or be opened again on the others. Only the answer counts: events already received
+    /// before the member froze may still be waiting to be read.
     alive_by: Option<tokio::time::Instant>,
     /// A progress request is to be sent on the stream.
     ask: bool,
 }
 
-/// How long a watch's stream has to answer a progress request once a member was taken out.
+/// How long a watch's stream has to answer a progress request once a member was taken out; each
+/// watch adds up to `ALIVE_JITTER`, so that the watches on a frozen member do not all reopen at once.
 const ALIVE_WITHIN: Duration = Duration::from_secs(2);
+const ALIVE_JITTER: Duration = Duration::from_secs(1);
 /// How long opening a watch may take: etcd answers at once with the watch created, so a longer wait
 /// is a member that does not answer (the request's own timeout is 30 s).
 const OPEN_WITHIN: Duration = Duration::from_secs(5);
@@ -757,13 +760,11 @@ impl EtcdWatch {
             }
             let alive_by = self.alive_by;
             let next = tokio::select! {
-                next = inner.next() => {
-                    self.alive_by = None;
-                    next
-                }
-                // Err: the store is going; the stream ends as it will.
+                next = inner.next() => next,
+                // Err: a single member (nothing is ever taken out) or the store is going.
                 Ok(()) = self.left.changed(), if alive_by.is_none() => {
-                    (self.ask, self.alive_by) = (true, Some(tokio::time::Instant::now() + ALIVE_WITHIN));
+                    let jitter = ALIVE_JITTER.mul_f64(rand::random::<f64>());
+                    (self.ask, self.alive_by) = (true, Some(tokio::time::Instant::now() + ALIVE_WITHIN + jitter));
                     continue;
                 }
                 () = tokio::time::sleep_until(alive_by.unwrap_or_else(tokio::time::Instant::now)), if alive_by.is_some() => {
@@ -814,7 +815,9 @@ impl EtcdWatch {
                     }
                     // The answer to a progress request (watch id -1) shows the stream alive, and no
                     // more: etcd before 3.5.8 may send it ahead of events of the revision it names.
-                    if resp.events().is_empty() && resp.watch_id() != -1 {
+                    if resp.watch_id() == -1 {
+                        self.alive_by = None;
+                    } else if resp.events().is_empty() {
                         if let Some(h) = resp.header() {
                             // A progress notification: everything up to the header revision was sent.
                             if h.revision() > self.after && !resp.created() {

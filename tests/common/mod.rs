@@ -238,6 +238,8 @@ impl TestEtcd {
 
     /// Send it a signal by name (`STOP`, `CONT`): stopped, it is a frozen VM or a paused container,
     /// whose connections stay open while nothing on them answers.
+    /// The shell wrapper that watches it (its command line names the same port) gets the signal too,
+    /// which does no harm: it only checks on etcd and its parent.
     pub fn signal(&self, name: &str) {
         let ok = Command::new("pkill")
             .arg(format!("-{name}"))
@@ -311,6 +313,12 @@ impl TestEtcd {
     /// Stop etcd (the data stays).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            // A member a failed test left frozen (`signal("STOP")`) would never act on the TERM.
+            let _ = Command::new("pkill")
+                .arg("-CONT")
+                .arg("-f")
+                .arg(format!("listen-client-urls {}://127.0.0.1:{} ", self.scheme(), self.client_port))
+                .status();
             let _ = Command::new("pkill")
                 .arg("-f")
                 .arg(format!("listen-client-urls {}://127.0.0.1:{} ", self.scheme(), self.client_port))

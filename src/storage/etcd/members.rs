@@ -12,7 +12,8 @@
 //! The probe is a linearizable read, which a member answers only while it follows a leader that a
 //! quorum follows: a partitioned member fails it too. During an election every member fails it, and
 //! then nobody is taken out: a member leaves only when another member in the balancer answered the
-//! same round, so the balancer never runs out of members that answer. Watches are told when a member
+//! same round, so the balancer never runs out of members that answer, and never more than a
+//! minority of the members is out. Watches are told when a member
 //! leaves (`Members::left`), since nothing says which member carries a watch: each asks etcd for
 //! progress on its stream and reopens it from its last revision, on the members left, only if no
 //! answer comes (reopening every quiet watch would send those whose last revision has since been
@@ -39,6 +40,7 @@ const BACK_AFTER: i32 = 2;
 pub(super) struct Members {
     /// Counts the members taken out so far; watches reopen when it moves.
     left: tokio::sync::watch::Receiver<u64>,
+    /// The task that reads the members (none with a single member), aborted on drop.
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -145,24 +147,39 @@ enum Change {
 }
 
 /// The changes a round calls for, given each member's streak up to this round (the rounds in a row
-/// it answered, or missed as a negative count) and which members are `out` now. A member in that
-/// missed `OUT_AFTER` rounds leaves if another member in answered this one, so that the balancer
-/// keeps one that answers. A member out comes back once it has answered `BACK_AFTER` rounds in a
-/// row, or at its first answer if no member in answered.
+/// it answered, or missed as a negative count) and which members are `out` now.
+///
+/// A member out comes back once it has answered `BACK_AFTER` rounds in a row, or at its first
+/// answer if no member in answered. A member in that missed `OUT_AFTER` rounds leaves if another
+/// member in answered this one, so that the balancer keeps one that answers; and no more than a
+/// minority is ever out, the longest silent first: a member that answers a linearizable read shows
+/// a quorum alive, so with more silent than a minority some are slow, not gone, and taking them out
+/// too would put all the load on the rest.
 fn changes(streaks: &[i32], out: &[bool]) -> Vec<Change> {
     let answered_in = |except: Option<usize>| {
         streaks.iter().zip(out).enumerate().any(|(j, (&s, &o))| Some(j) != except && s > 0 && !o)
     };
-    streaks
+    let mut changes: Vec<Change> = streaks
         .iter()
         .zip(out)
-        .enumerate()
-        .map(|(i, (&streak, &out))| match (streak, out) {
-            (n, false) if n <= -OUT_AFTER && answered_in(Some(i)) => Change::TakeOut,
+        .map(|(&streak, &out)| match (streak, out) {
             (n, true) if n >= BACK_AFTER || (n > 0 && !answered_in(None)) => Change::PutBack,
             _ => Change::Keep,
         })
-        .collect()
+        .collect();
+    let still_out = out.iter().zip(&changes).filter(|(o, c)| **o && **c != Change::PutBack).count();
+    let mut room = (streaks.len().saturating_sub(1) / 2).saturating_sub(still_out);
+    let mut silent: Vec<usize> =
+        (0..streaks.len()).filter(|&i| !out[i] && streaks[i] <= -OUT_AFTER && answered_in(Some(i))).collect();
+    silent.sort_by_key(|&i| streaks[i]);
+    for i in silent {
+        if room == 0 {
+            break;
+        }
+        changes[i] = Change::TakeOut;
+        room -= 1;
+    }
+    changes
 }
 
 #[cfg(test)]
@@ -182,13 +199,18 @@ mod tests {
         assert_eq!(changes(&[-9, 3, 3], &[true, false, false]), [Keep, Keep, Keep]);
         assert_eq!(changes(&[1, 3, 3], &[true, false, false]), [Keep, Keep, Keep]);
         assert_eq!(changes(&[BACK_AFTER, 3, 3], &[true, false, false]), [PutBack, Keep, Keep]);
-        // Two silent while one answers: both leave, the one answering stays.
-        assert_eq!(changes(&[quiet, quiet, 1], &[false; 3]), [TakeOut, TakeOut, Keep]);
-        // The only one answering is out: it comes back at once, and the silent one stays until the
+        // Two of three silent while one answers: a quorum is alive, so one of them is only slow.
+        // The longer silent leaves, the other stays; and while one is out, no other leaves.
+        assert_eq!(changes(&[quiet, quiet - 3, 1], &[false; 3]), [Keep, TakeOut, Keep]);
+        assert_eq!(changes(&[quiet - 3, quiet, 1], &[false, true, false]), [Keep, Keep, Keep]);
+        // Of five, two may be out at once.
+        assert_eq!(changes(&[quiet, quiet, quiet, 1, 1], &[false; 5]), [TakeOut, TakeOut, Keep, Keep, Keep]);
+        // The only one answering is out: it comes back at once, and the silent ones stay until the
         // next round, when one that answers is in.
-        assert_eq!(changes(&[quiet, 1], &[false, true]), [Keep, PutBack]);
-        assert_eq!(changes(&[quiet - 1, 2], &[false, false]), [TakeOut, Keep]);
-        // A single member is never taken out.
+        assert_eq!(changes(&[quiet, quiet, 1], &[false, false, true]), [Keep, Keep, PutBack]);
+        assert_eq!(changes(&[quiet - 1, quiet - 1, 2], &[false; 3]), [TakeOut, Keep, Keep]);
+        // One member or two: never taken out (two members need both for a quorum).
         assert_eq!(changes(&[-9], &[false]), [Keep]);
+        assert_eq!(changes(&[-9, 4], &[false, false]), [Keep, Keep]);
     }
 }
