@@ -6,18 +6,18 @@
 //! drops packets) from a busy one: its connection stays open, so requests keep going to it and each
 //! waits out its deadline, and a watch on it is silent until HTTP/2 keepalive gives up on the
 //! connection (15 s). On three members with one frozen, kgate acknowledged about 8 creates a second
-//! instead of hundreds, and its watch missed 12 s of events. etcd's own Go client once did the
-//! same (its health balancer marked an endpoint unhealthy on failure and skipped it for a while).
+//! instead of hundreds, and its watch missed 12 s of events. etcd's own Go client once guarded
+//! against this too (its health balancer marked an endpoint unhealthy on failure and skipped it for
+//! a while).
 //!
 //! The probe is a linearizable read, which a member answers only while it follows a leader that a
 //! quorum follows: a partitioned member fails it too. During an election every member fails it, and
 //! then nobody is taken out: a member leaves only when another member in the balancer answered the
 //! same round, so the balancer never runs out of members that answer, and never more than a
-//! minority of the members is out. Watches are told when a member
-//! leaves (`Members::left`), since nothing says which member carries a watch: each asks etcd for
-//! progress on its stream and reopens it from its last revision, on the members left, only if no
-//! answer comes (reopening every quiet watch would send those whose last revision has since been
-//! compacted back to a list).
+//! minority of the members is out. Watches are told when a member leaves (`Members::left`), since
+//! nothing says which member carries a watch: each asks etcd for progress on its stream and reopens
+//! it from its last revision, on the members left, only if no answer comes (reopening every quiet
+//! watch would send those whose last revision has since been compacted back to a list).
 
 use std::time::Duration;
 
