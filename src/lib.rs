@@ -18,6 +18,7 @@ pub mod crd;
 pub mod discovery;
 pub mod epochs;
 pub mod fuzzing;
+pub mod gc;
 pub mod http;
 pub mod leader;
 pub mod meta;

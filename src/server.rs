@@ -204,7 +204,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         tokio::spawn(authz.watch_invalidations()),
         tokio::spawn(state.token_checks.clone().watch(registry.clone())),
         tokio::spawn(crds.clone().run(crds_revision, shutdown_rx.clone())),
-        tokio::spawn(crds.clean_deleted()),
+        tokio::spawn(crds.clone().clean_deleted()),
         tokio::spawn(registry.clone().run_counts(usage)),
         tokio::spawn(directory.run()),
         tokio::spawn(crate::leader::while_leading(leading.clone(), {
@@ -223,6 +223,10 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             let registry = registry.clone();
             move || registry.clone().run_quota_resync()
         })),
+        tokio::spawn(crate::leader::while_leading(leading.clone(), {
+            let (registry, crds) = (registry.clone(), crds.clone());
+            move || crate::gc::Collector::new(registry.clone(), crds.clone()).run()
+        })),
     ];
     // Each other shard's store work: what the default shard's tasks above do for theirs.
     for (r, index, authz, from) in served {
@@ -230,7 +234,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             tokio::spawn(authz.watch_invalidations()),
             tokio::spawn(state.token_checks.clone().watch(r.clone())),
             tokio::spawn(index.clone().run(from, shutdown_rx.clone())),
-            tokio::spawn(index.clean_deleted()),
+            tokio::spawn(index.clone().clean_deleted()),
             tokio::spawn(r.clone().run_counts(usage)),
             tokio::spawn(resume_namespace_deletions(r.clone())),
             tokio::spawn(crate::leader::while_leading(leading.clone(), {
@@ -244,6 +248,10 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             tokio::spawn(crate::leader::while_leading(leading.clone(), {
                 let r = r.clone();
                 move || r.clone().run_quota_resync()
+            })),
+            tokio::spawn(crate::leader::while_leading(leading.clone(), {
+                let (r, index) = (r.clone(), index.clone());
+                move || crate::gc::Collector::new(r.clone(), index.clone()).run()
             })),
         ]);
     }

@@ -322,6 +322,23 @@ impl CrdIndex {
         Some(Arc::new(crd.def(v)))
     }
 
+    /// The custom resource a cluster serves as `kind` in group/version: what an owner reference names.
+    pub fn find_kind(&self, cluster: &str, group: &str, version: &str, kind: &str) -> Option<Arc<ResourceDef>> {
+        let st = self.read();
+        let crd = st.clusters.get(cluster)?.values().find(|c| c.group == group && c.kind == kind)?;
+        let v = crd.versions.iter().find(|v| v.served && v.name == version)?;
+        Some(Arc::new(crd.def(v)))
+    }
+
+    /// The custom resource of group/plural a cluster defines, in a version it serves (the first one),
+    /// or in its first version while the CRD is being deleted: what a store key names.
+    pub fn find_any_version(&self, cluster: &str, group: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        let st = self.read();
+        let crd = st.clusters.get(cluster)?.get(format!("{plural}.{group}").as_str())?;
+        let v = crd.versions.iter().find(|v| v.served).or(crd.versions.first())?;
+        Some(Arc::new(crd.def(v)))
+    }
+
     /// Every custom resource a cluster serves (one per served version).
     pub fn defs(&self, cluster: &str) -> Vec<Arc<ResourceDef>> {
         let st = self.read();

@@ -948,7 +948,7 @@ async fn resource(
             written(w, &mut last_rev, view)
         }
         ("delete", Some(n), None) => {
-            let mut dopts = delete_options(&body, &q)?;
+            let mut dopts = delete_options(content_type.as_deref(), &body, &q)?;
             if let Some(rv) = &mut dopts.resource_version {
                 *rv = crate::shard::own(rv, &sh.registry.shard).to_string();
             }
@@ -965,7 +965,7 @@ async fn resource(
             return Err(ApiError::method_not_allowed("deletecollection", &def.plural));
         }
         ("deletecollection", None, None) => {
-            let dopts = delete_options(&body, &q)?;
+            let dopts = delete_options(content_type.as_deref(), &body, &q)?;
             let lopts = ListOptions::from_query(&q, false)?;
             // Held whole (the objects, then the answer listing them): charged as read, as a list is.
             let mut held = Vec::new();
@@ -1145,14 +1145,17 @@ fn warn(mut w: crate::registry::Written, mut warnings: Vec<String>) -> crate::re
     w
 }
 
-fn delete_options(body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
+/// DeleteOptions from a DELETE's body, decoded by its Content-Type as every other body is (Helm sends
+/// protobuf), or from the query alone when there is none.
+fn delete_options(content_type: Option<&str>, body: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
     let v = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        Some(
-            serde_json::from_slice::<Value>(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?,
-        )
+        let decoded = body::decode_object(content_type, body).map_err(|e| match e.code {
+            415 => e,
+            _ => ApiError::bad_request(format!("error decoding DeleteOptions: {}", e.message)),
+        })?;
+        Some(decoded.value)
     };
     DeleteOptions::parse(v.as_ref(), q)
 }

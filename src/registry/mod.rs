@@ -11,6 +11,7 @@ pub mod footprint;
 pub(crate) mod gates;
 mod namespaces;
 mod options;
+pub mod propagation;
 mod publish;
 mod qos;
 mod quantity;

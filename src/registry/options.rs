@@ -140,8 +140,9 @@ pub struct DeleteOptions {
     pub uid: Option<String>,
     /// `preconditions.resourceVersion`.
     pub resource_version: Option<String>,
-    /// `propagationPolicy` (or the deprecated `orphanDependents`).
-    pub propagation: Propagation,
+    /// `propagationPolicy` (or the deprecated `orphanDependents`); `None` when the request gave
+    /// neither, which leaves the object's finalizers and its type's default to decide (kube's rule).
+    pub propagation: Option<Propagation>,
     /// `gracePeriodSeconds`.
     pub grace_period: Option<i64>,
 }
@@ -189,10 +190,10 @@ impl DeleteOptions {
                     )],
                 ))
             }
-            (Some("Background"), _) => Propagation::Background,
-            (Some("Foreground"), _) => Propagation::Foreground,
-            (Some("Orphan"), _) | (None, Some(true)) => Propagation::Orphan,
-            (None, _) => Propagation::Background,
+            (Some("Background"), _) | (None, Some(false)) => Some(Propagation::Background),
+            (Some("Foreground"), _) => Some(Propagation::Foreground),
+            (Some("Orphan"), _) | (None, Some(true)) => Some(Propagation::Orphan),
+            (None, None) => None,
             (Some(other), _) => {
                 return Err(ApiError::invalid(
                     "DeleteOptions",
@@ -449,7 +450,7 @@ mod tests {
     fn delete_options_accept_nulls_and_query() {
         let body = serde_json::json!({"apiVersion":"v1","kind":"DeleteOptions","propagationPolicy":"Foreground","gracePeriodSeconds":null,"preconditions":null});
         let o = DeleteOptions::parse(Some(&body), &Query::default()).unwrap();
-        assert_eq!(o.propagation, Propagation::Foreground);
+        assert_eq!(o.propagation, Some(Propagation::Foreground));
         let o = DeleteOptions::parse(None, &Query::parse(Some("dryRun=All"))).unwrap();
         assert!(o.dry_run);
         let o = DeleteOptions::parse(Some(&serde_json::json!({"dryRun":["All"]})), &Query::default()).unwrap();

@@ -1626,10 +1626,17 @@ impl Registry {
                 e.kind = Some("namespaces".into());
                 return Err(e);
             }
-            let has_finalizers = !meta::finalizers(&current).is_empty();
+            // What the garbage collector is asked to do (namespaces empty themselves instead).
+            let collect =
+                if is_namespace { None } else { super::propagation::finalizers(def, &current, opts.propagation) };
+            let has_finalizers = match &collect {
+                Some(f) => !f.is_empty(),
+                None => !meta::finalizers(&current).is_empty(),
+            };
             if is_namespace || has_finalizers {
                 // Deferred delete: mark it, return the object; it goes when its finalizers are gone.
-                if meta::meta_str(&current, "deletionTimestamp").is_some() {
+                let deleting = meta::meta_str(&current, "deletionTimestamp").is_some();
+                if deleting && collect.is_none() {
                     if is_namespace && !opts.dry_run {
                         // A repeated delete restarts a cleanup that stopped (one still running goes on).
                         self.spawn_namespace_cleanup(ctx.cluster.to_string(), name.to_string());
@@ -1637,16 +1644,22 @@ impl Registry {
                     return Ok(Written { code: 200, body: current, warnings: vec![] });
                 }
                 let mut next = current.clone();
-                mark_deleted(&mut next);
-                if is_namespace {
-                    next["status"] = json!({"phase": "Terminating"});
+                if let Some(f) = collect {
+                    // As kube: a second delete may change how dependents go (orphan, then foreground).
+                    meta::metadata_mut(&mut next).insert("finalizers".into(), json!(f));
                 }
-                if (def.group.as_str(), def.kind.as_str()) == ("apiextensions.k8s.io", "CustomResourceDefinition") {
-                    crate::crd::mark_terminating(&mut next);
-                }
-                if def.group == crate::resources::TENANCY_GROUP {
-                    // The purge itself is started by the lifecycle controller, which sees this update.
-                    next["status"] = crate::tenancy::terminating_status(&current);
+                if !deleting {
+                    mark_deleted(&mut next);
+                    if is_namespace {
+                        next["status"] = json!({"phase": "Terminating"});
+                    }
+                    if (def.group.as_str(), def.kind.as_str()) == ("apiextensions.k8s.io", "CustomResourceDefinition") {
+                        crate::crd::mark_terminating(&mut next);
+                    }
+                    if def.group == crate::resources::TENANCY_GROUP {
+                        // The purge itself is started by the lifecycle controller, which sees this update.
+                        next["status"] = crate::tenancy::terminating_status(&current);
+                    }
                 }
                 if opts.dry_run {
                     return Ok(Written { code: 200, body: next, warnings: vec![] });

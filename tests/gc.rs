@@ -1,0 +1,328 @@
+//! Garbage collection by ownerReferences, per logical cluster, on both stores: background, foreground
+//! and orphan deletion (through kubectl's `--cascade` too), several owners, dangling and invalid
+//! references, custom owners, and a collector that restarts half-way.
+
+mod common;
+
+use common::{eventually, kubectl, Backend, TestServer};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// A ConfigMap's collection in `cluster`'s `default` namespace.
+fn cms(cluster: &str) -> String {
+    format!("/clusters/{cluster}/api/v1/namespaces/default/configmaps")
+}
+
+/// A reference to `owner` (an object as the API answered it).
+fn owner_ref(owner: &Value, block: bool) -> Value {
+    json!({
+        "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"], "blockOwnerDeletion": block,
+    })
+}
+
+async fn create(s: &TestServer, path: &str, obj: Value) -> Value {
+    let (code, body) = s.post(path, &obj).await;
+    assert_eq!(code, StatusCode::CREATED, "{path}: {body}");
+    body
+}
+
+/// A ConfigMap named `name`, owned by `owners`, with `finalizers`.
+async fn cm(s: &TestServer, cluster: &str, name: &str, owners: Vec<Value>, finalizers: &[&str]) -> Value {
+    let obj = json!({"metadata": {"name": name, "ownerReferences": owners, "finalizers": finalizers}});
+    create(s, &cms(cluster), obj).await
+}
+
+async fn exists(s: &TestServer, path: &str) -> bool {
+    let (code, body) = s.get(path).await;
+    assert!(code == StatusCode::OK || code == StatusCode::NOT_FOUND, "{path}: {code} {body}");
+    code == StatusCode::OK
+}
+
+async fn gone(s: &TestServer, path: &str, what: &str) {
+    eventually(20, what, || async { !exists(s, path).await }).await;
+}
+
+/// Owners go, then their dependents; other clusters' objects of the same names stay.
+async fn background(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    for c in ["gc-a", "gc-b"] {
+        s.create_cluster(c).await;
+    }
+    let mut dependents = Vec::new();
+    for c in ["gc-a", "gc-b"] {
+        let owner = cm(&s, c, "owner", vec![], &[]).await;
+        for i in 0..20 {
+            dependents.push(cm(&s, c, &format!("dep-{i}"), vec![owner_ref(&owner, false)], &[]).await);
+        }
+    }
+    let (code, body) = s.delete(&format!("{}/owner", cms("gc-a"))).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    for i in 0..20 {
+        gone(&s, &format!("{}/dep-{i}", cms("gc-a")), "gc-a's dependents to go with their owner").await;
+    }
+    // gc-b's owner of the same name is there, so its dependents stay.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    for i in 0..20 {
+        assert!(exists(&s, &format!("{}/dep-{i}", cms("gc-b"))).await, "gc-b's dep-{i} must stay");
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dependents_go_with_their_owner_in_its_cluster_only_embedded() {
+    background(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dependents_go_with_their_owner_in_its_cluster_only_etcd() {
+    background(Backend::Etcd).await;
+}
+
+/// Foreground: the owner stays, marked, while a dependent that blocks is there; the others go.
+async fn foreground(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let owner = cm(&s, "root", "fg-owner", vec![], &[]).await;
+    cm(&s, "root", "fg-blocking", vec![owner_ref(&owner, true)], &["example.com/hold"]).await;
+    cm(&s, "root", "fg-free", vec![owner_ref(&owner, false)], &[]).await;
+    let body = json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"});
+    let path = format!("{}/fg-owner", cms("root"));
+    let (code, marked) =
+        s.req(reqwest::Method::DELETE, &path, Some("application/json"), Some(serde_json::to_vec(&body).unwrap())).await;
+    assert_eq!(code, StatusCode::OK, "{marked}");
+    assert_eq!(marked["metadata"]["finalizers"], json!(["foregroundDeletion"]), "{marked}");
+    assert!(marked["metadata"]["deletionTimestamp"].is_string(), "{marked}");
+    gone(&s, &format!("{}/fg-free", cms("root")), "the dependent that does not block").await;
+    // The blocking dependent is being deleted, held by its own finalizer: the owner waits for it.
+    let blocking = format!("{}/fg-blocking", cms("root"));
+    eventually(20, "the blocking dependent to be marked deleted", || async {
+        s.get(&blocking).await.1["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert!(exists(&s, &path).await, "the owner waits for the blocking dependent");
+    let (code, b) =
+        s.patch(&blocking, "application/merge-patch+json", &json!({"metadata": {"finalizers": null}})).await;
+    assert_eq!(code, StatusCode::OK, "{b}");
+    gone(&s, &path, "the owner, once its blocking dependent is gone").await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_foreground_owner_waits_for_its_blocking_dependents_embedded() {
+    foreground(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_foreground_owner_waits_for_its_blocking_dependents_etcd() {
+    foreground(Backend::Etcd).await;
+}
+
+/// kubectl's three cascades, on a Deployment's ReplicaSet and Pods (no controller makes them here,
+/// so the test writes them as the controllers would).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_cascades_as_against_kube() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let kc = s.kubeconfig();
+    let apps = "/apis/apps/v1/namespaces/default";
+    let pods = "/api/v1/namespaces/default/pods";
+    let template =
+        json!({"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    let spec = json!({"replicas": 2, "selector": {"matchLabels": {"app": "x"}}, "template": template});
+    for cascade in ["background", "foreground", "orphan"] {
+        let name = format!("web-{cascade}");
+        let deploy =
+            create(&s, &format!("{apps}/deployments"), json!({"metadata": {"name": name}, "spec": spec})).await;
+        let rs = json!({"metadata": {"name": format!("{name}-rs"), "ownerReferences": [controller_ref(&deploy)]}, "spec": spec});
+        let rs = create(&s, &format!("{apps}/replicasets"), rs).await;
+        for i in 0..3 {
+            let pod = json!({"metadata": {"name": format!("{name}-{i}"), "labels": {"app": "x"}, "ownerReferences": [controller_ref(&rs)]}, "spec": template["spec"]});
+            create(&s, pods, pod).await;
+        }
+        let (ok, out, err) =
+            kubectl(&kc, &["delete", "deployment", &name, &format!("--cascade={cascade}"), "--timeout=30s"]);
+        assert!(ok, "kubectl delete --cascade={cascade}: {out} {err}");
+        assert!(
+            !exists(&s, &format!("{apps}/deployments/{name}")).await,
+            "kubectl returns once the deployment is gone"
+        );
+        let rs_path = format!("{apps}/replicasets/{name}-rs");
+        if cascade == "orphan" {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            let (code, rs) = s.get(&rs_path).await;
+            assert_eq!(code, StatusCode::OK, "an orphaned ReplicaSet stays");
+            assert!(rs["metadata"].get("ownerReferences").is_none(), "and no longer names its owner: {rs}");
+            assert!(exists(&s, &format!("{pods}/{name}-0")).await, "its pods stay too");
+        } else {
+            if cascade == "foreground" {
+                // kubectl waited for the deployment, which went only after what it blocked on.
+                assert!(!exists(&s, &rs_path).await, "foreground: the ReplicaSet went before its owner");
+                for i in 0..3 {
+                    assert!(!exists(&s, &format!("{pods}/{name}-{i}")).await, "foreground: pod {i} went first");
+                }
+            }
+            gone(&s, &rs_path, "the ReplicaSet").await;
+            for i in 0..3 {
+                gone(&s, &format!("{pods}/{name}-{i}"), "the ReplicaSet's pods").await;
+            }
+        }
+    }
+    s.stop().await;
+}
+
+fn controller_ref(owner: &Value) -> Value {
+    let mut r = owner_ref(owner, true);
+    r["controller"] = json!(true);
+    r
+}
+
+/// A dependent goes with its last owner; references to absent owners, or to an owner of that name
+/// with another uid, are dangling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_owners_and_dangling_references() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let a = cm(&s, "root", "owner-a", vec![], &[]).await;
+    let b = cm(&s, "root", "owner-b", vec![], &[]).await;
+    cm(&s, "root", "shared", vec![owner_ref(&a, false), owner_ref(&b, false)], &[]).await;
+    let shared = format!("{}/shared", cms("root"));
+    assert_eq!(s.delete(&format!("{}/owner-a", cms("root"))).await.0, StatusCode::OK);
+    eventually(20, "the reference to the absent owner to be removed", || async {
+        let refs = s.get(&shared).await.1["metadata"]["ownerReferences"].clone();
+        refs.as_array().is_some_and(|r| r.len() == 1 && r[0]["name"] == "owner-b")
+    })
+    .await;
+    assert_eq!(s.delete(&format!("{}/owner-b", cms("root"))).await.0, StatusCode::OK);
+    gone(&s, &shared, "the dependent, with its last owner").await;
+
+    let absent = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "never", "uid": "00000000-0000-0000-0000-000000000001"});
+    cm(&s, "root", "orphan-of-none", vec![absent], &[]).await;
+    gone(&s, &format!("{}/orphan-of-none", cms("root")), "a dependent of an owner that never was").await;
+    let c = cm(&s, "root", "owner-c", vec![], &[]).await;
+    let mut wrong = owner_ref(&c, false);
+    wrong["uid"] = json!("00000000-0000-0000-0000-000000000002");
+    cm(&s, "root", "wrong-uid", vec![wrong], &[]).await;
+    gone(&s, &format!("{}/wrong-uid", cms("root")), "a dependent naming its owner with another uid").await;
+    assert!(exists(&s, &format!("{}/owner-c", cms("root"))).await);
+    // An owner of a type nobody serves: left alone, as kube leaves it.
+    let unknown = json!({"apiVersion": "nowhere.example.com/v1", "kind": "Thing", "name": "t", "uid": "00000000-0000-0000-0000-000000000003"});
+    cm(&s, "root", "unresolvable", vec![unknown], &[]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert!(exists(&s, &format!("{}/unresolvable", cms("root"))).await);
+    s.stop().await;
+}
+
+/// A namespaced owner of a cluster-scoped dependent is invalid: the dependent stays and a warning
+/// event says why; an owner in another namespace is dangling, with the same event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn invalid_references_get_kubes_event() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let owner = cm(&s, "root", "ns-owner", vec![], &[]).await;
+    let role = json!({"metadata": {"name": "owned-role", "ownerReferences": [owner_ref(&owner, false)]}, "rules": []});
+    create(&s, "/apis/rbac.authorization.k8s.io/v1/clusterroles", role).await;
+    let events = "/api/v1/namespaces/default/events?fieldSelector=reason%3DOwnerRefInvalidNamespace";
+    eventually(20, "an OwnerRefInvalidNamespace event for the cluster role", || async {
+        let list = s.get(events).await.1;
+        list["items"].as_array().into_iter().flatten().any(|e| e["involvedObject"]["name"] == "owned-role")
+    })
+    .await;
+    assert!(exists(&s, "/apis/rbac.authorization.k8s.io/v1/clusterroles/owned-role").await, "never collected");
+
+    create(&s, "/api/v1/namespaces", json!({"metadata": {"name": "elsewhere"}})).await;
+    let (code, far) =
+        s.post("/api/v1/namespaces/elsewhere/configmaps", &json!({"metadata": {"name": "far-owner"}})).await;
+    assert_eq!(code, StatusCode::CREATED);
+    cm(&s, "root", "cross-ns", vec![owner_ref(&far, false)], &[]).await;
+    gone(&s, &format!("{}/cross-ns", cms("root")), "a dependent whose owner is in another namespace").await;
+    let list = s.get(events).await.1;
+    let event = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["involvedObject"]["name"] == "cross-ns")
+        .cloned()
+        .unwrap_or_else(|| panic!("an event for the cross-namespace reference: {list}"));
+    let want = format!(
+        "ownerRef [v1/ConfigMap, namespace: default, name: far-owner, uid: {}] does not exist in namespace \"default\"",
+        far["metadata"]["uid"].as_str().unwrap()
+    );
+    assert_eq!(event["message"], want);
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["source"]["component"], "garbage-collector-controller");
+    s.stop().await;
+}
+
+/// Custom resources own and are owned like built-ins, and cluster-scoped owners own namespaced
+/// dependents in any namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn custom_and_cluster_scoped_owners() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.gc.example.com"},
+        "spec": {"group": "gc.example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    create(&s, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd).await;
+    let gadgets = "/apis/gc.example.com/v1/namespaces/default/gadgets";
+    let mut gadget = None;
+    for _ in 0..100 {
+        let (code, body) = s
+            .post(gadgets, &json!({"apiVersion": "gc.example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}}))
+            .await;
+        if code == StatusCode::CREATED {
+            gadget = Some(body);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let gadget = gadget.expect("the CRD serves");
+    cm(&s, "root", "gadget-config", vec![owner_ref(&gadget, true)], &[]).await;
+    let child = json!({"apiVersion": "gc.example.com/v1", "kind": "Gadget", "metadata": {"name": "child", "ownerReferences": [owner_ref(&gadget, true)]}});
+    create(&s, gadgets, child).await;
+    let (code, _) =
+        s.req(reqwest::Method::DELETE, &format!("{gadgets}/g?propagationPolicy=Foreground"), None, None).await;
+    assert_eq!(code, StatusCode::OK);
+    gone(&s, &format!("{gadgets}/g"), "the custom owner, after its dependents").await;
+    assert!(!exists(&s, &format!("{}/gadget-config", cms("root"))).await);
+    assert!(!exists(&s, &format!("{gadgets}/child")).await);
+
+    let ns_owner = create(&s, "/api/v1/namespaces", json!({"metadata": {"name": "owning"}})).await;
+    create(&s, "/api/v1/namespaces", json!({"metadata": {"name": "owned-in"}})).await;
+    let dep = json!({"metadata": {"name": "by-namespace", "ownerReferences": [owner_ref(&ns_owner, false)]}});
+    create(&s, "/api/v1/namespaces/owned-in/configmaps", dep).await;
+    let pv = json!({"metadata": {"name": "owner-pv"}, "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp"}}});
+    let pv = create(&s, "/api/v1/persistentvolumes", pv).await;
+    let dep = json!({"metadata": {"name": "by-pv", "ownerReferences": [owner_ref(&pv, false)]}});
+    create(&s, "/api/v1/namespaces/owned-in/configmaps", dep).await;
+    assert_eq!(s.delete("/api/v1/persistentvolumes/owner-pv").await.0, StatusCode::OK);
+    gone(&s, "/api/v1/namespaces/owned-in/configmaps/by-pv", "a dependent of a cluster-scoped owner").await;
+    assert!(exists(&s, "/api/v1/namespaces/owned-in/configmaps/by-namespace").await);
+    s.stop().await;
+}
+
+/// A collector stopped half-way (a leader gone) leaves work that the next one, listing at its start,
+/// finishes: dependents whose owner went while nobody collected are dangling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_next_leader_finishes_what_the_last_began() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let owner = cm(&s, "root", "big-owner", vec![], &[]).await;
+    let refs = vec![owner_ref(&owner, false)];
+    for i in 0..200 {
+        cm(&s, "root", &format!("big-{i}"), refs.clone(), &[]).await;
+    }
+    let prefix = s.running_prefix();
+    let data = s.stop().await;
+    // The owner goes while no collector runs: nobody saw it go.
+    let store = kgate::storage::etcd::EtcdStore::connect(&[common::shared_etcd().to_string()], &Default::default())
+        .await
+        .unwrap();
+    let key = format!("{prefix}/core/configmaps/root/default/big-owner");
+    kgate::storage::Store::delete(&store, &key, None).await.unwrap();
+    let s = TestServer::start_in(Backend::Etcd, data, prefix).await;
+    for i in 0..200 {
+        gone(&s, &format!("{}/big-{i}", cms("root")), "every dependent, after the restart").await;
+    }
+    s.stop().await;
+}
