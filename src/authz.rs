@@ -405,6 +405,127 @@ impl crate::registry::Admit for SignerCheck {
     }
 }
 
+/// The plural an owner reference's group, version and kind name in the request's cluster.
+pub type ResolveOwner = Box<dyn Fn(&str, &str, &str) -> Option<String> + Send + Sync>;
+
+/// kube's OwnerReferencesPermissionEnforcement admission: changing an object's ownerReferences takes
+/// `delete` on the object (a create needs none: its writer could have left it unmade), and making a
+/// reference block its owner's deletion takes `update` on the owner's `finalizers` subresource, since
+/// it can hold the owner (and whoever deletes it in the foreground) back.
+pub struct OwnerRefCheck {
+    user: User,
+    /// `None` for `system:masters`, who may do anything.
+    index: Option<Arc<RbacIndex>>,
+    /// The written object's group, plural and subresource, namespace and name (as the request named it).
+    group: String,
+    resource: String,
+    subresource: Option<String>,
+    namespace: Option<String>,
+    name: Option<String>,
+    resolve: ResolveOwner,
+}
+
+impl std::fmt::Debug for OwnerRefCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnerRefCheck").field("user", &self.user.name).field("resource", &self.resource).finish()
+    }
+}
+
+impl Authorizer {
+    /// The owner reference check of a write to `group`/`resource` (through `subresource`) in
+    /// `cluster`, with `resolve` naming an owner's plural.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn owner_ref_check(
+        &self,
+        who: &Identity,
+        cluster: &str,
+        group: &str,
+        resource: &str,
+        subresource: Option<&str>,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        resolve: ResolveOwner,
+    ) -> ApiResult<OwnerRefCheck> {
+        let index = if who.is_master() { None } else { Some(self.index(cluster).await?) };
+        Ok(OwnerRefCheck {
+            user: user(who),
+            index,
+            group: group.to_string(),
+            resource: resource.to_string(),
+            subresource: subresource.map(str::to_string),
+            namespace: namespace.map(str::to_string),
+            name: name.map(str::to_string),
+            resolve,
+        })
+    }
+}
+
+/// An object's owner references.
+fn owner_refs(obj: Option<&Value>) -> &[Value] {
+    obj.and_then(|o| o.pointer("/metadata/ownerReferences")).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+impl crate::registry::Admit for OwnerRefCheck {
+    fn admit(&self, old: Option<&Value>, new: &Value) -> ApiResult<()> {
+        let Some(index) = &self.index else { return Ok(()) };
+        // As kube: a pod's status is written by its kubelet, which sets no owners.
+        if self.group.is_empty() && self.resource == "pods" && self.subresource.as_deref() == Some("status") {
+            return Ok(());
+        }
+        let (before, after) = (owner_refs(old), owner_refs(Some(new)));
+        if before == after {
+            return Ok(());
+        }
+        let name = new.pointer("/metadata/name").and_then(Value::as_str).or(self.name.as_deref()).unwrap_or_default();
+        let refuse = |why: String| {
+            crate::status::ApiError::forbidden_object(&self.resource, &self.group, name, format!("{why}: , <nil>"))
+        };
+        let namespace = self.namespace.as_deref();
+        if old.is_some() {
+            let req = Request::Resource {
+                verb: "delete",
+                group: &self.group,
+                resource: &self.resource,
+                subresource: self.subresource.as_deref(),
+                namespace,
+                name: Some(name),
+            };
+            if !index.allows(&self.user, &req) {
+                return Err(refuse("cannot set an ownerRef on a resource you can't delete".into()));
+            }
+        }
+        let blocks = |r: &Value| r["blockOwnerDeletion"] == Value::Bool(true);
+        for r in after.iter().filter(|r| blocks(r)) {
+            if before.iter().any(|b| blocks(b) && b["uid"] == r["uid"]) {
+                continue;
+            }
+            let api_version = r["apiVersion"].as_str().unwrap_or_default();
+            let kind = r["kind"].as_str().unwrap_or_default();
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let Some(plural) = (self.resolve)(group, version, kind) else {
+                return Err(refuse(format!(
+                    "cannot set blockOwnerDeletion in this case because cannot find RESTMapping for APIVersion {api_version} Kind {kind}"
+                )));
+            };
+            let req = Request::Resource {
+                verb: "update",
+                group,
+                resource: &plural,
+                subresource: Some("finalizers"),
+                namespace,
+                name: r["name"].as_str(),
+            };
+            if !index.allows(&self.user, &req) {
+                return Err(refuse(
+                    "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on"
+                        .into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `None` for a value that is absent, null, or an empty list or string.
 fn empty_as_none(v: &Value) -> Option<&Value> {
     match v {

@@ -326,3 +326,121 @@ async fn the_next_leader_finishes_what_the_last_began() {
     }
     s.stop().await;
 }
+
+/// DeleteOptions in every encoding a client sends: Helm 4 deletes its release Secret with a
+/// protobuf body, and the policy inside is honoured as from JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delete_options_decode_by_content_type() {
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::DeleteOptions;
+    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+    use prost::Message as _;
+    let s = TestServer::start(Backend::Embedded).await;
+    let protobuf = |policy: &str| {
+        let opts = DeleteOptions { propagation_policy: Some(policy.into()), ..Default::default() };
+        let unknown = Unknown {
+            type_meta: Some(TypeMeta { api_version: Some("v1".into()), kind: Some("DeleteOptions".into()) }),
+            raw: Some(opts.encode_to_vec()),
+            content_encoding: Some(String::new()),
+            content_type: Some(String::new()),
+        };
+        [b"k8s\0".to_vec(), unknown.encode_to_vec()].concat()
+    };
+    let secrets = "/api/v1/namespaces/default/secrets";
+    create(&s, secrets, json!({"metadata": {"name": "sh.helm.release.v1.demo.v1"}, "type": "helm.sh/release.v1"}))
+        .await;
+    let path = format!("{secrets}/sh.helm.release.v1.demo.v1");
+    let (code, body) = s
+        .req(reqwest::Method::DELETE, &path, Some("application/vnd.kubernetes.protobuf"), Some(protobuf("Background")))
+        .await;
+    assert_eq!(code, StatusCode::OK, "a protobuf DeleteOptions: {body}");
+    assert!(!exists(&s, &path).await);
+
+    let owner = cm(&s, "root", "pb-owner", vec![], &[]).await;
+    cm(&s, "root", "pb-dep", vec![owner_ref(&owner, false)], &[]).await;
+    let owner_path = format!("{}/pb-owner", cms("root"));
+    let (code, body) = s
+        .req(
+            reqwest::Method::DELETE,
+            &owner_path,
+            Some("application/vnd.kubernetes.protobuf"),
+            Some(protobuf("Orphan")),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["metadata"]["finalizers"], json!(["orphan"]), "the policy inside the protobuf body: {body}");
+    gone(&s, &owner_path, "the orphaning owner").await;
+    let dep = s.get(&format!("{}/pb-dep", cms("root"))).await.1;
+    assert!(dep["metadata"].get("ownerReferences").is_none(), "orphaned: {dep}");
+
+    create(&s, secrets, json!({"metadata": {"name": "yaml"}})).await;
+    let yaml = b"apiVersion: v1\nkind: DeleteOptions\npropagationPolicy: Foreground\n".to_vec();
+    let (code, body) =
+        s.req(reqwest::Method::DELETE, &format!("{secrets}/yaml"), Some("application/yaml"), Some(yaml)).await;
+    assert_eq!(code, StatusCode::OK, "a YAML DeleteOptions: {body}");
+    let (code, body) = s
+        .req(
+            reqwest::Method::DELETE,
+            &format!("{secrets}/none"),
+            Some("application/vnd.kubernetes.protobuf"),
+            Some(b"k8s\0junk".to_vec()),
+        )
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["message"].as_str().unwrap().starts_with("error decoding DeleteOptions"), "{body}");
+    s.stop().await;
+}
+
+/// kube's OwnerReferencesPermissionEnforcement: a reference that blocks its owner's deletion takes
+/// `update` on the owner's `finalizers`; changing references on an existing object takes `delete`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn blocking_an_owner_takes_permission_on_its_finalizers() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("gc-perm").await;
+    // Writes configmaps, may not delete them, nor touch any finalizers.
+    let role = json!({"metadata": {"name": "writer"}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "update", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments/finalizers"], "verbs": ["update"]}]});
+    create(&s, "/clusters/gc-perm/apis/rbac.authorization.k8s.io/v1/clusterroles", role).await;
+    let token = s.tenant_token("gc-perm", "writer", "writer").await;
+    let owner = cm(&s, "gc-perm", "perm-owner", vec![], &[]).await;
+    let as_writer = |method: reqwest::Method, path: String, body: Value| {
+        let (s, token) = (&s, token.clone());
+        async move {
+            let auth = format!("Bearer {token}");
+            let bytes = serde_json::to_vec(&body).unwrap();
+            s.req_with(&s.anonymous, method, &path, Some("application/json"), Some(bytes), &[("authorization", &auth)])
+                .await
+        }
+    };
+    let blocking = json!({"metadata": {"name": "blocks", "ownerReferences": [owner_ref(&owner, true)]}});
+    let (code, body) = as_writer(reqwest::Method::POST, cms("gc-perm"), blocking).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["message"],
+        "configmaps \"blocks\" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: , <nil>"
+    );
+    assert!(!exists(&s, &format!("{}/blocks", cms("gc-perm"))).await, "nothing written");
+    // Not blocking: any writer of the object may name an owner on create.
+    let plain = json!({"metadata": {"name": "plain", "ownerReferences": [owner_ref(&owner, false)]}});
+    let (code, body) = as_writer(reqwest::Method::POST, cms("gc-perm"), plain).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    // Changing the references of an existing object takes delete on it.
+    let mut changed = body.clone();
+    changed["metadata"]["ownerReferences"] = json!([]);
+    let (code, body) = as_writer(reqwest::Method::PUT, format!("{}/plain", cms("gc-perm")), changed).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("cannot set an ownerRef on a resource you can't delete"),
+        "{body}"
+    );
+    // Finalizers of the owner's type granted: blocking a Deployment's deletion passes.
+    let template =
+        json!({"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    let deploy =
+        json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}});
+    let deploy = create(&s, "/clusters/gc-perm/apis/apps/v1/namespaces/default/deployments", deploy).await;
+    let owned = json!({"metadata": {"name": "by-deploy", "ownerReferences": [owner_ref(&deploy, true)]}});
+    let (code, body) = as_writer(reqwest::Method::POST, cms("gc-perm"), owned).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.stop().await;
+}

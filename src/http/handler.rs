@@ -691,11 +691,31 @@ async fn resource(
         }
         _ => None,
     };
-    ctx.admit = match (&escalation, &signer) {
-        (Some(e), _) => Some(e as &dyn crate::registry::Admit),
-        (_, Some(s)) => Some(s as &dyn crate::registry::Admit),
+    let owners = match verb {
+        "create" | "update" | "patch" if !def.is_virtual() && !who.is_master() => {
+            let (crds, cluster) = (sh.crds.clone(), cluster_str.clone());
+            let resolve = Box::new(move |group: &str, version: &str, kind: &str| {
+                resources::for_cluster(&cluster)
+                    .find(|d| d.group == group && d.version == version && d.kind == kind)
+                    .map(|d| d.plural.clone())
+                    .or_else(|| crds.find_kind(&cluster, group, version, kind).map(|d| d.plural.clone()))
+            });
+            let (ns, name, sub) = (rp.namespace.as_deref(), rp.name.as_deref(), rp.subresource.as_deref());
+            Some(sh.authz.owner_ref_check(who, &cluster_str, &def.group, &def.plural, sub, ns, name, resolve).await?)
+        }
         _ => None,
     };
+    let admits = crate::registry::Admits(
+        [
+            escalation.as_ref().map(|e| e as &dyn crate::registry::Admit),
+            signer.as_ref().map(|s| s as &dyn crate::registry::Admit),
+            owners.as_ref().map(|o| o as &dyn crate::registry::Admit),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    );
+    ctx.admit = (!admits.0.is_empty()).then_some(&admits as &dyn crate::registry::Admit);
 
     if def.is_virtual() {
         // Reviews and bindings are created at their collection's URL and nothing else: authorization

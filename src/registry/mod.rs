@@ -146,6 +146,16 @@ pub trait Admit: Send + Sync + std::fmt::Debug {
     fn admit(&self, old: Option<&Value>, new: &Value) -> ApiResult<()>;
 }
 
+/// Checks run one after the other, in order; the first refusal is the answer.
+#[derive(Debug, Default)]
+pub struct Admits<'a>(pub Vec<&'a dyn Admit>);
+
+impl Admit for Admits<'_> {
+    fn admit(&self, old: Option<&Value>, new: &Value) -> ApiResult<()> {
+        self.0.iter().try_for_each(|a| a.admit(old, new))
+    }
+}
+
 /// A successful write's answer.
 #[derive(Debug, Clone)]
 pub struct Written {
