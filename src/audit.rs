@@ -597,6 +597,9 @@ pub struct Record {
     /// with, serialised once rather than built for every stage. Impersonation adds to them after
     /// `RequestReceived`.
     event: Mutex<Vec<u8>>,
+    /// What the request is about, completed from its object and its answer's (name, namespace, uid,
+    /// resourceVersion) as kube's audit completes it: a create names its object only in its body.
+    object_ref: Mutex<Option<Completed>>,
     /// The request's object, kept at level Request and above.
     request_object: Mutex<Option<Value>>,
     /// The answer's code and, at level RequestResponse, its body as sent (up to `MAX_OBJECT_BYTES`).
@@ -646,8 +649,6 @@ struct Opening<'a> {
     source_ips: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     user_agent: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    object_ref: Option<ObjectRefJson<'a>>,
     request_received_timestamp: String,
     annotations: Annotations<'a>,
 }
@@ -658,20 +659,43 @@ struct UserInfo<'a> {
     groups: &'a [String],
 }
 
-/// An event's `objectRef`: empty parts are left out.
-#[derive(serde::Serialize)]
+/// An event's `objectRef`, in the order of kube's `ObjectReference`: empty parts are left out.
+#[derive(Debug, Clone, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ObjectRefJson<'a> {
-    resource: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    namespace: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    name: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    api_group: &'a str,
-    api_version: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    subresource: &'a str,
+struct Completed {
+    resource: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    namespace: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    uid: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    api_group: String,
+    api_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    resource_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    subresource: String,
+}
+
+impl Completed {
+    /// Fill what is still empty from an object's metadata.
+    fn complete(&mut self, obj: &Value) {
+        let Some(meta) = obj.get("metadata") else { return };
+        for (field, key) in [
+            (&mut self.namespace, "namespace"),
+            (&mut self.name, "name"),
+            (&mut self.uid, "uid"),
+            (&mut self.resource_version, "resourceVersion"),
+        ] {
+            if field.is_empty() {
+                if let Some(v) = meta.get(key).and_then(Value::as_str) {
+                    *field = v.to_string();
+                }
+            }
+        }
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -690,13 +714,14 @@ impl Record {
             return None;
         }
         let mut id = [0; uuid::fmt::Hyphenated::LENGTH];
-        let object_ref = r.object.map(|o| ObjectRefJson {
-            resource: &o.resource,
-            namespace: &o.namespace,
-            name: &o.name,
-            api_group: &o.group,
-            api_version: &o.version,
-            subresource: &o.subresource,
+        let object_ref = r.object.map(|o| Completed {
+            resource: o.resource.clone(),
+            namespace: o.namespace.clone(),
+            name: o.name.clone(),
+            api_group: o.group.clone(),
+            api_version: o.version.clone(),
+            subresource: o.subresource.clone(),
+            ..Default::default()
         });
         let opening = Opening {
             kind: "Event",
@@ -708,7 +733,6 @@ impl Record {
             user: UserInfo { username: r.user.0, groups: r.user.1 },
             source_ips: r.source_ip.as_slice(),
             user_agent: r.user_agent,
-            object_ref,
             request_received_timestamp: now(),
             annotations: Annotations { cluster: r.cluster },
         };
@@ -719,6 +743,7 @@ impl Record {
             cluster: r.cluster.into(),
             decision,
             event: Mutex::new(opening),
+            object_ref: Mutex::new(object_ref),
             request_object: Mutex::new(None),
             response: Mutex::new((0, None)),
             charge: Mutex::new(None),
@@ -736,15 +761,30 @@ impl Record {
 
     /// Keeps the request's body (JSON, or kube's protobuf, as kubectl sends built-ins) as the event's
     /// `requestObject`, at level Request and above.
+    /// At every level, its metadata completes the event's `objectRef`.
     pub fn request_body(&self, body: &[u8]) {
-        if self.decision.level < Level::Request || body.is_empty() || body.len() > MAX_OBJECT_BYTES {
+        if body.is_empty() || body.len() > MAX_OBJECT_BYTES {
             return;
         }
         let object = match body.starts_with(&crate::proto::MAGIC) {
             true => crate::proto::decode(body).ok(),
             false => serde_json::from_slice::<Value>(body).ok(),
         };
-        *self.request_object.lock().expect("not poisoned") = object;
+        let Some(object) = object else { return };
+        if let Some(r) = self.object_ref.lock().expect("not poisoned").as_mut() {
+            r.complete(&object);
+        }
+        if self.decision.level >= Level::Request {
+            *self.request_object.lock().expect("not poisoned") = Some(object);
+        }
+    }
+
+    /// The object a write stored: what the request did not name of it (a create's uid and
+    /// resourceVersion) completes the event's `objectRef`.
+    pub fn written(&self, object: &Value) {
+        if let Some(r) = self.object_ref.lock().expect("not poisoned").as_mut() {
+            r.complete(object);
+        }
     }
 
     /// The answer's code; a long-running answer (a watch) writes `ResponseStarted` now.
@@ -792,6 +832,9 @@ impl Record {
             line.extend_from_slice(name.as_bytes());
             line.extend_from_slice(b"\":");
             serde_json::to_writer(&mut *line, v).expect("JSON serialises");
+        }
+        if let Some(r) = self.object_ref.lock().expect("not poisoned").as_ref() {
+            field(&mut line, "objectRef", r);
         }
         field(&mut line, "stage", &stage.name());
         field(&mut line, "stageTimestamp", &now());

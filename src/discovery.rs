@@ -23,8 +23,10 @@ pub struct Doc {
 
 impl Doc {
     fn new(v: &Value) -> Self {
-        let body = crate::proto::order::to_vec(v);
+        let mut body = crate::proto::order::to_vec(v);
         let etag = format!("\"{}\"", hex::encode_upper(Sha512::digest(&body)));
+        // Served as kube's encoder writes it, with a newline; the ETag is of the document itself.
+        body.push(b'\n');
         Doc { body: Arc::new(body), etag }
     }
 }

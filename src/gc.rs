@@ -248,6 +248,8 @@ pub struct Collector {
     later: Mutex<Later>,
     /// Set when work could not be held: the watch starts over with a listing, which finds it again.
     relist: std::sync::atomic::AtomicBool,
+    /// The revision of the last listing, once it is done (0 before).
+    listed: tokio::sync::watch::Sender<i64>,
     identity: Identity,
 }
 
@@ -267,6 +269,7 @@ impl Collector {
             queued: Default::default(),
             later: Mutex::new(Later::default()),
             relist: Default::default(),
+            listed: tokio::sync::watch::channel(0).0,
             identity: Identity { user: USER.to_string(), groups },
         })
     }
@@ -275,6 +278,11 @@ impl Collector {
     pub async fn run(self: Arc<Self>) {
         let (tx, rx) = mpsc::channel(QUEUE);
         futures::join!(self.clone().follow(tx.clone()), self.clone().work(rx, tx));
+    }
+
+    /// Wait until the collector has listed every key once (and follows changes from there).
+    pub async fn wait_listed(&self) {
+        let _ = self.listed.subscribe().wait_for(|rev| *rev > 0).await;
     }
 
     /// What the collector holds: clusters tracked, and bytes about (for the benches).
@@ -320,11 +328,14 @@ impl Collector {
             let mut owners = OwnerCache::new();
             let listed = self.list(&prefix, &mut owners, &tx).await;
             let events = match listed {
-                Ok(rev) => self.registry.store.watch_current(&prefix, rev).await,
+                Ok(rev) => self.registry.store.watch_current(&prefix, rev).await.map(|events| (rev, events)),
                 Err(e) => Err(e),
             };
             let mut events = match events {
-                Ok(events) => events,
+                Ok((rev, events)) => {
+                    self.listed.send_replace(rev);
+                    events
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "garbage collector: listing again");
                     tokio::time::sleep(Duration::from_millis(500)).await;

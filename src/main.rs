@@ -10,6 +10,16 @@ use kgate::http::inflight::Limits;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log format, as kube's components offer it: `text` (colour only on a terminal) or `json` (one
+    /// object a line, for log collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "KGATE_LOGGING_FORMAT")]
+    logging_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 // Parsed once at start: the size of the serve variant does not matter.
@@ -203,11 +213,14 @@ fn main() -> anyhow::Result<()> {
     if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
         eprintln!("warning: jemalloc's background thread could not start ({e}); freed memory returns to the system only under load");
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.logging_format {
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+        // Colour codes are for people at a terminal; in a file or a collector they are noise.
+        LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
+    }
     let rt = tokio::runtime::Runtime::new()?;
     match cli.command {
         Command::Serve(a) => rt.block_on(serve(a)),

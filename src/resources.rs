@@ -50,6 +50,8 @@ pub struct CustomInfo {
     /// `additionalPrinterColumns` of this version, shared with the CRD index: every request of the
     /// resource carries them, and a copy each would cost what the CRD's author chose.
     pub columns: Arc<Vec<Value>>,
+    /// `selectableFields` of this version, as field selectors name them (`spec.color`).
+    pub selectable: Arc<Vec<String>>,
     /// The CRD is being deleted: its objects are being removed and no new ones are accepted.
     pub terminating: bool,
     /// This version's `openAPIV3Schema`, attached for writes (see `crd::CrdIndex::schema`).
@@ -103,12 +105,12 @@ impl ResourceDef {
         }
     }
 
-    /// The storage group segment: `core` for the legacy group (DESIGN.md section 2).
+    /// The storage group segment: `core` for the legacy group (DESIGN.md section 2), and for
+    /// `events.k8s.io` Events, which kube stores as core Events (`registry::convert`).
     pub fn storage_group(&self) -> &str {
-        if self.group.is_empty() {
-            "core"
-        } else {
-            &self.group
+        match (self.group.as_str(), self.plural.as_str()) {
+            ("", _) | ("events.k8s.io", "events") if self.custom.is_none() => "core",
+            _ => &self.group,
         }
     }
 

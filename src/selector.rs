@@ -640,6 +640,8 @@ const FIELDS: &[FieldRow] = &[
     ("events.k8s.io", "events", "reason", &["reason"], None),
     ("events.k8s.io", "events", "reportingController", &["reportingController"], None),
     ("events.k8s.io", "events", "type", &["type"], None),
+    ("", "nodes", "spec.unschedulable", &["spec", "unschedulable"], Some("false")),
+    ("certificates.k8s.io", "certificatesigningrequests", "spec.signerName", &["spec", "signerName"], None),
     ("", "secrets", "type", &["type"], Some("Opaque")),
     ("", "namespaces", "status.phase", &["status", "phase"], Some("Active")),
     ("", "services", "spec.clusterIP", &["spec", "clusterIP"], None),
@@ -648,6 +650,21 @@ const FIELDS: &[FieldRow] = &[
     ("apps", "replicasets", "status.replicas", &["status", "replicas"], Some("0")),
     ("batch", "jobs", "status.successful", &["status", "succeeded"], Some("0")),
 ];
+
+/// A top-level field of an Event under its other API's name (see `registry::convert`).
+fn event_alias(field: &str) -> Option<&'static str> {
+    const ALIASES: [(&str, &str); 4] = [
+        ("regarding", "involvedObject"),
+        ("reportingController", "reportingComponent"),
+        ("note", "message"),
+        ("deprecatedSource", "source"),
+    ];
+    ALIASES.iter().find_map(|(events, core)| match field {
+        f if f == *events => Some(*core),
+        f if f == *core => Some(*events),
+        _ => None,
+    })
+}
 
 /// Per-type extra fields: the JSON path to read, and a default the API server would have filled in.
 fn resource_field(group: &str, plural: &str, field: &str) -> Option<(&'static [&'static str], Option<&'static str>)> {
@@ -677,7 +694,24 @@ pub fn field_value(group: &str, plural: &str, obj: &Value, field: &str) -> Optio
         }
         _ => {}
     }
-    let (p, default) = resource_field(group, plural, field)?;
+    // A cached or stored event is read in core's form for either API (whose names for its fields
+    // the request was checked against): the other API's names are read too.
+    let other_events = match (group, plural) {
+        ("", "events") => Some("events.k8s.io"),
+        ("events.k8s.io", "events") => Some(""),
+        _ => None,
+    };
+    let (p, default) = resource_field(group, plural, field).or_else(|| resource_field(other_events?, plural, field))?;
+    // An event in the other API's form (core and events.k8s.io Events are one resource, read
+    // from the store or the watch cache in core's form): the same field under its other name.
+    if plural == "events" && path(obj, p).is_none() {
+        if let Some((other, rest)) = p.split_first().and_then(|(first, rest)| Some((event_alias(first)?, rest))) {
+            let alias: Vec<&str> = std::iter::once(other).chain(rest.iter().copied()).collect();
+            if let Some(v) = path_str(obj, &alias) {
+                return Some(v);
+            }
+        }
+    }
     // Pods report their first IP when only status.podIPs is filled.
     if field == "status.podIP" && path(obj, p).is_none() {
         return Some(

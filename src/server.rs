@@ -70,7 +70,40 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
     if config.etcd_servers.is_empty() {
         Ok(Arc::new(EmbeddedStore::open(&config.data_dir.join("store"))?))
     } else {
-        Ok(Arc::new(EtcdStore::connect(&config.etcd_servers, &config.etcd_tls).await?))
+        Ok(Arc::new(connect_etcd(&config.etcd_servers, &config.etcd_tls).await?))
+    }
+}
+
+/// The longest pause between two tries to reach etcd at start.
+const CONNECT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Connect to etcd, retrying with backoff while it does not answer, and saying which etcd: one that
+/// starts after kgate (beside it in a pod, or later in a boot) is waited for, not met with an exit
+/// and a bare "tcp connect error". A missing TLS file is a mistake to report at once.
+async fn connect_etcd(endpoints: &[String], tls: &crate::storage::etcd::EtcdTls) -> Result<EtcdStore, StoreError> {
+    for file in [&tls.ca_file, &tls.cert_file, &tls.key_file].into_iter().flatten() {
+        std::fs::metadata(file).map_err(|e| StoreError::Internal(format!("{}: {e}", file.display())))?;
+    }
+    let mut pause = std::time::Duration::from_millis(500);
+    loop {
+        // The client connects lazily: a consistent read shows whether etcd (a quorum of it) answers.
+        let store = match EtcdStore::connect(endpoints, tls).await {
+            Ok(store) => store.revision().await.map(|_| store),
+            Err(e) => Err(e),
+        };
+        match store {
+            Ok(store) => return Ok(store),
+            Err(e) => {
+                tracing::warn!(
+                    endpoints = %endpoints.join(","),
+                    error = %e,
+                    retry_in_ms = pause.as_millis() as u64,
+                    "etcd does not answer; trying again"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(CONNECT_BACKOFF_MAX);
+            }
+        }
     }
 }
 
@@ -116,6 +149,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let moves: Arc<crate::shard::Moves> = Default::default();
     for s in &config.shards {
         let own = crate::storage::metered::Metered::new(
+            // Not waited for: a shard down at start costs only its own clusters (they answer 503).
             Arc::new(EtcdStore::connect(&s.endpoints, &config.etcd_tls).await?),
             metrics.store.clone(),
         );

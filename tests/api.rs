@@ -326,12 +326,20 @@ async fn finalizers_defer_deletion_until_removed() {
     assert_eq!(code, StatusCode::OK);
     assert_eq!(s.get(&format!("{CM}/f")).await.0, StatusCode::NOT_FOUND);
 
-    // Foreground and Orphan propagation never hang: nothing here would clear their finalizers.
-    s.post(CM, &cm("fg", json!({}))).await;
-    let body = serde_json::to_vec(&json!({"propagationPolicy": "Foreground"})).unwrap();
-    let (code, _) = s.req(Method::DELETE, &format!("{CM}/fg"), Some("application/json"), Some(body)).await;
-    assert_eq!(code, StatusCode::OK);
-    assert_eq!(s.get(&format!("{CM}/fg")).await.0, StatusCode::NOT_FOUND);
+    // Foreground and Orphan propagation: marked, as kube marks them, and the garbage collector lets
+    // an object without dependents go at once (tests/gc.rs has the rest).
+    for policy in ["Foreground", "Orphan"] {
+        s.post(CM, &cm("fg", json!({}))).await;
+        let body = serde_json::to_vec(&json!({"propagationPolicy": policy})).unwrap();
+        let (code, o) = s.req(Method::DELETE, &format!("{CM}/fg"), Some("application/json"), Some(body)).await;
+        assert_eq!(code, StatusCode::OK);
+        let finalizer = if policy == "Orphan" { "orphan" } else { "foregroundDeletion" };
+        assert_eq!(o["metadata"]["finalizers"], json!([finalizer]), "{o}");
+        common::eventually(10, "the collector to finish the delete", || async {
+            s.get(&format!("{CM}/fg")).await.0 == StatusCode::NOT_FOUND
+        })
+        .await;
+    }
 
     // Preconditions.
     let (_, o) = s.post(CM, &cm("pre", json!({}))).await;
@@ -957,5 +965,93 @@ async fn a_selective_list_from_the_store_doubles_its_reads() {
     let spent = s.metric(reads).await - before;
     // 2, 4, 8, ... 1,024 keys: ten reads where two keys a read took five hundred.
     assert!((1.0..=16.0).contains(&spent), "{spent} store reads for 1,000 objects");
+    s.stop().await;
+}
+
+/// Core `v1` and `events.k8s.io/v1` Events are one resource, as in kube: written through either API,
+/// read, listed (by field too) and watched through both, each in its own fields; `kubectl events`
+/// (which reads core) shows what a recorder wrote through events.k8s.io.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn core_and_events_k8s_io_events_are_one_resource() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let core = "/api/v1/namespaces/default/events";
+    let new = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let mut from_new = s.watch(&format!("{new}?watch=true")).await;
+    let mut from_core = s.watch(&format!("{core}?watch=true")).await;
+    let recorded = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "web.1"},
+        "eventTime": "2026-12-07T10:00:00.000000Z",
+        "reportingController": "example.com/operator", "reportingInstance": "operator-0",
+        "action": "Reconcile", "reason": "Scaled", "note": "scaled to 3", "type": "Normal",
+        "regarding": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "default"},
+    });
+    let (code, made) = s.post(new, &recorded).await;
+    assert_eq!(code, StatusCode::CREATED, "{made}");
+    assert_eq!(made["note"], "scaled to 3", "{made}");
+    let (code, as_core) = s.get(&format!("{core}/web.1")).await;
+    assert_eq!(code, StatusCode::OK, "an events.k8s.io Event reads through core: {as_core}");
+    assert_eq!(as_core["apiVersion"], "v1");
+    assert_eq!(as_core["message"], "scaled to 3");
+    assert_eq!(as_core["involvedObject"]["name"], "web");
+    assert_eq!(as_core["reportingComponent"], "example.com/operator");
+    assert_eq!(as_core["metadata"]["resourceVersion"], made["metadata"]["resourceVersion"]);
+    assert!(as_core.get("note").is_none() && as_core.get("regarding").is_none(), "{as_core}");
+
+    let legacy = json!({
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "db.1"},
+        "involvedObject": {"kind": "Pod", "name": "db-0", "namespace": "default"},
+        "reason": "Started", "message": "started container", "type": "Warning",
+        "source": {"component": "kubelet", "host": "node-1"}, "count": 2,
+        "firstTimestamp": "2026-12-07T10:00:00Z", "lastTimestamp": "2026-12-07T10:01:00Z",
+    });
+    assert_eq!(s.post(core, &legacy).await.0, StatusCode::CREATED);
+    let (code, as_new) = s.get(&format!("{new}/db.1")).await;
+    assert_eq!(code, StatusCode::OK, "{as_new}");
+    assert_eq!(as_new["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(as_new["note"], "started container");
+    assert_eq!(as_new["regarding"]["name"], "db-0");
+    assert_eq!(as_new["deprecatedSource"]["component"], "kubelet");
+    assert_eq!(as_new["deprecatedCount"], 2);
+    assert_eq!(as_new["deprecatedLastTimestamp"], "2026-12-07T10:01:00Z");
+
+    // Lists through both, from the store and from the cache, and by each API's field names.
+    for rv in ["", "&resourceVersion=0"] {
+        let names = |list: &Value| -> Vec<String> {
+            let mut n: Vec<String> = list["items"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{list}"))
+                .iter()
+                .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+                .collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(&s.get(&format!("{core}?limit=500{rv}")).await.1), ["db.1", "web.1"]);
+        assert_eq!(names(&s.get(&format!("{new}?limit=500{rv}")).await.1), ["db.1", "web.1"]);
+        let by_regarding = s.get(&format!("{new}?fieldSelector=regarding.name%3Dweb{rv}")).await.1;
+        assert_eq!(names(&by_regarding), ["web.1"], "{by_regarding}");
+        let by_involved = s.get(&format!("{core}?fieldSelector=involvedObject.name%3Ddb-0{rv}")).await.1;
+        assert_eq!(names(&by_involved), ["db.1"], "{by_involved}");
+        let by_controller =
+            s.get(&format!("{new}?fieldSelector=reportingController%3Dexample.com%2Foperator{rv}")).await.1;
+        assert_eq!(names(&by_controller), ["web.1"], "{by_controller}");
+    }
+    // Watches of both APIs see both writes, each in its own form.
+    for (watch, field) in [(&mut from_new, "note"), (&mut from_core, "message")] {
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            let ev =
+                tokio::time::timeout(std::time::Duration::from_secs(5), watch.recv()).await.expect("an event").unwrap();
+            seen.push(ev["object"][field].as_str().unwrap_or_default().to_string());
+        }
+        assert_eq!(seen, ["scaled to 3", "started container"], "{field}");
+    }
+    let (ok, out, err) = common::kubectl(&s.kubeconfig(), &["events", "-n", "default"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("scaled to 3") && out.contains("Scaled"), "kubectl events shows the recorder's event: {out}");
+    // Deleted through one API, gone from both.
+    assert_eq!(s.delete(&format!("{core}/web.1")).await.0, StatusCode::OK);
+    assert_eq!(s.get(&format!("{new}/web.1")).await.0, StatusCode::NOT_FOUND);
     s.stop().await;
 }

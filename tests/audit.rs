@@ -64,6 +64,10 @@ async fn the_policy_decides_and_each_stage_is_an_event_naming_the_cluster() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
+    // A ServiceAccount named by the server: Metadata, which names it all the same.
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"generateName": "gen-"}});
+    let (code, made) = s.post("/clusters/team-a/api/v1/namespaces/default/serviceaccounts", &sa).await;
+    assert_eq!(code, StatusCode::CREATED);
     // A Secret: level None, no event.
     let secret =
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hidden"}, "stringData": {"p": "w"}});
@@ -93,7 +97,14 @@ async fn the_policy_decides_and_each_stage_is_an_event_naming_the_cluster() {
     let is_complete = |e: &Value, uri: &str| e["stage"] == "ResponseComplete" && e["requestURI"] == uri;
     let cm_uri = "/clusters/team-a/api/v1/namespaces/default/configmaps";
     let events = events_until(&log, |evs| {
-        ["/clusters/team-a/apis", "/clusters/team-a/api", cm_uri].iter().all(|u| evs.iter().any(|e| is_complete(e, u)))
+        [
+            "/clusters/team-a/apis",
+            "/clusters/team-a/api",
+            cm_uri,
+            "/clusters/team-a/api/v1/namespaces/default/serviceaccounts",
+        ]
+        .iter()
+        .all(|u| evs.iter().any(|e| is_complete(e, u)))
     })
     .await;
     for e in &events {
@@ -109,12 +120,33 @@ async fn the_policy_decides_and_each_stage_is_an_event_naming_the_cluster() {
     assert_eq!(done["verb"], "create");
     assert_eq!(done["auditID"], created[0]["auditID"]);
     assert_eq!(done["annotations"]["kgate.dev/cluster"], "team-a");
-    assert_eq!(done["objectRef"], json!({"resource": "configmaps", "namespace": "default", "apiVersion": "v1"}));
+    // kube completes objectRef from the request's object; the answer adds what a create's body
+    // cannot name (its uid and resourceVersion).
+    let response = &done["responseObject"]["metadata"];
+    assert_eq!(
+        done["objectRef"],
+        json!({"resource": "configmaps", "namespace": "default", "name": "audited", "uid": response["uid"],
+            "apiVersion": "v1", "resourceVersion": response["resourceVersion"]})
+    );
+    assert!(response["uid"].is_string() && response["resourceVersion"].is_string(), "{done}");
+    assert_eq!(created[0]["objectRef"]["name"], Value::Null, "not known when the request is received");
     assert_eq!(done["responseStatus"]["code"], 201);
     assert_eq!(done["requestObject"]["data"]["k"], "v");
     assert_eq!(done["responseObject"]["metadata"]["name"], "audited");
     assert_eq!(done["sourceIPs"], json!(["127.0.0.1"]));
     assert_eq!(done["user"]["groups"], json!(["system:masters", "system:authenticated"]));
+
+    // The generated name is known only from the answer: the event names it all the same.
+    let sa_events = of("/clusters/team-a/api/v1/namespaces/default/serviceaccounts");
+    let sa_event = sa_events
+        .iter()
+        .find(|e| e["objectRef"]["name"] == made["metadata"]["name"])
+        .unwrap_or_else(|| panic!("an event naming {}: {sa_events:#?}", made["metadata"]["name"]));
+    let sa_ref = &sa_event["objectRef"];
+    assert_eq!(sa_event["level"], "Metadata");
+    assert_eq!(sa_ref["uid"], made["metadata"]["uid"], "{sa_ref}");
+    assert_eq!(sa_ref["resourceVersion"], made["metadata"]["resourceVersion"], "{sa_ref}");
+    assert!(sa_event.get("requestObject").is_none(), "Metadata keeps no object");
 
     let apis = of("/clusters/team-a/apis");
     assert_eq!(apis.len(), 1, "RequestReceived is omitted at this rule: {apis:#?}");

@@ -553,3 +553,67 @@ async fn one_cache_serves_a_resource_in_every_version_and_kind_declared() {
     assert_eq!(heads(&table["rows"][0]["object"]), want("v4", "Widget"), "{table}");
     assert_eq!(s.metric(caches).await - before, 1.0, "one cache for every version and kind of widgets");
 }
+
+/// `selectableFields` (GA in kube 1.32): a CRD's own field selectors in lists and watches, checked as
+/// kube checks them; another cluster's CRD of the same name without them refuses the selector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn selectable_fields_of_a_crd_select_in_lists_and_watches() {
+    let s = TestServer::start(Backend::Embedded).await;
+    s.create_cluster("sel-b").await;
+    let mut crd = widget_crd("v1", "integer");
+    crd["spec"]["versions"][0]["selectableFields"] = json!([{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.size"}]);
+    let mut bad = crd.clone();
+    bad["spec"]["versions"][0]["selectableFields"] = json!([
+        {"jsonPath": ".spec.color"}, {"jsonPath": ".spec.color"}, {"jsonPath": ".metadata.name"},
+        {"jsonPath": ".spec"}, {"jsonPath": ".spec.missing"}, {"jsonPath": "spec.size"}, {"jsonPath": ""},
+        {"jsonPath": ".spec.a"}, {"jsonPath": ".spec.b"}]);
+    let (code, body) = s.post(CRDS, &bad).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let messages: Vec<&str> =
+        body["details"]["causes"].as_array().unwrap().iter().map(|c| c["message"].as_str().unwrap()).collect();
+    for want in [
+        "Too many: 9: must have at most 8 items",
+        "Duplicate value: \".spec.color\"",
+        "must not point to fields in metadata",
+        "must point to a field of type string, boolean or integer",
+        "does not refer to a valid field",
+        "must be a simple json path",
+        "Required value",
+    ] {
+        assert!(messages.iter().any(|m| m.contains(want)), "{want:?} in {messages:?}");
+    }
+    assert_eq!(s.post(CRDS, &crd).await.0, StatusCode::CREATED);
+    assert_eq!(s.post(&format!("/clusters/sel-b{CRDS}"), &widget_crd("v1", "integer")).await.0, StatusCode::CREATED);
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    eventually(10, "the CRD to serve", || async { s.get(widgets).await.0 == StatusCode::OK }).await;
+    let mut watch = s.watch(&format!("{widgets}?watch=true&fieldSelector=spec.color%3Dblue")).await;
+    for (name, color, size) in [("a", "red", 1), ("b", "blue", 2), ("c", "blue", 3)] {
+        let mut w = widget("v1", name, json!(size));
+        w["spec"]["color"] = json!(color);
+        assert_eq!(s.post(widgets, &w).await.0, StatusCode::CREATED);
+    }
+    let listed = s.get(&format!("{widgets}?fieldSelector=spec.color%3Dblue,spec.size!%3D3")).await.1;
+    let names: Vec<&str> =
+        listed["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["b"], "{listed}");
+    let by_int = s.get(&format!("{widgets}?fieldSelector=spec.size%3D1&resourceVersion=0")).await.1;
+    assert_eq!(by_int["items"][0]["metadata"]["name"], "a", "an integer field, from the cache: {by_int}");
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let ev = tokio::time::timeout(Duration::from_secs(5), watch.recv()).await.expect("an event").unwrap();
+        seen.push((
+            ev["type"].as_str().unwrap().to_string(),
+            ev["object"]["metadata"]["name"].as_str().unwrap().to_string(),
+        ));
+    }
+    assert_eq!(seen, [("ADDED".to_string(), "b".to_string()), ("ADDED".to_string(), "c".to_string())]);
+    // Leaving the selection is a DELETED, as for built-in fields.
+    let (code, _) =
+        s.patch(&format!("{widgets}/b"), "application/merge-patch+json", &json!({"spec": {"color": "red"}})).await;
+    assert_eq!(code, StatusCode::OK);
+    let ev = tokio::time::timeout(Duration::from_secs(5), watch.recv()).await.expect("an event").unwrap();
+    assert_eq!((ev["type"].as_str(), ev["object"]["metadata"]["name"].as_str()), (Some("DELETED"), Some("b")));
+    let (code, body) = s.get(&format!("/clusters/sel-b{widgets}?fieldSelector=spec.color%3Dblue")).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "sel-b's CRD has no selectable fields: {body}");
+    s.stop().await;
+}

@@ -160,7 +160,7 @@ async fn version_on(c: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStrea
     c.flush().await.unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
-    while !got.windows(7).any(|w| w == b"\"minor\"") || !got.ends_with(b"}") {
+    while !got.windows(7).any(|w| w == b"\"minor\"") || !got.ends_with(b"}\n") {
         let n = c.read(&mut buf).await.unwrap();
         assert!(n > 0, "the client's connection was closed");
         got.extend_from_slice(&buf[..n]);

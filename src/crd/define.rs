@@ -32,6 +32,8 @@ pub struct CrdVersion {
     pub scale: Option<ScaleDef>,
     /// `additionalPrinterColumns` (see `CustomInfo::columns`).
     pub columns: Arc<Vec<Value>>,
+    /// `selectableFields`, as field selectors name them (`spec.color`).
+    pub selectable: Arc<Vec<String>>,
 }
 
 /// What a CRD serves, without its schemas (they are read when needed; see `CrdIndex::schema`).
@@ -107,6 +109,15 @@ impl Crd {
                     columns: Arc::new(
                         v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
                     ),
+                    selectable: Arc::new(
+                        v["selectableFields"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|f| f["jsonPath"].as_str())
+                            .map(|p| dotted(p).into_owned())
+                            .collect(),
+                    ),
                 })
             })
             .collect();
@@ -152,6 +163,7 @@ impl Crd {
                 crd_name: self.name.clone(),
                 crd_revision: self.revision,
                 columns: version.columns.clone(),
+                selectable: version.selectable.clone(),
                 terminating: self.terminating,
                 schema: None,
             })),
@@ -210,6 +222,57 @@ fn names_list(list: &Value, path: &str, out: &mut Vec<Cause>) {
 
 /// kube's `ValidateCustomResourceColumnDefinition` for each of a version's printer columns (at kube's
 /// paths, `JSONPath` spelled as its Go field), under `MAX_COLUMNS`.
+/// Most `selectableFields` of a version, as kube allows.
+const MAX_SELECTABLE: usize = 8;
+
+/// kube's checks of a version's `selectableFields`: at most 8, each a simple path (no array
+/// notation) to a string, boolean or integer field of the schema outside `metadata`, none twice.
+fn selectable_fields(fields: &Value, schema: &Value, path: &str, out: &mut Vec<Cause>) {
+    let fields = fields.as_array().map_or(&[][..], Vec::as_slice);
+    if fields.len() > MAX_SELECTABLE {
+        out.push(too_many(path, fields.len(), MAX_SELECTABLE));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, f) in fields.iter().enumerate() {
+        let at = format!("{path}[{i}].jsonPath");
+        let json_path = f["jsonPath"].as_str().unwrap_or_default();
+        if json_path.is_empty() {
+            out.push(field(&at, "FieldValueRequired", "Required value"));
+            continue;
+        }
+        let invalid = |why: &str| field(&at, "FieldValueInvalid", format!("Invalid value: {json_path:?}: {why}"));
+        let segments: Vec<&str> = json_path.strip_prefix('.').unwrap_or_default().split('.').collect();
+        let simple = json_path.starts_with('.')
+            && segments
+                .iter()
+                .all(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+        if !simple {
+            out.push(invalid(
+                "is an invalid path: must be a simple json path starting with . and without array notation",
+            ));
+            continue;
+        }
+        // Before the schema: a CRD's schema need not declare metadata, and this says why most clearly.
+        if segments[0] == "metadata" {
+            out.push(invalid("must not point to fields in metadata"));
+            continue;
+        }
+        let found = segments.iter().try_fold(schema, |at, seg| at["properties"].get(*seg));
+        let Some(found) = found else {
+            out.push(invalid("is an invalid path: does not refer to a valid field"));
+            continue;
+        };
+        if !matches!(found["type"].as_str(), Some("string" | "boolean" | "integer")) {
+            out.push(invalid(
+                "must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed",
+            ));
+        }
+        if !seen.insert(segments.join(".")) {
+            out.push(field(&at, "FieldValueDuplicate", format!("Duplicate value: {json_path:?}")));
+        }
+    }
+}
+
 fn printer_columns(columns: &Value, path: &str, out: &mut Vec<Cause>) {
     const TYPES: &str = "boolean,date,integer,number,string";
     const FORMATS: &str = "byte,date,date-time,double,float,int32,int64,password";
@@ -386,6 +449,11 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                 .and_then(|vs| vs.iter().find(|o| o["name"] == v["name"]));
             if stored.is_none_or(|o| o["additionalPrinterColumns"] != *columns) {
                 printer_columns(columns, &format!("spec.versions[{i}].additionalPrinterColumns"), &mut out);
+            }
+            let selectable = &v["selectableFields"];
+            if stored.is_none_or(|o| o["selectableFields"] != *selectable) {
+                let schema = v["schema"].get("openAPIV3Schema").unwrap_or(&Value::Null);
+                selectable_fields(selectable, schema, &format!("spec.versions[{i}].selectableFields"), &mut out);
             }
             match v["schema"].get("openAPIV3Schema") {
                 None | Some(Value::Null) => out.push(field(

@@ -106,6 +106,7 @@ async fn list_one(
     account: &Arc<crate::budget::Account>,
     held: &mut Vec<crate::budget::Charge>,
 ) -> ApiResult<(Part, usize, Revision, Option<String>)> {
+    crate::registry::check_fields(def, opts)?;
     let stored = crate::registry::stored_def(def);
     let cached = crate::watch::read::list(&sh.cache, &sh.registry, &stored, None, namespace, opts, Some(account));
     if let Some(l) = cached.await? {

@@ -658,7 +658,7 @@ async fn resource(
     let method = req.method().clone();
     let audit = req.extensions().get::<Arc<crate::audit::Record>>().cloned();
     let body = body::read(req.into_body()).await?;
-    if let Some(record) = audit {
+    if let Some(record) = &audit {
         record.request_body(&body);
     }
     // Decoding a body into a tree takes many times its size (a small JSON object costs some hundreds of
@@ -790,11 +790,12 @@ async fn resource(
     let mut last_rev: Option<i64> = None;
     /// A write's answer, in the shape the client asked for (`as=PartialObjectMetadata`, `as=Table`) when
     /// it is the object, as kube negotiates every verb's answer; a Status stays a Status.
-    fn written(
-        w: crate::registry::Written,
-        last_rev: &mut Option<i64>,
-        (def, shape, include): (&ResourceDef, respond::Shape, crate::table::IncludeObject),
-    ) -> Response<Body> {
+    type View<'a> = (&'a ResourceDef, respond::Shape, crate::table::IncludeObject, Option<&'a crate::audit::Record>);
+    fn written(w: crate::registry::Written, last_rev: &mut Option<i64>, view: View<'_>) -> Response<Body> {
+        let (def, shape, include, audit) = view;
+        if let Some(record) = audit {
+            record.written(&w.body);
+        }
         *last_rev = crate::meta::meta_str(&w.body, "resourceVersion").and_then(|r| r.parse().ok());
         let mut r = if w.body["kind"] == def.kind.as_str() && !matches!(shape, respond::Shape::Plain) {
             respond::json(w.code, &respond::render_object(def, &w.body, shape, include, true))
@@ -804,7 +805,7 @@ async fn resource(
         respond::add_warnings(&mut r, &w.warnings);
         r
     }
-    let view = (&*def, shape, include);
+    let view = (&*def, shape, include, audit.as_deref());
     let resp = match (verb, name, sub) {
         ("get", Some(n), Some("scale")) => {
             respond::json(200, &crate::registry::scale_of(&def, &reg.get(&ctx, n).await?)?)
@@ -817,7 +818,7 @@ async fn resource(
             };
             match shape {
                 respond::Shape::Plain if !crate::registry::converts(&def) => {
-                    respond::bytes(200, "application/json", json)
+                    respond::bytes(200, "application/json", [&json[..], b"\n"].concat())
                 }
                 _ => {
                     let mut obj: Value = serde_json::from_slice(&json).map_err(ApiError::internal)?;
@@ -860,6 +861,7 @@ async fn resource(
         ("list", None, None) => {
             let opts = ListOptions { clusters: cluster_filter, ..ListOptions::from_query(&q, false)? };
             let ns = rp.namespace.as_deref();
+            crate::registry::check_fields(&def, &opts)?;
             // The cache holds objects as stored; a version stored as another converts each.
             let stored = crate::registry::stored_def(&def);
             let cached =

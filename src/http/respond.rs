@@ -20,9 +20,12 @@ pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).boxed_unsync()
 }
 
-/// A JSON response.
+/// A JSON response, ending with a newline as Go's `json.Encoder` (and so kube-apiserver) writes
+/// every answer: clients compare whole bodies and error strings.
 pub fn json(code: u16, v: &Value) -> Response<Body> {
-    bytes(code, "application/json", crate::proto::order::to_vec(v))
+    let mut body = crate::proto::order::to_vec(v);
+    body.push(b'\n');
+    bytes(code, "application/json", body)
 }
 
 /// Bytes per chunk of a list body built from cached objects. Each chunk leaves as one HTTP/2 DATA frame
@@ -76,7 +79,7 @@ fn list_ends(def: &ResourceDef, list_meta: &Value) -> (Vec<u8>, Bytes) {
         let mut head = crate::proto::order::to_vec(&head);
         head.pop(); // the closing brace; items follow
         head.extend_from_slice(b",\"items\":[");
-        return (head, Bytes::from_static(b"]}"));
+        return (head, Bytes::from_static(b"]}\n"));
     }
     let mut head = b"{\"apiVersion\":".to_vec();
     head.extend(serde_json::to_vec(&api_version).expect("strings serialise"));
@@ -85,7 +88,7 @@ fn list_ends(def: &ResourceDef, list_meta: &Value) -> (Vec<u8>, Bytes) {
     tail.extend(serde_json::to_vec(&list_kind).expect("strings serialise"));
     tail.extend_from_slice(b",\"metadata\":");
     tail.extend(serde_json::to_vec(list_meta).expect("JSON serialises"));
-    tail.push(b'}');
+    tail.extend_from_slice(b"}\n");
     (head, Bytes::from(tail))
 }
 

@@ -4,6 +4,11 @@
 //! autoscaling/v1 HorizontalPodAutoscalers, stored as autoscaling/v2. Its conversion follows kube's
 //! `pkg/apis/autoscaling/v1/conversion.go`: v1 has a CPU target only, so every other metric, the
 //! current metrics and the conditions ride in annotations that v2 turns back into fields.
+//!
+//! And one across groups: `events.k8s.io/v1` Events are core `v1` Events in kube's storage (one
+//! resource, two APIs: `kubectl events` reads core, the recorders of client-go, controller-runtime
+//! and kube-rs write events.k8s.io), converted as `pkg/apis/events/v1/conversion.go` does: fields
+//! renamed, nothing lost. Their keys are core's (`ResourceDef::storage_group`).
 
 use std::sync::Arc;
 
@@ -18,20 +23,33 @@ struct Conversion {
     plural: &'static str,
     /// The version clients use.
     version: &'static str,
-    /// The version objects are stored in.
+    /// The group and version objects are stored in.
+    storage_group: &'static str,
     storage: &'static str,
     to_storage: fn(&mut Value) -> Result<(), String>,
     from_storage: fn(&mut Value),
 }
 
-const CONVERSIONS: &[Conversion] = &[Conversion {
-    group: "autoscaling",
-    plural: "horizontalpodautoscalers",
-    version: "v1",
-    storage: "v2",
-    to_storage: hpa::to_v2,
-    from_storage: hpa::to_v1,
-}];
+const CONVERSIONS: &[Conversion] = &[
+    Conversion {
+        group: "autoscaling",
+        plural: "horizontalpodautoscalers",
+        version: "v1",
+        storage_group: "autoscaling",
+        storage: "v2",
+        to_storage: hpa::to_v2,
+        from_storage: hpa::to_v1,
+    },
+    Conversion {
+        group: "events.k8s.io",
+        plural: "events",
+        version: "v1",
+        storage_group: "",
+        storage: "v1",
+        to_storage: events::to_core,
+        from_storage: events::from_core,
+    },
+];
 
 fn conversion(def: &ResourceDef) -> Option<&'static Conversion> {
     if def.custom.is_some() {
@@ -43,7 +61,9 @@ fn conversion(def: &ResourceDef) -> Option<&'static Conversion> {
 /// The definition whose form `def`'s objects are stored in: `def` itself but for converted versions.
 /// Caches and store reads of a converted version go through it, so that one cache holds one form.
 pub fn stored_def(def: &Arc<ResourceDef>) -> Arc<ResourceDef> {
-    conversion(def).and_then(|c| crate::resources::find(c.group, c.storage, c.plural)).unwrap_or_else(|| def.clone())
+    conversion(def)
+        .and_then(|c| crate::resources::find(c.storage_group, c.storage, c.plural))
+        .unwrap_or_else(|| def.clone())
 }
 
 /// Turn an object of `def`'s version into its storage form (apiVersion included). Fails, as kube's
@@ -51,7 +71,10 @@ pub fn stored_def(def: &Arc<ResourceDef>) -> Arc<ResourceDef> {
 pub fn to_storage(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
     let Some(c) = conversion(def) else { return Ok(()) };
     (c.to_storage)(obj).map_err(ApiError::bad_request)?;
-    let api_version = format!("{}/{}", c.group, c.storage);
+    let api_version = match c.storage_group {
+        "" => c.storage.to_string(),
+        g => format!("{g}/{}", c.storage),
+    };
     crate::proto::go_shape(&api_version, &def.kind, obj);
     obj["apiVersion"] = Value::String(api_version);
     Ok(())
@@ -98,6 +121,38 @@ pub fn round_trip(def: &ResourceDef, obj: &mut Value) {
     if to_storage(def, &mut stored).is_ok() {
         from_storage(def, &mut stored);
         *obj = stored;
+    }
+}
+
+/// `events.k8s.io/v1` Events and core `v1` Events: the same fields under other names.
+mod events {
+    use serde_json::{Map, Value};
+
+    /// events.k8s.io's name of each field core names otherwise (kube's `Convert_v1_Event_To_core_Event`).
+    const RENAMED: [(&str, &str); 7] = [
+        ("regarding", "involvedObject"),
+        ("note", "message"),
+        ("reportingController", "reportingComponent"),
+        ("deprecatedSource", "source"),
+        ("deprecatedFirstTimestamp", "firstTimestamp"),
+        ("deprecatedLastTimestamp", "lastTimestamp"),
+        ("deprecatedCount", "count"),
+    ];
+
+    fn rename(obj: &mut Value, pairs: impl Iterator<Item = (&'static str, &'static str)>) {
+        let Some(m) = obj.as_object_mut() else { return };
+        let moved: Map<String, Value> =
+            pairs.filter_map(|(from, to)| Some((to.to_string(), m.remove(from)?))).collect();
+        m.extend(moved);
+    }
+
+    pub fn to_core(obj: &mut Value) -> Result<(), String> {
+        rename(obj, RENAMED.into_iter());
+        Ok(())
+    }
+
+    pub fn from_core(obj: &mut Value) {
+        rename(obj, RENAMED.into_iter().map(|(events, core)| (core, events)));
     }
 }
 
@@ -487,5 +542,35 @@ mod tests {
         assert_eq!(v2, json!({"spec": {"metrics": []}}));
         assert_eq!(stored_def(&def("v2")).version, "v2");
         assert_eq!(stored_def(&def("v1")).version, "v2");
+    }
+
+    #[test]
+    fn events_k8s_io_events_are_core_events_renamed_and_back() {
+        let new = crate::resources::find("events.k8s.io", "v1", "events").expect("served");
+        let stored = stored_def(&new);
+        assert_eq!((stored.group.as_str(), stored.version.as_str()), ("", "v1"));
+        assert_eq!(new.storage_group(), "core", "one resource: core's keys");
+        let written = json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"},
+            "regarding": {"kind": "Pod", "name": "p"}, "note": "n", "reportingController": "c",
+            "deprecatedSource": {"component": "k"}, "deprecatedCount": 3, "reason": "R", "type": "Normal",
+        });
+        let mut core = written.clone();
+        to_storage(&new, &mut core).unwrap();
+        assert_eq!(core["apiVersion"], "v1");
+        assert_eq!(core["involvedObject"]["name"], "p");
+        assert_eq!(core["message"], "n");
+        assert_eq!(core["reportingComponent"], "c");
+        assert_eq!(core["source"]["component"], "k");
+        assert_eq!(core["count"], 3);
+        assert!(core.get("regarding").is_none() && core.get("note").is_none());
+        let mut back = core.clone();
+        from_storage(&new, &mut back);
+        for field in
+            ["regarding", "note", "reportingController", "deprecatedSource", "deprecatedCount", "reason", "type"]
+        {
+            assert_eq!(back[field], written[field], "{field} survives the round trip");
+        }
+        assert_eq!(back["apiVersion"], "events.k8s.io/v1");
     }
 }

@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 pub use convert::{converts, from_storage, stored_def, to_storage};
 pub use options::{ClusterFilter, DeleteOptions, FieldValidation, ListOptions, Propagation, RvMatch, WriteOptions};
-pub use read::{check_fields, matches, selectable, ListResult};
+pub use read::{check_fields, custom_field, matches, reads_custom_fields, selectable, ListResult};
 pub(crate) use read::{decode_continue, encode_continue};
 pub use write::{scale_of, Finalizers, Sweep, FIELD_SUBRESOURCES};
 
@@ -255,6 +255,12 @@ impl Registry {
         let prefix = self.collection(def, None, None);
         keys::parse(&prefix, key, def.namespaced).map(|k| k.cluster)
     }
+}
+
+/// Where older kgates kept what is now stored under another type's keys (events.k8s.io Events, kept
+/// as core Events since): swept with a cluster or namespace, so nothing an older kgate wrote outlives it.
+pub fn legacy_prefixes(registry: &Registry, cluster: &str, namespace: Option<&str>) -> Vec<String> {
+    vec![keys::collection(&registry.prefix, "events.k8s.io", "events", Some(cluster), namespace)]
 }
 
 /// Set apiVersion, kind, resourceVersion and the cluster annotation on an object read from the store.

@@ -59,7 +59,7 @@ pub(crate) fn decode_continue(token: &str) -> ApiResult<(Revision, String)> {
 /// Reject field selectors the resource does not support, as kube-apiserver does.
 pub fn check_fields(def: &ResourceDef, opts: &ListOptions) -> ApiResult<()> {
     for f in opts.fields.fields() {
-        if !selector::supported_field(&def.group, &def.plural, f) {
+        if !selector::supported_field(&def.group, &def.plural, f) && custom_field(def, f).is_none() {
             return Err(ApiError::bad_request(format!("field label not supported: {f}")));
         }
     }
@@ -75,7 +75,32 @@ pub fn matches(def: &ResourceDef, obj: &Value, opts: &ListOptions) -> bool {
     cluster_ok()
         && (opts.labels.is_empty() || opts.labels.matches(crate::meta::labels(obj)))
         && (opts.fields.is_empty()
-            || opts.fields.matches(&|f: &str| selector::field_value(&def.group, &def.plural, obj, f)))
+            || opts.fields.matches(&|f: &str| {
+                selector::field_value(&def.group, &def.plural, obj, f).or_else(|| custom_value(def, obj, f))
+            }))
+}
+
+/// One of a custom resource's `selectableFields`, by the name a selector gives it.
+pub fn custom_field<'d>(def: &'d ResourceDef, field: &str) -> Option<&'d str> {
+    def.custom.as_ref()?.selectable.iter().find(|s| *s == field).map(String::as_str)
+}
+
+/// Whether a selector reads any of a custom resource's own `selectableFields` (which a watch's
+/// `selectable` parts leave out: they differ from one cluster's CRD to another's).
+pub fn reads_custom_fields(def: &ResourceDef, opts: &ListOptions) -> bool {
+    opts.fields.fields().iter().any(|f| custom_field(def, f).is_some())
+}
+
+/// A custom resource's selectable field's value as kube gives it to selectors: a string as it is,
+/// a boolean or integer in its JSON form, an absent field empty.
+fn custom_value(def: &ResourceDef, obj: &Value, field: &str) -> Option<String> {
+    let path = custom_field(def, field)?;
+    let found = path.split('.').try_fold(obj, |at, seg| at.get(seg));
+    Some(match found {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(v) => v.to_string(),
+    })
 }
 
 /// What [`matches`] may read of an object (of any type: see `selector::field_paths`): what a watch's

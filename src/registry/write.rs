@@ -1994,6 +1994,7 @@ impl Registry {
                     .filter(|d| d.namespaced && !d.is_virtual() && !super::converts(d))
                     .map(|d| self.collection(d, Some(cluster), Some(namespace))),
             );
+            prefixes.extend(super::legacy_prefixes(self, cluster, Some(namespace)));
             let swept = self.delete_prefixes(&prefixes, Finalizers::Honor, &still).await;
             hold(None);
             match swept? {

@@ -555,6 +555,7 @@ pub(super) fn builtin_prefixes(registry: &Registry, cluster: &str) -> Vec<String
         // A version stored as another shares that one's keys.
         .filter(|d| !d.is_virtual() && !crate::registry::converts(d))
         .map(|d| registry.collection(d, Some(cluster), None))
+        .chain(crate::registry::legacy_prefixes(registry, cluster, None))
         .collect()
 }
 

@@ -188,7 +188,8 @@ pub async fn start(
     // it, and each object sent is converted to the version asked for.
     let def = crate::registry::stored_def(&req.def);
     let served = crate::registry::converts(&req.def).then(|| req.def.clone());
-    crate::registry::check_fields(&def, &req.opts)?;
+    // As the client's version names its fields (events.k8s.io's `regarding.name`).
+    crate::registry::check_fields(&req.def, &req.opts)?;
     let opts = &req.opts;
     let rv = opts.resource_version.as_deref();
     let initial = match opts.send_initial_events {
@@ -394,8 +395,14 @@ fn translate(
     }
     // Tested on what selectors read of each state, worked out once for every watcher of the event.
     let passes = |v: &Value| crate::registry::matches(def, v, opts);
-    let parts = ev.selectable(head)?;
-    let (old, new) = (parts.prev.as_ref().is_some_and(passes), passes(&parts.object));
+    let (old, new) = if crate::registry::reads_custom_fields(def, opts) {
+        // A CRD's own selectable fields: read from the whole states.
+        let prev = ev.prev.as_ref().map(|p| p.value(head)).transpose()?;
+        (prev.as_ref().is_some_and(passes), passes(&ev.object.value(head)?))
+    } else {
+        let parts = ev.selectable(head)?;
+        (parts.prev.as_ref().is_some_and(passes), passes(&parts.object))
+    };
     if ev.deleted {
         return Ok(old.then(|| ("DELETED", Payload::Cached(ev.object.body_bytes()))));
     }

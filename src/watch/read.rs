@@ -194,6 +194,8 @@ fn walk(
 
 /// Serve a list from the cache when its options allow; `None` means read the store. What a tenant's
 /// list keeps alive until sent is charged to `account`, refused if its cluster is over its budget.
+/// `def` is the type as stored: the caller has checked the field selectors against the type the
+/// client asked for, whose names for fields they are (events.k8s.io's `regarding.name`).
 pub async fn list(
     cache: &WatchCache,
     registry: &Registry,
@@ -206,7 +208,6 @@ pub async fn list(
     if opts.continue_token.is_some() || opts.rv_match == Some(RvMatch::Exact) {
         return Ok(None);
     }
-    crate::registry::check_fields(def, opts)?;
     let rv = opts.resource_version.as_deref();
     let cacher = match rv {
         // Any recent state: start the type's cache if needed (informers list this way before watching).
