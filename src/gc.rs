@@ -4,24 +4,29 @@
 //!
 //! kube's collector holds every object of every type in a graph. One of 100,000 logical clusters
 //! cannot: this one holds, per cluster that has owned objects, which collections hold them and which
-//! collections own them (a few numbers), the foreground deletions waiting on dependents, and a
-//! bounded cache of owners it has looked up. Everything else is read when needed:
-//! - an owned object written (a watch of every key, from the leader's listing): its owners are
+//! collections own them (a few numbers), the foreground deletions waiting on dependents and the
+//! namespaces being deleted, and a bounded cache of owners the watch has looked up. Everything else
+//! is read when needed:
+//! - an owned object written (a watch of every key, after the leader's listing): its owners are
 //!   looked up, and it is queued when one is missing or has another uid;
-//! - an object deleted in a collection that owns something in its cluster: the collections holding
-//!   owned objects in its scope (its namespace, or the whole cluster for a cluster-scoped owner) are
-//!   read for objects naming it, and each is looked at;
-//! - an owner marked with `orphan` or `foregroundDeletion`: its dependents are found the same way.
+//! - objects deleted in a collection that owns something in their cluster: the collections holding
+//!   owned objects in their scope (a namespace, or the whole cluster for cluster-scoped owners) are
+//!   read once for every owner deleted meanwhile, and each object naming one is looked at;
+//! - an owner marked with `orphan` or `foregroundDeletion`: its dependents are found the same way,
+//!   once the listing is done (so that every collection is known).
 //!
-//! Looking at a dependent is kube's `attemptToDeleteItem`: each owner is read live; with an owner
-//! still there, references to absent owners (and to owners waiting in the foreground) are removed;
-//! with none, the dependent is deleted (through the registry, as a client would: its finalizers,
-//! hooks and watches as for any delete), in the foreground when an owner waits for it and it owns
-//! things in turn.
+//! Looking at a dependent is kube's `attemptToDeleteItem`: the dependent is read again and each owner
+//! read live; with an owner still there, references to absent owners (and to owners waiting in the
+//! foreground) are removed; with none, the dependent is deleted, in the foreground when an owner waits
+//! for it and it owns things in turn (its references made non-blocking first when one of its own
+//! dependents waits too, as kube breaks such cycles). Every write goes through the registry, as a
+//! client's would (its hooks, quota and watches): deletes with a uid precondition, metadata changes
+//! as merge patches at the revision read.
 //!
 //! It runs on the leader, one per shard, over that shard's store: a cluster's objects and owners are
-//! all on its shard. Every step is a compare-and-swap or a delete with a uid precondition, so a new
-//! leader (which lists again) redoes nothing wrongly.
+//! all on its shard. A cluster moving between shards is left alone until it settles (its keys going
+//! on one shard and arriving on the other are no owner going). A new leader lists again and redoes
+//! nothing wrongly.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,21 +48,26 @@ use crate::storage::{keys, KeyValue, RangeRequest, StoreError, WatchEvent};
 
 /// Keys read per page, listing at start and looking for dependents.
 const PAGE: usize = 256;
+/// Owner references the watch itself looks up for one object; an object naming more is left to a
+/// worker, so that no tenant's object holds up the watch that every cluster of the shard shares.
+const WATCH_LOOKUPS: usize = 4;
 /// Work queued for the workers; the watch waits while it is full (the store holds the rest).
 const QUEUE: usize = 4_096;
 /// Work items handled at once.
 const WORKERS: usize = 4;
 /// Dependents one item acts on at once.
 const PER_ITEM: usize = 16;
-/// Dependents one item gathers before acting; an owner with more is taken again for the rest.
-const MAX_FOUND: usize = 4_096;
+/// Dependents one read gathers (their keys) before acting on them; the read then goes on from there.
+const MAX_FOUND: usize = 1_024;
 /// Work held for later (retries, foreground owners waiting): past this the collector lists again
 /// rather than hold more.
 const LATER_MAX: usize = 100_000;
 /// How long after a change in its cluster a waiting foreground owner is looked at again.
 const RECHECK: Duration = Duration::from_millis(200);
-/// The longest a waiting foreground owner goes without being looked at.
+/// A waiting foreground owner is looked at again after this, doubling while nothing changes in its
+/// cluster up to `WAITING_RECHECK_MAX` (any change there brings it back within `RECHECK`).
 const WAITING_RECHECK: Duration = Duration::from_secs(2);
+const WAITING_RECHECK_MAX: Duration = Duration::from_secs(60);
 /// A failed item's first retry; doubled up to `RETRY_MAX`.
 const RETRY: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(30);
@@ -200,8 +210,9 @@ enum Owner {
 enum Work {
     /// Look at a dependent's owners and act (kube's `attemptToDeleteItem`).
     Dependent(Box<str>),
-    /// An object that owns things in its cluster was deleted: look at what names it.
-    Gone { cluster: Box<str>, namespace: Option<Box<str>>, group: Box<str>, name: Box<str> },
+    /// Objects that own things in this scope (a namespace, or a whole cluster for cluster-scoped
+    /// ones) were deleted (`Collector::gone` names them): look at what names them, in one read.
+    Gone { cluster: Box<str>, namespace: Option<Box<str>> },
     /// An owner marked with `orphan` or `foregroundDeletion`.
     Finalize(Box<str>),
 }
@@ -210,11 +221,18 @@ enum Work {
 #[derive(Debug, Default)]
 struct Held {
     /// Collections holding owned objects: their name's number, times two, plus one when namespaced.
+    /// Only ever grows (a read of dependents resumes by position in it).
     owned: Vec<u32>,
     /// Collections whose objects are named as owners.
     owners: Vec<u32>,
     /// Keys of owners deleted in the foreground and waiting for dependents.
     waiting: Vec<Box<str>>,
+    /// Namespaces being deleted: their objects all go, owners or not, so their deletes are not
+    /// followed to dependents (a namespace of many owners would cost as many reads of it).
+    terminating: Vec<Box<str>>,
+    /// Some dependent names an owner of a type the cluster does not serve (yet): deletes of its
+    /// custom resources are followed too, in case that type is one of them now.
+    unresolved: bool,
 }
 
 /// Collection names by number, so that each cluster's `Held` is a few integers. Grows with the
@@ -225,13 +243,45 @@ struct Names {
     names: Vec<Arc<str>>,
 }
 
-/// Work held until a time (retries, and foreground owners to look at again), and the failures of
-/// each item since it last succeeded, which lengthen its retries.
+/// A deleted owner: its collection (storage group and plural) and name.
+type GoneOwner = (Box<str>, Box<str>, Box<str>);
+
+/// Where owners went: a cluster, and a namespace for namespaced ones.
+type Scope = (Box<str>, Option<Box<str>>);
+
+/// Deleted owners waiting for their scope's read, most `GONE_MAX` in all.
+const GONE_MAX: usize = 100_000;
+
+/// Work held until a time (retries, and foreground owners to look at again), and how often each
+/// item has in a row failed or found its owner still waiting, which lengthens its pauses.
 #[derive(Default)]
 struct Later {
     due: HashMap<Work, Instant>,
-    failures: HashMap<Work, u32>,
+    tries: HashMap<Work, u32>,
 }
+
+/// What handling an item comes to.
+#[derive(Debug)]
+enum Next {
+    Done,
+    /// A foreground owner still waiting for blocking dependents.
+    Waiting,
+    /// To be taken again after the pause (its cluster is moving between shards).
+    Later(Duration),
+}
+
+/// A dependent found by a read: its key, and whether its reference to the owner looked for blocks
+/// the owner's deletion, and whether it is itself deleted in the foreground (waiting for its own).
+#[derive(Debug, Clone)]
+struct Found {
+    key: String,
+    blocks: bool,
+    deleting_dependents: bool,
+}
+
+/// Where a read of dependents goes on from: a position in the cluster's owned collections, and the
+/// key to start at there.
+type Resume = Option<(usize, String)>;
 
 /// One shard's collector.
 pub struct Collector {
@@ -246,6 +296,10 @@ pub struct Collector {
     queued: dashmap::DashSet<Work>,
     /// A std Mutex, held only to add or take due items.
     later: Mutex<Later>,
+    /// Owners deleted, by scope, until their scope's `Work::Gone` takes them: owners deleted together
+    /// (a cascade, a `kubectl delete` of many) cost one read of their scope, not one each. A std
+    /// Mutex, held to add or take a scope's names.
+    gone: Mutex<HashMap<Scope, Vec<GoneOwner>>>,
     /// Set when work could not be held: the watch starts over with a listing, which finds it again.
     relist: std::sync::atomic::AtomicBool,
     /// The revision of the last listing, once it is done (0 before).
@@ -268,6 +322,7 @@ impl Collector {
             names: Mutex::new(Names::default()),
             queued: Default::default(),
             later: Mutex::new(Later::default()),
+            gone: Mutex::new(HashMap::new()),
             relist: Default::default(),
             listed: tokio::sync::watch::channel(0).0,
             identity: Identity { user: USER.to_string(), groups },
@@ -290,13 +345,19 @@ impl Collector {
         let mut bytes = 0;
         for e in self.clusters.iter() {
             let h = e.value();
+            let keys = |v: &Vec<Box<str>>| v.iter().map(|w| w.len() + 16).sum::<usize>();
             bytes += e.key().len()
                 + std::mem::size_of::<Held>()
                 + 4 * (h.owned.capacity() + h.owners.capacity())
-                + h.waiting.iter().map(|w| w.len() + 16).sum::<usize>()
+                + keys(&h.waiting)
+                + keys(&h.terminating)
                 + 16;
         }
         (self.clusters.len(), bytes)
+    }
+
+    fn lock_later(&self) -> std::sync::MutexGuard<'_, Later> {
+        self.later.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn intern(&self, name: &str) -> u32 {
@@ -319,12 +380,29 @@ impl Collector {
         self.names.lock().unwrap_or_else(|p| p.into_inner()).ids.get(name).copied()
     }
 
+    /// Whether `cluster` is moving between shards: its keys are being deleted on one and written on
+    /// the other, which is no owner going nor any dependent dangling.
+    fn moving(&self, cluster: &str) -> bool {
+        self.registry.moves.has(cluster)
+    }
+
+    fn in_terminating_namespace(&self, k: &Key<'_>) -> bool {
+        let Some(ns) = k.namespace else { return false };
+        self.clusters.get(k.cluster).is_some_and(|h| h.terminating.iter().any(|t| &**t == ns))
+    }
+
     /// List every key, then follow every change; over again when the watch ends or work was dropped.
+    /// What is known of each cluster is kept across listings (a listing only adds to it), so that
+    /// a read of dependents during one never misses a collection.
     async fn follow(self: Arc<Self>, tx: mpsc::Sender<Work>) {
         let prefix = format!("{}/", self.registry.prefix);
         loop {
-            self.clusters.clear();
-            self.relist.store(false, std::sync::atomic::Ordering::Relaxed);
+            if self.relist.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                // What could not be held is found again by the listing.
+                let mut l = self.lock_later();
+                l.due.clear();
+                l.tries.clear();
+            }
             let mut owners = OwnerCache::new();
             let listed = self.list(&prefix, &mut owners, &tx).await;
             let events = match listed {
@@ -346,7 +424,9 @@ impl Collector {
                 match ev {
                     WatchEvent::Put { kv, created, .. } => {
                         owners.forget(&kv.key);
-                        self.observe(&kv, created, &mut owners, &tx).await;
+                        if let Some(work) = self.observe(&kv, created, &mut owners, &tx).await {
+                            self.queue(&tx, work).await;
+                        }
                         self.touched(&kv.key);
                     }
                     WatchEvent::Delete { key, .. } => {
@@ -364,49 +444,82 @@ impl Collector {
         }
     }
 
-    /// Every key at one revision, page by page; returns the revision.
+    /// Every key at one revision, page by page; returns the revision. Owners marked for deletion are
+    /// taken on only once every key is listed: their dependents are found by what the listing learns.
     async fn list(&self, prefix: &str, owners: &mut OwnerCache, tx: &mpsc::Sender<Work>) -> Result<i64, StoreError> {
         let (mut start, mut at) = (None, None);
+        let mut marked = Vec::new();
         loop {
             let req = RangeRequest { prefix: prefix.to_string(), start: start.take(), limit: PAGE, revision: at };
             let got = self.registry.store.range(req).await?;
             let rev = *at.get_or_insert(got.revision);
             for kv in &got.kvs {
-                self.observe(kv, false, owners, tx).await;
+                if let Some(work) = self.observe(kv, false, owners, tx).await {
+                    marked.push(work);
+                }
             }
             start = got.next_start();
             if start.is_none() {
+                for work in marked {
+                    self.queue(tx, work).await;
+                }
                 return Ok(rev);
             }
         }
     }
 
-    /// An object as it is now: note what it owns and is owned by, and queue what needs looking at.
-    async fn observe(&self, kv: &KeyValue, created: bool, owners: &mut OwnerCache, tx: &mpsc::Sender<Work>) {
+    /// An object as it is now: note what it owns and is owned by, and queue the dependents that need
+    /// looking at; returns the work of an owner marked for deletion, for the caller to queue.
+    async fn observe(
+        &self,
+        kv: &KeyValue,
+        created: bool,
+        owners: &mut OwnerCache,
+        tx: &mpsc::Sender<Work>,
+    ) -> Option<Work> {
         let prefix = &self.registry.prefix;
-        let Some(key) = Key::parse(prefix, &kv.key) else { return };
+        let key = Key::parse(prefix, &kv.key)?;
         let owned = memchr::memmem::find(&kv.value, b"\"ownerReferences\"").is_some();
         let marked = memchr::memmem::find(&kv.value, b"\"deletionTimestamp\"").is_some();
         if !owned && !marked {
-            return;
+            return None;
         }
-        let Some(obj) = Object::parse(&kv.value) else { return };
-        if key.group == resources::TENANCY_GROUP && marked && obj.deleting() {
-            // A cluster being purged: its objects all go, owners or not.
-            self.clusters.remove(key.name);
+        let obj = Object::parse(&kv.value)?;
+        if marked && obj.deleting() {
+            match (key.group, key.plural) {
+                // A cluster being purged: its objects all go, owners or not.
+                (resources::TENANCY_GROUP, "logicalclusters") => {
+                    self.clusters.remove(key.name);
+                }
+                ("core", "namespaces") => {
+                    if let Some(mut held) = self.clusters.get_mut(key.cluster) {
+                        if !held.terminating.iter().any(|t| &**t == key.name) {
+                            held.terminating.push(key.name.into());
+                        }
+                    }
+                }
+                _ => {}
+            }
         }
-        if obj.deleting() && (obj.has_finalizer(ORPHAN) || obj.has_finalizer(FOREGROUND)) {
-            self.queue(tx, Work::Finalize(kv.key.as_str().into())).await;
-        }
+        let finalize = (obj.deleting() && (obj.has_finalizer(ORPHAN) || obj.has_finalizer(FOREGROUND)))
+            .then(|| Work::Finalize(kv.key.as_str().into()));
         if obj.owners().is_empty() {
-            return;
+            return finalize;
         }
         let owned_id = self.intern(&key.collection()) * 2 + u32::from(key.namespace.is_some());
         let mut owner_ids = Vec::new();
-        let mut look = false;
+        let mut unresolved = false;
+        // Many references are a worker's to look up, not the shared watch's.
+        let mut look = obj.owners().len() > WATCH_LOOKUPS;
         for r in obj.owners() {
-            let Some(def) = self.owner_def(key.cluster, r) else { continue };
+            let Some(def) = self.owner_def(key.cluster, r) else {
+                unresolved = true;
+                continue;
+            };
             owner_ids.push(self.intern(&format!("{}/{}", def.storage_group(), def.plural)));
+            if look {
+                continue;
+            }
             if def.namespaced && key.namespace.is_none() {
                 // Invalid: looked at once, when made, for its event.
                 look |= created;
@@ -415,20 +528,18 @@ impl Collector {
             let owner_key = self.owner_key(key.cluster, key.namespace, &def, &r.name);
             let uid = match owners.get(&owner_key) {
                 Some(uid) => uid,
-                None => {
-                    let found = self.registry.store.get(&owner_key).await;
-                    let uid = match found {
-                        Ok(Some(kv)) => Object::parse(&kv.value).map(|o| o.uid().to_string()),
-                        Ok(None) => None,
-                        // Unknown: the worker reads it again.
-                        Err(_) => {
-                            look = true;
-                            continue;
-                        }
-                    };
-                    owners.put(&owner_key, uid.clone());
-                    uid
-                }
+                None => match self.registry.store.get(&owner_key).await {
+                    Ok(found) => {
+                        let uid = found.and_then(|kv| Object::parse(&kv.value)).map(|o| o.uid().to_string());
+                        owners.put(&owner_key, uid.clone());
+                        uid
+                    }
+                    // Unknown: a worker reads it again.
+                    Err(_) => {
+                        look = true;
+                        continue;
+                    }
+                },
             };
             look |= uid.as_deref() != Some(r.uid.as_str());
         }
@@ -442,25 +553,42 @@ impl Collector {
                     held.owners.push(id);
                 }
             }
+            held.unresolved |= unresolved;
         }
-        if look {
+        if look && !self.moving(key.cluster) && !self.in_terminating_namespace(&key) {
             self.queue(tx, Work::Dependent(kv.key.as_str().into())).await;
         }
+        finalize
     }
 
     /// A key deleted: if its collection owns things in its cluster, what names it is looked at.
     async fn deleted(&self, key: &str, tx: &mpsc::Sender<Work>) {
         let Some(k) = Key::parse(&self.registry.prefix, key) else { return };
-        let Some(id) = self.id_of(&k.collection()) else { return };
-        let owns = self.clusters.get(k.cluster).is_some_and(|h| h.owners.contains(&id));
-        if owns {
-            let work = Work::Gone {
-                cluster: k.cluster.into(),
-                namespace: k.namespace.map(Into::into),
-                group: k.group.into(),
-                name: k.name.into(),
-            };
-            self.queue(tx, work).await;
+        if (k.group, k.plural) == ("core", "namespaces") {
+            if let Some(mut held) = self.clusters.get_mut(k.cluster) {
+                held.terminating.retain(|t| &**t != k.name);
+            }
+            return;
+        }
+        let owns = {
+            let Some(held) = self.clusters.get(k.cluster) else { return };
+            let id = self.id_of(&k.collection());
+            let custom = || !resources::builtins().iter().any(|d| d.storage_group() == k.group && d.plural == k.plural);
+            id.is_some_and(|id| held.owners.contains(&id)) || (held.unresolved && custom())
+        };
+        if owns && !self.moving(k.cluster) && !self.in_terminating_namespace(&k) {
+            let scope: Scope = (k.cluster.into(), k.namespace.map(Into::into));
+            {
+                let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
+                if gone.values().map(Vec::len).sum::<usize>() >= GONE_MAX {
+                    // The listing finds their dependents again, dangling.
+                    tracing::warn!("garbage collector: too many deleted owners waiting; listing again");
+                    self.relist.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                gone.entry(scope.clone()).or_default().push((k.group.into(), k.plural.into(), k.name.into()));
+            }
+            self.queue(tx, Work::Gone { cluster: scope.0, namespace: scope.1 }).await;
         }
     }
 
@@ -472,7 +600,7 @@ impl Collector {
             _ => return,
         };
         for w in waiting {
-            self.later(Work::Finalize(w), RECHECK, false);
+            self.later(Work::Finalize(w), RECHECK);
         }
     }
 
@@ -482,25 +610,28 @@ impl Collector {
         }
     }
 
-    /// Hold `work` until `after` from now (the sooner of two holds); a failed item's pause doubles
-    /// with each failure instead.
-    fn later(&self, work: Work, after: Duration, failed: bool) {
-        let mut l = self.later.lock().unwrap_or_else(|p| p.into_inner());
+    /// Hold `work` until `after` from now (the sooner of two holds).
+    fn later(&self, work: Work, after: Duration) {
+        let mut l = self.lock_later();
         if l.due.len() >= LATER_MAX && !l.due.contains_key(&work) {
             tracing::warn!("garbage collector: too much work held; listing again");
             self.relist.store(true, std::sync::atomic::Ordering::Relaxed);
             return;
         }
-        let after = if failed {
-            let n = l.failures.entry(work.clone()).or_insert(0);
-            *n = (*n + 1).min(8);
-            RETRY.saturating_mul(1 << (*n - 1)).min(RETRY_MAX)
-        } else {
-            after
-        };
         let at = Instant::now() + after;
         let due = l.due.entry(work).or_insert(at);
         *due = (*due).min(at);
+    }
+
+    /// Hold `work` again after a pause that doubles from `first` up to `max` with each time in a row.
+    fn again(&self, work: Work, first: Duration, max: Duration) {
+        let pause = {
+            let mut l = self.lock_later();
+            let n = l.tries.entry(work.clone()).or_insert(0);
+            *n = (*n + 1).min(8);
+            first.saturating_mul(1 << (*n - 1)).min(max)
+        };
+        self.later(work, pause);
     }
 
     /// Take queued work, a few items at once; move held work to the queue as it falls due.
@@ -519,24 +650,23 @@ impl Collector {
                     });
                 }
                 Some(done) = running.join_next() => {
-                    match done {
-                        Ok((work, Err(e))) => {
+                    let Ok((work, result)) = done else { continue };
+                    match result {
+                        Err(e) => {
                             tracing::debug!(?work, error = %e.message, "garbage collector: retrying");
-                            self.later(work, RETRY, true);
+                            self.again(work, RETRY, RETRY_MAX);
                         }
-                        Ok((work, Ok(again))) => {
-                            self.later.lock().unwrap_or_else(|p| p.into_inner()).failures.remove(&work);
-                            if let Some(after) = again {
-                                self.later(work, after, false);
-                            }
+                        Ok(Next::Waiting) => self.again(work, WAITING_RECHECK, WAITING_RECHECK_MAX),
+                        Ok(Next::Later(after)) => self.later(work, after),
+                        Ok(Next::Done) => {
+                            self.lock_later().tries.remove(&work);
                         }
-                        Err(_) => {}
                     }
                 }
                 _ = tick.tick() => {
                     let now = Instant::now();
                     let due: Vec<Work> = {
-                        let mut l = self.later.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut l = self.lock_later();
                         let due: Vec<Work> = l.due.iter().filter(|(_, at)| **at <= now).map(|(w, _)| w.clone()).collect();
                         for w in &due {
                             l.due.remove(w);
@@ -547,7 +677,7 @@ impl Collector {
                         if self.queued.insert(w.clone()) && tx.try_send(w.clone()).is_err() {
                             // Full: it stays held for the next tick.
                             self.queued.remove(&w);
-                            self.later(w, Duration::from_millis(100), false);
+                            self.later(w, Duration::from_millis(100));
                         }
                     }
                 }
@@ -555,24 +685,65 @@ impl Collector {
         }
     }
 
-    /// Handle one item; `Ok(Some(pause))` to take it again after the pause.
-    async fn handle(&self, work: &Work) -> ApiResult<Option<Duration>> {
+    /// Handle one item.
+    async fn handle(&self, work: &Work) -> ApiResult<Next> {
         match work {
             Work::Dependent(key) => {
-                let Some(kv) = self.registry.store.get(key).await? else { return Ok(None) };
-                let Some(obj) = Object::parse(&kv.value) else { return Ok(None) };
-                self.attempt(key, &obj).await?;
-                Ok(None)
+                let Some(k) = Key::parse(&self.registry.prefix, key) else { return Ok(Next::Done) };
+                if self.moving(k.cluster) {
+                    return Ok(Next::Later(RETRY_MAX));
+                }
+                self.attempt(key, true).await?;
+                Ok(Next::Done)
             }
-            Work::Gone { cluster, namespace, group, name } => {
-                let quoted = serde_json::to_string(&**name).expect("strings serialise");
-                let owner_group = if &**group == "core" { "" } else { &**group };
-                let matches = |r: &OwnerRef| r.name == **name && r.group_version().0 == owner_group;
-                let (found, more) = self.dependents(cluster, namespace.as_deref(), quoted.as_bytes(), &matches).await?;
-                self.each(found, |(key, obj)| async move { self.attempt(&key, &obj).await }).await?;
-                Ok(more.then_some(Duration::ZERO))
+            Work::Gone { cluster, namespace } => {
+                let owners = {
+                    let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
+                    gone.remove(&(cluster.clone(), namespace.clone())).unwrap_or_default()
+                };
+                if owners.is_empty() || self.moving(cluster) {
+                    return Ok(Next::Done);
+                }
+                let result = self.gone_owners(cluster, namespace.as_deref(), &owners).await;
+                if result.is_err() {
+                    // Taken back, for the retry to find.
+                    let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
+                    gone.entry((cluster.clone(), namespace.clone())).or_default().extend(owners);
+                }
+                result.map(|()| Next::Done)
             }
             Work::Finalize(key) => self.finalize(key).await,
+        }
+    }
+
+    /// Look at the dependents of owners deleted in one scope.
+    async fn gone_owners(&self, cluster: &str, namespace: Option<&str>, owners: &[GoneOwner]) -> ApiResult<()> {
+        // Each owner as references name it: group, kind (when its type is known) and name.
+        let named: Vec<(String, Option<String>, &str)> = owners
+            .iter()
+            .map(|(group, plural, name)| {
+                let api_group = if &**group == "core" { String::new() } else { group.to_string() };
+                (api_group, self.kind_of(cluster, group, plural), &**name)
+            })
+            .collect();
+        let matches = |r: &OwnerRef| {
+            named.iter().any(|(group, kind, name)| {
+                r.name == *name && r.group_version().0 == group && kind.as_deref().is_none_or(|k| r.kind == k)
+            })
+        };
+        // One owner: objects naming it hold its name; many: every owned object is read.
+        let needle = match &named[..] {
+            [(_, _, name)] => serde_json::to_string(name).expect("strings serialise"),
+            _ => "\"ownerReferences\"".to_string(),
+        };
+        let mut resume = None;
+        loop {
+            let (found, next) = self.dependents(cluster, namespace, needle.as_bytes(), &matches, resume).await?;
+            self.each(found, |f| async move { self.attempt(&f.key, false).await }).await?;
+            resume = match next {
+                Some(r) => Some(r),
+                None => return Ok(()),
+            };
         }
     }
 
@@ -589,25 +760,31 @@ impl Collector {
 
     /// The objects in scope of an owner (its namespace, or its whole cluster when it is
     /// cluster-scoped) in the collections holding owned objects in its cluster, whose references
-    /// `matches`; at most `MAX_FOUND`, and whether more may follow. `needle` is what such an object's
-    /// JSON must contain (the owner's name or uid), so that most objects are not parsed.
+    /// `matches`, from `resume` on: at most `MAX_FOUND` keys, and where to go on when more may follow.
+    /// `needle` is what such an object's JSON must contain (the owner's name or uid), so that most
+    /// objects are not parsed.
     async fn dependents(
         &self,
         cluster: &str,
         namespace: Option<&str>,
         needle: &[u8],
         matches: &(dyn Fn(&OwnerRef) -> bool + Sync),
-    ) -> ApiResult<(Vec<(String, Object)>, bool)> {
+        resume: Resume,
+    ) -> ApiResult<(Vec<Found>, Resume)> {
         let owned: Vec<u32> = match self.clusters.get(cluster) {
             Some(h) => h.owned.clone(),
-            None => return Ok((Vec::new(), false)),
+            None => return Ok((Vec::new(), None)),
         };
         let finder = memchr::memmem::Finder::new(needle);
         let mut found = Vec::new();
-        for id in owned {
+        let (from, mut start) = match resume {
+            Some((i, key)) => (i, Some(key)),
+            None => (0, None),
+        };
+        for (i, id) in owned.iter().enumerate().skip(from) {
+            let start_here = if i == from { start.take() } else { None };
             // A namespaced owner's dependents are in its namespace, so never cluster-scoped.
-            let namespaced = id % 2 == 1;
-            if namespace.is_some() && !namespaced {
+            if namespace.is_some() && id % 2 == 0 {
                 continue;
             }
             let collection = self.name_of(id / 2);
@@ -615,29 +792,33 @@ impl Collector {
                 Some(ns) => format!("{}/{collection}/{cluster}/{ns}/", self.registry.prefix),
                 None => format!("{}/{collection}/{cluster}/", self.registry.prefix),
             };
-            let mut start = None;
+            let mut page_start = start_here;
             loop {
-                let req = RangeRequest { prefix: prefix.clone(), start: start.take(), limit: PAGE, revision: None };
+                let req =
+                    RangeRequest { prefix: prefix.clone(), start: page_start.take(), limit: PAGE, revision: None };
                 let got = self.registry.store.range(req).await?;
                 for kv in &got.kvs {
                     if finder.find(&kv.value).is_none() {
                         continue;
                     }
                     let Some(obj) = Object::parse(&kv.value) else { continue };
-                    if obj.owners().iter().any(matches) {
-                        found.push((kv.key.clone(), obj));
-                        if found.len() >= MAX_FOUND {
-                            return Ok((found, true));
-                        }
+                    let Some(r) = obj.owners().iter().find(|r| matches(r)) else { continue };
+                    found.push(Found {
+                        key: kv.key.clone(),
+                        blocks: r.block_owner_deletion == Some(true),
+                        deleting_dependents: obj.deleting() && obj.has_finalizer(FOREGROUND),
+                    });
+                    if found.len() >= MAX_FOUND {
+                        return Ok((found, Some((i, format!("{}\0", kv.key)))));
                     }
                 }
-                start = got.next_start();
-                if start.is_none() {
+                page_start = got.next_start();
+                if page_start.is_none() {
                     break;
                 }
             }
         }
-        Ok((found, false))
+        Ok((found, None))
     }
 
     /// Built-in or custom, the type an owner reference names in `cluster`.
@@ -652,6 +833,12 @@ impl Collector {
     fn owner_key(&self, cluster: &str, namespace: Option<&str>, def: &ResourceDef, name: &str) -> String {
         let ns = if def.namespaced { namespace } else { None };
         keys::object(&self.registry.prefix, def.storage_group(), &def.plural, cluster, ns, name)
+    }
+
+    /// The kind of the objects of a collection (by its storage group and plural) in `cluster`.
+    fn kind_of(&self, cluster: &str, group: &str, plural: &str) -> Option<String> {
+        let key = Key { group, plural, cluster, namespace: None, name: "" };
+        self.stored_def(&key, None).map(|d| d.kind.clone())
     }
 
     /// The type of the objects under a key's collection, in the version `api_version` when served.
@@ -682,9 +869,44 @@ impl Collector {
         })
     }
 
-    /// kube's `attemptToDeleteItem` for the dependent at `key`, as `obj` read it.
-    async fn attempt(&self, key: &str, obj: &Object) -> ApiResult<()> {
+    /// The registry's view of the object at a key: its type (in the version it is stored in) and a
+    /// context to act on it as the collector.
+    fn ctx_for<'a>(&'a self, k: &Key<'a>, def: &'a ResourceDef) -> Ctx<'a> {
+        Ctx {
+            cluster: k.cluster,
+            def,
+            namespace: k.namespace,
+            user: &self.identity,
+            user_agent: Some(COMPONENT),
+            admit: None,
+        }
+    }
+
+    /// The object at `key` as the registry reads it now (kube's collector reads a dependent again
+    /// before acting on it), with its type; `None` when it is gone.
+    async fn read(&self, k: &Key<'_>) -> ApiResult<Option<(Arc<ResourceDef>, Value)>> {
+        let Some(kv) = self
+            .registry
+            .store
+            .get(&keys::object(&self.registry.prefix, k.group, k.plural, k.cluster, k.namespace, k.name))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let api_version = Object::parse(&kv.value).and_then(|o| o.api_version);
+        let Some(def) = self.stored_def(k, api_version.as_deref()) else {
+            return Err(ApiError::internal(format!("no type serves {}/{} in {}", k.group, k.plural, k.cluster)));
+        };
+        let obj = self.registry.decode(&def, k.cluster, &kv)?;
+        Ok(Some((def, obj)))
+    }
+
+    /// kube's `attemptToDeleteItem` for the dependent at `key`, read afresh. `report` says whether
+    /// invalid references get kube's event (a dependent written or listed, not one a cascade reaches).
+    async fn attempt(&self, key: &str, report: bool) -> ApiResult<()> {
         let Some(k) = Key::parse(&self.registry.prefix, key) else { return Ok(()) };
+        let Some((def, value)) = self.read(&k).await? else { return Ok(()) };
+        let obj: Object = serde_json::from_value(value.clone()).unwrap_or_default();
         if obj.deleting() || obj.owners().is_empty() {
             // Being deleted: its own finalizers decide (a foreground one is finalized on its own).
             return Ok(());
@@ -694,13 +916,16 @@ impl Collector {
             match self.owner(&k, r).await? {
                 Owner::Solid | Owner::Unresolvable => solid += 1,
                 Owner::Invalid => {
-                    solid += 1;
-                    self.report_invalid(&k, obj, r, "").await;
+                    // kube stops at such an item: it is never collected, whatever its other owners.
+                    if report {
+                        self.report_invalid(&k, &obj, r, "").await;
+                    }
+                    return Ok(());
                 }
                 Owner::Dangling => {
-                    if let (Some(ns), Some(def)) = (k.namespace, self.owner_def(k.cluster, r)) {
-                        if def.namespaced && self.lives_elsewhere(&k, &def, r).await {
-                            self.report_invalid(&k, obj, r, ns).await;
+                    if let (Some(ns), true, Some(owner)) = (k.namespace, report, self.owner_def(k.cluster, r)) {
+                        if owner.namespaced && self.lives_elsewhere(&k, &owner, r).await {
+                            self.report_invalid(&k, &obj, r, ns).await;
                         }
                     }
                     drop.push(r.uid.clone());
@@ -713,7 +938,9 @@ impl Collector {
         }
         if solid > 0 {
             if !drop.is_empty() {
-                self.drop_refs(key, obj.uid(), &drop).await?;
+                let refs: Vec<Value> =
+                    refs_of(&value).into_iter().filter(|r| !drop.iter().any(|d| r["uid"] == **d)).collect();
+                self.patch_meta(&k, &def, &value, json!({"ownerReferences": none_if_empty(refs)})).await?;
             }
             return Ok(());
         }
@@ -721,35 +948,48 @@ impl Collector {
             .id_of(&k.collection())
             .is_some_and(|id| self.clusters.get(k.cluster).is_some_and(|h| h.owners.contains(&id)));
         let policy = match () {
-            _ if waiting && owns => Propagation::Foreground,
+            _ if waiting && owns => {
+                // kube's cycle breaking: a dependent that is itself deleted in the foreground would
+                // wait for this one while this one waits for it, so this one's references stop
+                // blocking first.
+                let uid = obj.uid().to_string();
+                let matches = |r: &OwnerRef| r.uid == uid;
+                let scope = k.namespace;
+                let (found, _) = self.dependents(k.cluster, scope, uid.as_bytes(), &matches, None).await?;
+                if found.iter().any(|f| f.deleting_dependents) {
+                    let refs: Vec<Value> = refs_of(&value)
+                        .into_iter()
+                        .map(|mut r| {
+                            if r["blockOwnerDeletion"] == Value::Bool(true) {
+                                r["blockOwnerDeletion"] = Value::Bool(false);
+                            }
+                            r
+                        })
+                        .collect();
+                    self.patch_meta(&k, &def, &value, json!({"ownerReferences": refs})).await?;
+                }
+                Propagation::Foreground
+            }
             _ if obj.has_finalizer(ORPHAN) => Propagation::Orphan,
             _ if obj.has_finalizer(FOREGROUND) => Propagation::Foreground,
             _ => Propagation::Background,
         };
-        self.delete(&k, obj, policy).await
+        self.delete(&k, &def, obj.uid(), policy).await
     }
 
     /// Delete a dependent through the registry, only while it is the object that was looked at.
-    async fn delete(&self, k: &Key<'_>, obj: &Object, policy: Propagation) -> ApiResult<()> {
-        let Some(def) = self.stored_def(k, obj.api_version.as_deref()) else {
-            return Err(ApiError::internal(format!("no type serves {}/{} in {}", k.group, k.plural, k.cluster)));
-        };
-        let ctx = Ctx {
-            cluster: k.cluster,
-            def: &def,
-            namespace: k.namespace,
-            user: &self.identity,
-            user_agent: Some(COMPONENT),
-            admit: None,
-        };
+    async fn delete(&self, k: &Key<'_>, def: &ResourceDef, uid: &str, policy: Propagation) -> ApiResult<()> {
+        if self.moving(k.cluster) {
+            return Err(ApiError::conflict(k.plural, k.group, k.name, "the cluster is moving between shards"));
+        }
         let opts = DeleteOptions {
             dry_run: false,
-            uid: Some(obj.uid().to_string()),
+            uid: Some(uid.to_string()),
             resource_version: None,
             propagation: Some(policy),
             grace_period: None,
         };
-        match self.registry.delete(&ctx, k.name, &opts).await {
+        match self.registry.delete(&self.ctx_for(k, def), k.name, &opts).await {
             Ok(_) => Ok(()),
             // Gone, or another object of that name since: nothing of this one to collect.
             Err(e) if e.code == 404 || (e.code == 409 && e.message.contains("Precondition failed: UID")) => Ok(()),
@@ -757,95 +997,87 @@ impl Collector {
         }
     }
 
-    /// Remove the references with these uids from the object at `key` (while it has `uid`).
-    async fn drop_refs(&self, key: &str, uid: &str, drop: &[String]) -> ApiResult<()> {
-        self.rewrite(key, uid, |obj| {
-            let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else { return false };
-            let Some(refs) = meta.get_mut("ownerReferences").and_then(Value::as_array_mut) else { return false };
-            let before = refs.len();
-            refs.retain(|r| !r["uid"].as_str().is_some_and(|u| drop.iter().any(|d| d == u)));
-            let changed = refs.len() != before;
-            if refs.is_empty() {
-                meta.remove("ownerReferences");
-            }
-            changed
-        })
-        .await
-    }
-
-    /// Change the stored object at `key` by `edit` (which says whether it changed anything), by
-    /// compare-and-swap, while it is the object with `uid`. An object with no finalizers left after
-    /// its deletion went is deleted.
-    async fn rewrite(&self, key: &str, uid: &str, edit: impl Fn(&mut Value) -> bool) -> ApiResult<()> {
-        for _ in 0..16 {
-            let Some(kv) = self.registry.store.get(key).await? else { return Ok(()) };
-            let Ok(mut obj) = serde_json::from_slice::<Value>(&kv.value) else { return Ok(()) };
-            if obj["metadata"]["uid"].as_str() != Some(uid) || !edit(&mut obj) {
-                return Ok(());
-            }
-            let deleting = obj["metadata"].get("deletionTimestamp").is_some_and(|t| !t.is_null());
-            let finalized = obj["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty);
-            let res = if deleting && finalized {
-                self.registry.store.delete(key, Some(kv.mod_revision)).await.map(|_| ())
-            } else {
-                self.registry.store.update(key, crate::registry::encode(&obj), kv.mod_revision).await.map(|_| ())
-            };
-            match res {
-                Ok(()) | Err(StoreError::NotFound) => return Ok(()),
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(e.into()),
-            }
+    /// Change `metadata` fields of the object `current` (as read, of type `def`) by a merge patch
+    /// through the registry, as kube's collector patches: at the revision read (a 409 if it changed
+    /// since, and the item is tried again), with every hook a client's write has (an object whose
+    /// last finalizer goes is deleted as its finalizers' holders would have it).
+    async fn patch_meta(&self, k: &Key<'_>, def: &ResourceDef, current: &Value, mut meta: Value) -> ApiResult<()> {
+        if self.moving(k.cluster) {
+            return Err(ApiError::conflict(k.plural, k.group, k.name, "the cluster is moving between shards"));
         }
-        Err(ApiError::conflict("", "", key, "too many concurrent updates"))
+        meta["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+        meta["uid"] = current["metadata"]["uid"].clone();
+        let body = serde_json::to_vec(&json!({"metadata": meta})).expect("JSON serialises");
+        let opts = crate::registry::WriteOptions::from_query(&crate::request::Query::default()).expect("no options");
+        let ctx = self.ctx_for(k, def);
+        match self.registry.patch(&ctx, k.name, crate::patch::PatchType::Merge, &body, &opts, None).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// An owner marked with `orphan` or `foregroundDeletion`: orphan its dependents, or delete them
     /// and wait for the blocking ones; then take its finalizer off.
-    async fn finalize(&self, key: &str) -> ApiResult<Option<Duration>> {
-        let Some(k) = Key::parse(&self.registry.prefix, key) else { return Ok(None) };
-        let obj = match self.registry.store.get(key).await? {
-            Some(kv) => Object::parse(&kv.value),
-            None => None,
-        };
-        let Some(obj) = obj.filter(|o| o.deleting() && (o.has_finalizer(ORPHAN) || o.has_finalizer(FOREGROUND))) else {
+    async fn finalize(&self, key: &str) -> ApiResult<Next> {
+        let Some(k) = Key::parse(&self.registry.prefix, key) else { return Ok(Next::Done) };
+        if self.moving(k.cluster) {
+            return Ok(Next::Later(RETRY_MAX));
+        }
+        let current = self.read(&k).await?;
+        let marked = |o: &Object| o.deleting() && (o.has_finalizer(ORPHAN) || o.has_finalizer(FOREGROUND));
+        let Some((def, value, obj)) = current.and_then(|(def, value)| {
+            let obj: Object = serde_json::from_value(value.clone()).ok()?;
+            marked(&obj).then_some((def, value, obj))
+        }) else {
             self.unwait(k.cluster, key);
-            return Ok(None);
+            return Ok(Next::Done);
         };
         let uid = obj.uid().to_string();
         let matches = |r: &OwnerRef| r.uid == uid;
-        let (found, more) = self.dependents(k.cluster, k.namespace, uid.as_bytes(), &matches).await?;
-        if obj.has_finalizer(ORPHAN) {
-            let refs = [uid.clone()];
-            self.each(found, |(dep, o)| {
-                let refs = &refs;
-                async move { self.drop_refs(&dep, o.uid(), refs).await }
-            })
-            .await?;
-            if more {
-                return Ok(Some(Duration::ZERO));
+        let orphaning = obj.has_finalizer(ORPHAN);
+        if !orphaning {
+            // Waiting from now, so that the deletes below bring it back at once.
+            self.wait(k.cluster, key);
+        }
+        let (mut resume, mut blocking) = (None, 0);
+        loop {
+            let (found, next) = self.dependents(k.cluster, k.namespace, uid.as_bytes(), &matches, resume).await?;
+            if orphaning {
+                let uid = &uid;
+                self.each(found, |f| async move { self.orphan(&f.key, uid).await }).await?;
+            } else {
+                blocking += found.iter().filter(|f| f.blocks).count();
+                self.each(found, |f| async move { self.attempt(&f.key, false).await }).await?;
             }
-            self.remove_finalizer(key, &uid, ORPHAN).await?;
-            return Ok(None);
+            resume = match next {
+                Some(r) => Some(r),
+                None => break,
+            };
         }
-        let blocking = found
-            .iter()
-            .filter(|(_, o)| o.owners().iter().any(|r| r.uid == uid && r.block_owner_deletion == Some(true)))
-            .count();
-        if found.is_empty() {
-            self.unwait(k.cluster, key);
-            self.remove_finalizer(key, &uid, FOREGROUND).await?;
-            return Ok(None);
+        if blocking > 0 {
+            return Ok(Next::Waiting);
         }
-        // Waiting from now, so that the deletes below bring it back at once.
-        self.wait(k.cluster, key);
-        self.each(found, |(dep, o)| async move { self.attempt(&dep, &o).await }).await?;
-        if blocking == 0 && !more {
-            // Only dependents that do not block were left: they are on their way; the owner goes.
-            self.unwait(k.cluster, key);
-            self.remove_finalizer(key, &uid, FOREGROUND).await?;
-            return Ok(None);
+        // Orphaned, or only dependents that do not block were left (they are on their way): the
+        // owner goes.
+        self.unwait(k.cluster, key);
+        let finalizer = if orphaning { ORPHAN } else { FOREGROUND };
+        let rest: Vec<Value> =
+            obj.metadata.finalizers.iter().flatten().filter(|f| *f != finalizer).map(|f| json!(f)).collect();
+        self.patch_meta(&k, &def, &value, json!({"finalizers": none_if_empty(rest)})).await?;
+        Ok(Next::Done)
+    }
+
+    /// Remove the references to the owner with `uid` from the dependent at `key`, read afresh.
+    async fn orphan(&self, key: &str, uid: &str) -> ApiResult<()> {
+        let Some(k) = Key::parse(&self.registry.prefix, key) else { return Ok(()) };
+        let Some((def, value)) = self.read(&k).await? else { return Ok(()) };
+        let refs = refs_of(&value);
+        let kept: Vec<Value> = refs.iter().filter(|r| r["uid"] != uid).cloned().collect();
+        if kept.len() == refs.len() {
+            return Ok(());
         }
-        Ok(Some(if more { Duration::ZERO } else { WAITING_RECHECK }))
+        self.patch_meta(&k, &def, &value, json!({"ownerReferences": none_if_empty(kept)})).await
     }
 
     fn wait(&self, cluster: &str, key: &str) {
@@ -861,27 +1093,18 @@ impl Collector {
         }
     }
 
-    async fn remove_finalizer(&self, key: &str, uid: &str, finalizer: &str) -> ApiResult<()> {
-        self.rewrite(key, uid, |obj| {
-            let Some(fs) = obj["metadata"].get_mut("finalizers").and_then(Value::as_array_mut) else { return false };
-            let before = fs.len();
-            fs.retain(|f| f.as_str() != Some(finalizer));
-            fs.len() != before
-        })
-        .await
-    }
-
     /// Whether the owner a namespaced dependent names is in another namespace of its cluster (kube's
-    /// collector reports that; the reference is dangling all the same).
+    /// collector reports that; the reference is dangling all the same). Asked only of dependents
+    /// written or listed with such a reference, never of those a cascade reaches.
     async fn lives_elsewhere(&self, k: &Key<'_>, def: &ResourceDef, r: &OwnerRef) -> bool {
         let prefix = keys::collection(&self.registry.prefix, def.storage_group(), &def.plural, Some(k.cluster), None);
         let needle = format!("\"{}\"", r.uid);
         let finder = memchr::memmem::Finder::new(needle.as_bytes());
+        let suffix = format!("/{}", r.name);
         let mut start = None;
         loop {
             let req = RangeRequest { prefix: prefix.clone(), start: start.take(), limit: PAGE, revision: None };
             let Ok(got) = self.registry.store.range(req).await else { return false };
-            let suffix = format!("/{}", r.name);
             if got.kvs.iter().any(|kv| kv.key.ends_with(&suffix) && finder.find(&kv.value).is_some()) {
                 return true;
             }
@@ -918,18 +1141,26 @@ impl Collector {
             "firstTimestamp": now,
             "lastTimestamp": now,
         });
-        let ctx = Ctx {
-            cluster: k.cluster,
-            def: &events,
-            namespace: Some(event_ns),
-            user: &self.identity,
-            user_agent: Some(COMPONENT),
-            admit: None,
-        };
+        let event_key = Key { namespace: Some(event_ns), ..k.clone() };
+        let ctx = self.ctx_for(&event_key, &events);
         let opts = crate::registry::WriteOptions::from_query(&crate::request::Query::default()).expect("no options");
         if let Err(e) = self.registry.create(&ctx, event, &opts).await {
             tracing::debug!(error = %e.message, "garbage collector: writing an event");
         }
+    }
+}
+
+/// An object's owner references as the registry read them.
+fn refs_of(obj: &Value) -> Vec<Value> {
+    obj["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default()
+}
+
+/// A list for a merge patch: `null` removes the field when nothing is left, as kube leaves none.
+fn none_if_empty(list: Vec<Value>) -> Value {
+    if list.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(list)
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{eventually, kubectl, Backend, TestServer};
+use common::{eventually, Backend, TestServer};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -119,11 +119,19 @@ async fn a_foreground_owner_waits_for_its_blocking_dependents_etcd() {
 }
 
 /// kubectl's three cascades, on a Deployment's ReplicaSet and Pods (no controller makes them here,
-/// so the test writes them as the controllers would).
+/// so the test writes them as the controllers would), with the kubectl on PATH and with 1.35.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubectl_cascades_as_against_kube() {
+    let path_kubectl = common::require_binary("kubectl", "install kubectl (or run ./scripts/setup.sh tests)");
+    for bin in [path_kubectl, common::kubectl_135()] {
+        cascades(&bin).await;
+    }
+}
+
+async fn cascades(kubectl_bin: &std::path::Path) {
     let s = TestServer::start(Backend::Embedded).await;
     let kc = s.kubeconfig();
+    let kubectl = |kc: &std::path::Path, args: &[&str]| common::kubectl_bin(kubectl_bin, kc, args, None);
     let apps = "/apis/apps/v1/namespaces/default";
     let pods = "/api/v1/namespaces/default/pods";
     let template =
@@ -141,7 +149,7 @@ async fn kubectl_cascades_as_against_kube() {
         }
         let (ok, out, err) =
             kubectl(&kc, &["delete", "deployment", &name, &format!("--cascade={cascade}"), "--timeout=30s"]);
-        assert!(ok, "kubectl delete --cascade={cascade}: {out} {err}");
+        assert!(ok, "{}: kubectl delete --cascade={cascade}: {out} {err}", kubectl_bin.display());
         assert!(
             !exists(&s, &format!("{apps}/deployments/{name}")).await,
             "kubectl returns once the deployment is gone"
@@ -442,5 +450,94 @@ async fn blocking_an_owner_takes_permission_on_its_finalizers() {
     let owned = json!({"metadata": {"name": "by-deploy", "ownerReferences": [owner_ref(&deploy, true)]}});
     let (code, body) = as_writer(reqwest::Method::POST, cms("gc-perm"), owned).await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
+    s.stop().await;
+}
+
+/// Two objects that own each other, both blocking: a foreground delete of one would have each wait
+/// for the other; kube's collector makes the dependent's references non-blocking first, and so does
+/// this one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_foreground_cycle_does_not_hang() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let a = cm(&s, "root", "cycle-a", vec![], &[]).await;
+    let b = cm(&s, "root", "cycle-b", vec![owner_ref(&a, true)], &[]).await;
+    let path_a = format!("{}/cycle-a", cms("root"));
+    let (code, _) = s
+        .patch(
+            &path_a,
+            "application/merge-patch+json",
+            &json!({"metadata": {"ownerReferences": [owner_ref(&b, true)]}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _) = s.req(reqwest::Method::DELETE, &format!("{path_a}?propagationPolicy=Foreground"), None, None).await;
+    assert_eq!(code, StatusCode::OK);
+    gone(&s, &path_a, "the owner of a cycle").await;
+    gone(&s, &format!("{}/cycle-b", cms("root")), "its dependent and owner").await;
+    s.stop().await;
+}
+
+/// An orphaning delete pending when a leader starts: its owner is listed before its dependents'
+/// collection (ConfigMaps before Secrets), and the dependents must be orphaned, not collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pending_orphan_delete_is_finished_by_the_next_leader() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let owner = cm(&s, "root", "orphaner", vec![], &[]).await;
+    let secrets = "/api/v1/namespaces/default/secrets";
+    for i in 0..5 {
+        let secret = json!({"metadata": {"name": format!("kept-{i}"), "ownerReferences": [owner_ref(&owner, false)]}});
+        create(&s, secrets, secret).await;
+    }
+    let prefix = s.running_prefix();
+    let data = s.stop().await;
+    // Marked as an orphaning delete marks it, while no collector runs.
+    let store = kgate::storage::etcd::EtcdStore::connect(&[common::shared_etcd().to_string()], &Default::default())
+        .await
+        .unwrap();
+    let key = format!("{prefix}/core/configmaps/root/default/orphaner");
+    let kv = kgate::storage::Store::get(&store, &key).await.unwrap().unwrap();
+    let mut stored: Value = serde_json::from_slice(&kv.value).unwrap();
+    stored["metadata"]["deletionTimestamp"] = json!("2026-12-07T00:00:00Z");
+    stored["metadata"]["finalizers"] = json!(["orphan"]);
+    kgate::storage::Store::update(&store, &key, serde_json::to_vec(&stored).unwrap(), kv.mod_revision).await.unwrap();
+    let s = TestServer::start_in(Backend::Etcd, data, prefix).await;
+    gone(&s, &format!("{}/orphaner", cms("root")), "the orphaning owner").await;
+    for i in 0..5 {
+        let (code, secret) = s.get(&format!("{secrets}/kept-{i}")).await;
+        assert_eq!(code, StatusCode::OK, "an orphaned dependent stays: {secret}");
+        assert!(secret["metadata"].get("ownerReferences").is_none(), "{secret}");
+    }
+    s.stop().await;
+}
+
+/// More dependents than one read gathers: every one goes, in background and in foreground.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn owners_of_more_dependents_than_one_read_takes() {
+    let s = TestServer::start(Backend::Embedded).await;
+    for policy in ["Background", "Foreground"] {
+        let tag = policy.to_lowercase();
+        let owner = cm(&s, "root", &format!("many-{tag}"), vec![], &[]).await;
+        let refs = vec![owner_ref(&owner, true)];
+        let made = futures::future::join_all((0..1_100).map(|i| {
+            let obj = json!({"metadata": {"name": format!("many-{tag}-{i}"), "ownerReferences": refs}});
+            let path = cms("root");
+            let s = &s;
+            async move { s.post(&path, &obj).await.0 }
+        }))
+        .await;
+        assert!(made.iter().all(|c| *c == StatusCode::CREATED));
+        let path = format!("{}/many-{tag}?propagationPolicy={policy}", cms("root"));
+        assert_eq!(s.req(reqwest::Method::DELETE, &path, None, None).await.0, StatusCode::OK);
+        eventually(60, "every dependent to go", || async {
+            let list = s.get(&format!("{}?limit=2000", cms("root"))).await.1;
+            let left = list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|i| i["metadata"]["name"].as_str().unwrap().starts_with(&format!("many-{tag}")));
+            left.count() == 0
+        })
+        .await;
+    }
     s.stop().await;
 }

