@@ -47,8 +47,9 @@ async fn round(k: &KgateProcess, tag: &str, policy: &str, block: bool, wait_for:
     let cms = format!("{url}/api/v1/namespaces/default/configmaps");
     let mut owners = Vec::new();
     for o in 0..OWNERS {
-        let r =
-            client.post(&cms).json(&json!({"metadata": {"name": format!("{tag}-owner-{o}")}})).send().await.unwrap();
+        let owner =
+            json!({"metadata": {"name": format!("{tag}-owner-{o}"), "labels": {"bench": format!("{tag}-owner")}}});
+        let r = client.post(&cms).json(&owner).send().await.unwrap();
         assert_eq!(r.status(), 201);
         owners.push(r.json::<Value>().await.unwrap());
     }
@@ -85,7 +86,11 @@ async fn round(k: &KgateProcess, tag: &str, policy: &str, block: bool, wait_for:
         assert!(started.elapsed() < Duration::from_secs(600), "collection did not finish in 10 minutes");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    (started.elapsed().as_secs_f64(), before, peak)
+    let secs = started.elapsed().as_secs_f64();
+    for what in ["owner", "dep"] {
+        assert!(!any_left(&client, &url, &format!("{tag}-{what}")).await, "{tag}: {what}s are left");
+    }
+    (secs, before, peak)
 }
 
 async fn collection(backend: Backend) {

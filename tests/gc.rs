@@ -541,3 +541,31 @@ async fn owners_of_more_dependents_than_one_read_takes() {
     }
     s.stop().await;
 }
+
+/// Foreground owners deleted together go only after their blocking dependents, never before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn foreground_owners_outlive_their_blocking_dependents() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let mut owners = Vec::new();
+    for o in 0..10 {
+        let owner = cm(&s, "root", &format!("fg-owner-{o}"), vec![], &[]).await;
+        for i in 0..20 {
+            cm(&s, "root", &format!("fg-dep-{o}-{i}"), vec![owner_ref(&owner, true)], &[]).await;
+        }
+        owners.push(owner);
+    }
+    let deletes = (0..10).map(|o| {
+        let path = format!("{}/fg-owner-{o}?propagationPolicy=Foreground", cms("root"));
+        let s = &s;
+        async move { s.req(reqwest::Method::DELETE, &path, None, None).await.0 }
+    });
+    assert!(futures::future::join_all(deletes).await.iter().all(|c| *c == StatusCode::OK));
+    for o in 0..10 {
+        gone(&s, &format!("{}/fg-owner-{o}", cms("root")), "an owner").await;
+        for i in 0..20 {
+            let dep = format!("{}/fg-dep-{o}-{i}", cms("root"));
+            assert!(!exists(&s, &dep).await, "{dep} is still there after its foreground owner went");
+        }
+    }
+    s.stop().await;
+}
