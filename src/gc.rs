@@ -591,7 +591,7 @@ impl Collector {
             if let Some(mut held) = self.clusters.get_mut(k.cluster) {
                 held.terminating.retain(|t| &**t != k.name);
             }
-            return;
+            // A namespace may own things too (in other namespaces, or cluster-wide): go on.
         }
         let owns = {
             let Some(held) = self.clusters.get(k.cluster) else { return };
@@ -1060,13 +1060,11 @@ impl Collector {
         let uid = obj.uid().to_string();
         let matches = |r: &OwnerRef| r.uid == uid;
         let orphaning = obj.has_finalizer(ORPHAN);
+        let finalizer = if orphaning { ORPHAN } else { FOREGROUND };
         if !self.might_own(k.cluster, &uid) {
             // No object has named it: nothing to orphan or wait for.
             self.unwait(k.cluster, key);
-            let finalizer = if orphaning { ORPHAN } else { FOREGROUND };
-            let rest: Vec<Value> =
-                obj.metadata.finalizers.iter().flatten().filter(|f| *f != finalizer).map(|f| json!(f)).collect();
-            self.patch_meta(&k, &def, &value, json!({"finalizers": none_if_empty(rest)})).await?;
+            self.take_off(&k, &def, &value, &obj, finalizer).await?;
             return Ok(Next::Done);
         }
         if !orphaning {
@@ -1094,11 +1092,22 @@ impl Collector {
         // Orphaned, or only dependents that do not block were left (they are on their way): the
         // owner goes.
         self.unwait(k.cluster, key);
-        let finalizer = if orphaning { ORPHAN } else { FOREGROUND };
+        self.take_off(&k, &def, &value, &obj, finalizer).await?;
+        Ok(Next::Done)
+    }
+
+    /// Take `finalizer` off the owner `current` (read as `obj`); with its last one, it goes.
+    async fn take_off(
+        &self,
+        k: &Key<'_>,
+        def: &ResourceDef,
+        current: &Value,
+        obj: &Object,
+        finalizer: &str,
+    ) -> ApiResult<()> {
         let rest: Vec<Value> =
             obj.metadata.finalizers.iter().flatten().filter(|f| *f != finalizer).map(|f| json!(f)).collect();
-        self.patch_meta(&k, &def, &value, json!({"finalizers": none_if_empty(rest)})).await?;
-        Ok(Next::Done)
+        self.patch_meta(k, def, current, json!({"finalizers": none_if_empty(rest)})).await
     }
 
     /// Remove the references to the owner with `uid` from the dependent at `key`, read afresh.

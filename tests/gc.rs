@@ -307,6 +307,9 @@ async fn custom_and_cluster_scoped_owners() {
     assert_eq!(s.delete("/api/v1/persistentvolumes/owner-pv").await.0, StatusCode::OK);
     gone(&s, "/api/v1/namespaces/owned-in/configmaps/by-pv", "a dependent of a cluster-scoped owner").await;
     assert!(exists(&s, "/api/v1/namespaces/owned-in/configmaps/by-namespace").await);
+    // A namespace owns like any cluster-scoped object.
+    assert_eq!(s.delete("/api/v1/namespaces/owning").await.0, StatusCode::OK);
+    gone(&s, "/api/v1/namespaces/owned-in/configmaps/by-namespace", "a dependent of a deleted namespace").await;
     s.stop().await;
 }
 
